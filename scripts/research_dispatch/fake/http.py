@@ -1,0 +1,154 @@
+"""A tiny threaded HTTP server base shared by the fakes.
+
+Each fake subclasses `FakeServer` and implements `handle(request) -> FakeResponse`. The server binds
+127.0.0.1 on an ephemeral port, runs in a daemon thread and is a context manager, so tests and the
+demo can start several at once without port clashes.
+"""
+
+from __future__ import annotations
+
+import json
+import socket
+import threading
+import time
+from dataclasses import dataclass, field
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+from urllib.parse import parse_qs, urlsplit
+
+
+@dataclass
+class FakeRequest:
+    method: str
+    path: str
+    query: dict[str, list[str]]
+    headers: dict[str, str]  # lower-cased names
+    body: bytes
+
+    def json(self) -> Any:
+        if not self.body:
+            return None
+        return json.loads(self.body.decode("utf-8"))
+
+    def param(self, name: str, default: str | None = None) -> str | None:
+        values = self.query.get(name)
+        return values[0] if values else default
+
+
+@dataclass
+class FakeResponse:
+    status: int = 200
+    body: bytes = b""
+    headers: dict[str, str] = field(default_factory=dict)
+    delay_s: float = 0.0
+    reset_connection: bool = False  # close the socket without answering (a "connection reset")
+
+    @classmethod
+    def json(cls, payload: Any, status: int = 200, headers: dict[str, str] | None = None,
+             delay_s: float = 0.0) -> FakeResponse:
+        hdrs = {"Content-Type": "application/json"}
+        hdrs.update(headers or {})
+        return cls(status=status, body=json.dumps(payload).encode("utf-8"), headers=hdrs, delay_s=delay_s)
+
+
+class _Handler(BaseHTTPRequestHandler):
+    server: _Server
+    protocol_version = "HTTP/1.1"
+
+    def log_message(self, format: str, *args: Any) -> None:  # quiet: tests read the request log instead
+        return
+
+    def _dispatch(self) -> None:
+        parts = urlsplit(self.path)
+        length = int(self.headers.get("Content-Length") or 0)
+        body = self.rfile.read(length) if length else b""
+        request = FakeRequest(
+            method=self.command,
+            path=parts.path,
+            query=parse_qs(parts.query),
+            headers={k.lower(): v for k, v in self.headers.items()},
+            body=body,
+        )
+        owner = self.server.owner
+        try:
+            response = owner.handle(request)
+        except Exception as exc:  # a bug in a fake must be visible, not a hang
+            response = FakeResponse.json({"error": {"code": 500, "message": f"fake crashed: {exc!r}"}}, 500)
+        owner._record(request, response)
+        if response.delay_s:
+            time.sleep(response.delay_s)
+        if response.reset_connection:
+            try:
+                self.connection.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, b"\x01\x00\x00\x00\x00\x00\x00\x00")
+            except OSError:
+                pass
+            self.close_connection = True
+            self.connection.close()
+            return
+        self.send_response(response.status)
+        for name, value in response.headers.items():
+            self.send_header(name, value)
+        self.send_header("Content-Length", str(len(response.body)))
+        self.end_headers()
+        if self.command != "HEAD":
+            self.wfile.write(response.body)
+
+    do_GET = do_POST = do_PUT = do_PATCH = do_DELETE = do_HEAD = _dispatch
+
+
+class _Server(ThreadingHTTPServer):
+    daemon_threads = True
+    allow_reuse_address = True
+    owner: FakeServer
+
+
+class FakeServer:
+    """Base class: subclass and implement `handle`."""
+
+    def __init__(self, host: str = "127.0.0.1", port: int = 0) -> None:
+        self._server = _Server((host, port), _Handler)
+        self._server.owner = self
+        self._thread: threading.Thread | None = None
+        self._lock = threading.Lock()
+        self.requests: list[tuple[FakeRequest, FakeResponse]] = []
+
+    # -- lifecycle -------------------------------------------------------------------------
+    @property
+    def port(self) -> int:
+        return self._server.server_address[1]
+
+    @property
+    def root_url(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    def start(self) -> FakeServer:
+        if self._thread is None:
+            self._thread = threading.Thread(target=self._server.serve_forever, name=type(self).__name__,
+                                            daemon=True)
+            self._thread.start()
+        return self
+
+    def stop(self) -> None:
+        if self._thread is not None:
+            self._server.shutdown()
+            self._thread.join(timeout=5)
+            self._thread = None
+        self._server.server_close()
+
+    def __enter__(self) -> FakeServer:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+    # -- behaviour -------------------------------------------------------------------------
+    def handle(self, request: FakeRequest) -> FakeResponse:
+        raise NotImplementedError
+
+    def _record(self, request: FakeRequest, response: FakeResponse) -> None:
+        with self._lock:
+            self.requests.append((request, response))
+
+    def requests_to(self, path_suffix: str) -> list[FakeRequest]:
+        with self._lock:
+            return [req for req, _ in self.requests if req.path.endswith(path_suffix)]
