@@ -1,0 +1,220 @@
+"""The `research-dispatch` command line: a thin click layer over the stage modules.
+
+Exit codes (FIXED): 0 ok, 1 runtime failure, 2 bad input or usage, 3 route fidelity not verified.
+Stage modules are imported inside each command so that `--help` does not pay for pydantic, openai,
+tavily or PyGithub.
+"""
+
+from __future__ import annotations
+
+import functools
+import os
+import sys
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any, TypeVar
+
+import click
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+def _fail(message: str, code: int) -> None:
+    from research_dispatch.redact import redact
+
+    click.echo(f"error: {redact(message)}", err=True)
+    sys.exit(code)
+
+
+def guarded(func: F) -> F:
+    """Map typed errors to their exit codes with one clear line; never show a traceback to users."""
+
+    @functools.wraps(func)
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        from research_dispatch.errors import DispatchError
+
+        try:
+            return func(*args, **kwargs)
+        except DispatchError as exc:
+            _fail(str(exc), exc.exit_code)
+        except KeyboardInterrupt:
+            _fail("interrupted", 1)
+        except Exception as exc:
+            if os.environ.get("RESEARCH_DISPATCH_DEBUG"):
+                raise
+            _fail(f"internal error: {type(exc).__name__}: {exc} (set RESEARCH_DISPATCH_DEBUG=1 for a traceback)", 1)
+        return None
+
+    return wrapper  # type: ignore[return-value]
+
+
+repo_option = click.option(
+    "--repo", "repo", type=click.Path(file_okay=False, path_type=Path), default=".", show_default=True,
+    help="Repository holding pyproject.toml and topics/.",
+)
+cycle_option = click.option(
+    "--cycle", envvar="RESEARCH_DISPATCH_CYCLE", default=None,
+    help="Refresh cycle id (default: YYYY-H1 or YYYY-H2 of today).",
+)
+
+
+def _cycle(value: str | None) -> str:
+    from research_dispatch.plan import current_cycle, validate_cycle
+
+    return validate_cycle(value) if value else current_cycle()
+
+
+def _run_url() -> str | None:
+    server, repository, run_id = (os.environ.get(k) for k in ("GITHUB_SERVER_URL", "GITHUB_REPOSITORY",
+                                                              "GITHUB_RUN_ID"))
+    if server and repository and run_id:
+        return f"{server.rstrip('/')}/{repository}/actions/runs/{run_id}"
+    return None
+
+
+def _split(value: str | None) -> list[str]:
+    return [part.strip() for part in (value or "").replace(" ", ",").split(",") if part.strip()]
+
+
+def _load(repo: Path) -> tuple[Any, list[Any]]:
+    from research_dispatch.config import load_settings, load_topics
+
+    settings = load_settings(repo)
+    return settings, load_topics(repo, settings)
+
+
+@click.group(context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100})
+@click.version_option(package_name="research-dispatch")
+def main() -> None:
+    """Keep a multi-model literature review fresh: one researcher per (topic, model), cited reports with
+    route provenance, a cross-family synthesis, and one pull request for human review."""
+
+
+@main.command()
+@repo_option
+@guarded
+def check(repo: Path) -> None:
+    """Validate [tool.research-dispatch] and every topic file; print one line per problem."""
+    from research_dispatch.config import check_topics, load_settings
+    from research_dispatch.errors import BadInput
+    from research_dispatch.plan import plan_legs
+
+    try:
+        settings = load_settings(repo)
+    except BadInput as exc:
+        _fail(str(exc), 2)
+        return
+    topics, problems = check_topics(repo, settings)
+    for problem in problems:
+        click.echo(f"error: {problem}", err=True)
+    if problems:
+        sys.exit(2)
+    legs = plan_legs(topics, settings)
+    click.echo(f"ok: {len(topics)} topic(s), {len(legs)} leg(s)")
+
+
+@main.command()
+@repo_option
+@click.option("--topics", "topic_ids", default=None, help="Comma-separated topic ids (default: all).")
+@click.option("--models", "model_ids", default=None, help="Comma-separated model slugs to keep.")
+@click.option("--github-output", is_flag=True, help="Also append matrix=, count= and cycle= to $GITHUB_OUTPUT.")
+@cycle_option
+@guarded
+def plan(repo: Path, topic_ids: str | None, model_ids: str | None, github_output: bool, cycle: str | None) -> None:
+    """Print the matrix JSON {"include": [{"leg", "topic", "model"}, ...]}."""
+    from research_dispatch.config import select_topics
+    from research_dispatch.errors import BadInput
+    from research_dispatch.plan import matrix, matrix_json, plan_legs, write_github_output
+
+    settings, topics = _load(repo)
+    legs = plan_legs(select_topics(topics, _split(topic_ids)), settings, _split(model_ids))
+    text = matrix_json(legs)
+    click.echo(text)
+    if github_output:
+        target = os.environ.get("GITHUB_OUTPUT")
+        if not target:
+            raise BadInput("GITHUB_OUTPUT is not set", path="environment", field="GITHUB_OUTPUT")
+        write_github_output(Path(target), {"matrix": text, "count": str(len(matrix(legs)["include"])),
+                                           "legs": str(len(legs)), "cycle": _cycle(cycle)})
+
+
+@main.command()
+@repo_option
+@click.argument("topic")
+@click.option("--model", "model", default=None, help="Model slug (comma-separated for a packed batch).")
+@cycle_option
+@guarded
+def research(repo: Path, topic: str, model: str | None, cycle: str | None) -> None:
+    """Run one leg (or a packed batch) and write its report and call log at their computed paths."""
+    from research_dispatch.leg import require_keys, run_leg
+    from research_dispatch.plan import resolve_legs
+
+    settings, topics = _load(repo)
+    legs = resolve_legs(topics, settings, topic, model)
+    require_keys(os.environ)
+    cycle_id = _cycle(cycle)
+    codes = []
+    for leg in legs:
+        result = run_leg(repo, settings, leg, cycle=cycle_id, run_url=_run_url())
+        codes.append(result.exit_code)
+        click.echo(_leg_line(result))
+    if 1 in codes:
+        sys.exit(1)
+    if 3 in codes:
+        sys.exit(3)
+
+
+def _leg_line(result: Any) -> str:
+    from research_dispatch.sanitize import one_line
+
+    head = f"{result.stem}: {result.status}"
+    if result.status == "failed":
+        return f"{head} — {one_line(result.error or 'failed', 300)}"
+    line = (f"{head}, route {result.route}, {result.words} words, {result.sources} sources, "
+            f"{result.calls} calls, ${result.cost_usd:.4f} → {result.report}")
+    if result.reasons:
+        line += " (" + "; ".join(one_line(r, 160) for r in result.reasons) + ")"
+    return line
+
+
+@main.command()
+@repo_option
+@click.argument("reports", nargs=-1, type=click.Path(dir_okay=False, path_type=Path))
+@click.option("--online", is_flag=True, help="Re-check each generation id against the gateway's /generation record.")
+@click.option("--github-summary", is_flag=True, help="Append the route table to $GITHUB_STEP_SUMMARY.")
+@guarded
+def verify(repo: Path, reports: tuple[Path, ...], online: bool, github_summary: bool) -> None:
+    """Print the route table for reports (default: all of research/); exit 3 if any is not verified."""
+    from research_dispatch.config import load_settings
+    from research_dispatch.errors import BadInput
+    from research_dispatch.report import load_report
+    from research_dispatch.verify import markdown_table, text_table, verify_report
+
+    settings = load_settings(repo)
+    paths = list(reports) or sorted((repo / settings.research_dir).glob("*.md"))
+    if not paths:
+        raise BadInput("no reports to verify", path=settings.research_dir + "/")
+    gateway = None
+    if online:
+        from research_dispatch.gateway import Gateway
+
+        gateway = Gateway(api_key=os.environ.get("OPENROUTER_API_KEY"),
+                          base_url=os.environ.get("OPENROUTER_BASE_URL") or None, settings=settings.gateway)
+    rows = [verify_report(load_report(p if p.is_absolute() or p.exists() else repo / p, repo=repo),
+                          gateway=gateway) for p in paths]
+    click.echo(text_table(rows))
+    for row in rows:
+        for problem in row.problems:
+            click.echo(f"problem: {row.relpath}: {problem}")
+    if github_summary:
+        target = os.environ.get("GITHUB_STEP_SUMMARY")
+        if not target:
+            raise BadInput("GITHUB_STEP_SUMMARY is not set", path="environment", field="GITHUB_STEP_SUMMARY")
+        with open(target, "a", encoding="utf-8") as handle:
+            handle.write("## Route fidelity\n\n" + markdown_table(rows) + "\n\n")
+    if not all(row.verified for row in rows):
+        sys.exit(3)
+
+
+if __name__ == "__main__":  # pragma: no cover
+    main()

@@ -1,0 +1,472 @@
+"""Configuration (`[tool.research-dispatch]` in pyproject.toml) and topic files, as pydantic models.
+
+Everything here is input a user edits by hand, so every failure becomes one `BadInput` line naming the
+file and the field. Topic YAML is parsed defensively: no anchors or aliases (alias bombs), no
+duplicate keys, bounded size and nesting, strict UTF-8. Report paths are *computed* from the file
+name and the model slug; no path is ever read from input.
+"""
+
+from __future__ import annotations
+
+import re
+import sys
+from collections.abc import Iterable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Literal
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+
+from research_dispatch.errors import BadInput
+
+if sys.version_info >= (3, 11):
+    import tomllib
+else:  # pragma: no cover - exercised on 3.10 only
+    import tomli as tomllib
+
+TOPIC_ID_RE = re.compile(r"^[a-z0-9](?:[a-z0-9-]|\.(?!\.))*$")
+SLUG_PART = r"[a-z0-9][a-z0-9._-]*"
+MODEL_SLUG_RE = re.compile(rf"^{SLUG_PART}/{SLUG_PART}$")
+PROVIDER_SLUG_RE = re.compile(rf"^{SLUG_PART}(?:/{SLUG_PART})?$")
+TOPIC_FILE_RE = re.compile(r"^(?P<nn>\d{2})-(?P<id>[a-z0-9][a-z0-9.-]*)\.ya?ml$")
+
+MAX_TOPIC_BYTES = 64 * 1024
+MAX_YAML_DEPTH = 12
+MAX_TOPIC_ID_LEN = 64
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True, str_strip_whitespace=True)
+
+
+class WordBand(_Strict):
+    """Target length of a report. The researcher asks for expansion or tightening outside it."""
+
+    min: int = Field(2000, ge=100, le=20000)
+    max: int = Field(2500, ge=100, le=20000)
+
+    @model_validator(mode="after")
+    def _ordered(self) -> WordBand:
+        if self.min >= self.max:
+            raise ValueError(f"min ({self.min}) must be below max ({self.max})")
+        return self
+
+
+class Budget(_Strict):
+    """Hard caps for one leg. Caps, not prompt hints: the loop stops when any is reached."""
+
+    max_steps: int = Field(40, ge=1, le=400)
+    max_cost_usd: float = Field(3.0, gt=0, le=500)
+    timeout_minutes: float = Field(12.0, gt=0, le=360)
+
+
+class SearchSettings(_Strict):
+    max_results: int = Field(8, ge=1, le=20)
+    depth: Literal["basic", "advanced"] = "advanced"
+    include_domains: tuple[str, ...] = ()
+    exclude_domains: tuple[str, ...] = ()
+
+    @field_validator("include_domains", "exclude_domains")
+    @classmethod
+    def _domains(cls, value: tuple[str, ...]) -> tuple[str, ...]:
+        for domain in value:
+            if not re.fullmatch(r"[a-z0-9.-]+(?:/[\w./-]*)?", domain) or len(domain) > 253:
+                raise ValueError(f"invalid domain {domain!r}")
+        if len(value) > 100:
+            raise ValueError("at most 100 domains")
+        return tuple(sorted(set(value)))
+
+
+class ModelRoute(_Strict):
+    """One leg of a topic: which model writes it, why, and optionally which provider must serve it."""
+
+    model: str
+    rationale: str = Field("", max_length=500)
+    provider: str | None = None
+
+    @field_validator("model")
+    @classmethod
+    def _slug(cls, value: str) -> str:
+        if ":" in value:
+            raise ValueError(f"{value!r}: variant suffixes (':nitro', ':free', ...) change the serving pool; "
+                             "use the plain slug so the route can be verified")
+        if value.startswith("~") or not MODEL_SLUG_RE.fullmatch(value) or len(value) > 120:
+            raise ValueError(f"{value!r} is not a concrete OpenRouter slug author/name (lower case)")
+        if value.split("/", 1)[0] == "openrouter":
+            raise ValueError(f"{value!r} is a router, not a model: its route cannot be verified")
+        return value
+
+    @field_validator("provider")
+    @classmethod
+    def _provider(cls, value: str | None) -> str | None:
+        if value is not None and (not PROVIDER_SLUG_RE.fullmatch(value) or len(value) > 80):
+            raise ValueError(f"{value!r} is not a provider slug (e.g. deepseek, deepinfra/turbo)")
+        return value
+
+    @property
+    def author(self) -> str:
+        return self.model.split("/", 1)[0]
+
+    @property
+    def name(self) -> str:
+        return self.model.split("/", 1)[1]
+
+
+class Topic(_Strict):
+    """The FIXED topic file fields."""
+
+    id: str = Field(min_length=1, max_length=MAX_TOPIC_ID_LEN)
+    title: str = Field(min_length=1, max_length=200)
+    scope: str = Field(min_length=1, max_length=8000)
+    models: tuple[ModelRoute, ...] = Field(min_length=1, max_length=16)
+    words: WordBand | None = None
+    budget: Budget | None = None
+    search: SearchSettings | None = None
+
+    @field_validator("id")
+    @classmethod
+    def _id(cls, value: str) -> str:
+        if not TOPIC_ID_RE.fullmatch(value) or value.endswith("."):
+            raise ValueError(f"{value!r} must match [a-z0-9][a-z0-9.-]* (no '..', no trailing '.')")
+        return value
+
+    @field_validator("title")
+    @classmethod
+    def _title(cls, value: str) -> str:
+        if any(ch in value for ch in "\r\n") or any(ord(ch) < 32 for ch in value):
+            raise ValueError("must be one line without control characters")
+        return value
+
+    @field_validator("models")
+    @classmethod
+    def _unique_models(cls, value: tuple[ModelRoute, ...]) -> tuple[ModelRoute, ...]:
+        seen: set[str] = set()
+        for route in value:
+            if route.model in seen:
+                raise ValueError(f"model {route.model!r} is listed twice")
+            seen.add(route.model)
+        return value
+
+
+class GatewaySettings(_Strict):
+    timeout_s: float = Field(180.0, gt=0, le=1800)
+    max_retries: int = Field(3, ge=0, le=10)
+    backoff_base_s: float = Field(1.0, ge=0, le=60)
+    backoff_max_s: float = Field(30.0, ge=0, le=600)
+    max_completion_tokens: int = Field(8192, ge=256, le=200_000)
+    referer: str = "https://github.com/research-dispatch/research-dispatch"
+    title: str = "research-dispatch"
+
+
+class SynthesisSettings(_Strict):
+    extractor_model: str = "openai/gpt-5-mini"
+    judge_models: tuple[str, ...] = ("anthropic/claude-sonnet-4.6", "openai/gpt-5-mini")
+    count_unverified: bool = False
+    batch_size: int = Field(40, ge=2, le=400)
+    similarity_threshold: float = Field(0.2, ge=0.0, le=1.0)
+
+    @field_validator("extractor_model")
+    @classmethod
+    def _extractor(cls, value: str) -> str:
+        return ModelRoute._slug(value)
+
+    @field_validator("judge_models")
+    @classmethod
+    def _judges(cls, value: tuple[str, ...]) -> tuple[str, ...]:
+        if not value:
+            raise ValueError("at least one judge model")
+        return tuple(ModelRoute._slug(v) for v in value)
+
+
+class PRSettings(_Strict):
+    base: str = "main"
+    labels: tuple[str, ...] = ("research-refresh", "automated")
+    branch_prefix: str = "research-refresh/"
+    reviewers: tuple[str, ...] = ()
+
+    @field_validator("branch_prefix", "base")
+    @classmethod
+    def _ref(cls, value: str) -> str:
+        if not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9._/-]*", value) or ".." in value or value.endswith(".lock"):
+            raise ValueError(f"{value!r} is not a safe git ref name")
+        return value
+
+
+def _relative_dir(value: str) -> str:
+    path = Path(value)
+    if not value or path.is_absolute() or ".." in path.parts:
+        raise ValueError(f"{value!r} must be a relative path inside the repository")
+    return value
+
+
+class Settings(_Strict):
+    """`[tool.research-dispatch]`. Every key has a default: a repository with only topics/ works."""
+
+    topics_dir: str = "topics"
+    research_dir: str = "research"
+    framework_dir: str = "framework"
+    framework_name: str = "synthesis"
+    methodology_path: str = "docs/METHODOLOGY.md"
+    build_dir: str = "build"
+    words: WordBand = WordBand()
+    budget: Budget = Budget()
+    search: SearchSettings = SearchSettings()
+    run_budget_usd: float = Field(50.0, gt=0, le=10_000)
+    jobs: int = Field(4, ge=1, le=64)
+    families: dict[str, str] = Field(default_factory=dict)
+    gateway: GatewaySettings = GatewaySettings()
+    synthesis: SynthesisSettings = SynthesisSettings()
+    pr: PRSettings = PRSettings()
+
+    @field_validator("topics_dir", "research_dir", "framework_dir", "methodology_path", "build_dir")
+    @classmethod
+    def _dirs(cls, value: str) -> str:
+        return _relative_dir(value)
+
+    @field_validator("framework_name")
+    @classmethod
+    def _framework_name(cls, value: str) -> str:
+        if not re.fullmatch(r"[a-z0-9][a-z0-9._-]*", value) or ".." in value:
+            raise ValueError(f"{value!r} must be a plain file name stem")
+        return value
+
+    def family_of(self, model_slug: str) -> str:
+        """The model family: the slug's author part unless the config maps it."""
+        author = model_slug.split("/", 1)[0]
+        return self.families.get(author, author)
+
+
+# --------------------------------------------------------------------------------------------------
+# Safe YAML
+
+
+class _StrictLoader(yaml.SafeLoader):
+    """SafeLoader that rejects aliases, duplicate keys and deep nesting."""
+
+    def compose_node(self, parent: Any, index: Any) -> Any:  # type: ignore[override]
+        if self.check_event(yaml.AliasEvent):
+            event = self.peek_event()
+            raise yaml.constructor.ConstructorError(
+                None, None, "YAML aliases/anchors are not allowed in topic files", event.start_mark)
+        event = self.peek_event()
+        if getattr(event, "anchor", None):
+            raise yaml.constructor.ConstructorError(
+                None, None, "YAML anchors are not allowed in topic files", event.start_mark)
+        depth = getattr(self, "_depth", 0)
+        if depth > MAX_YAML_DEPTH:
+            raise yaml.constructor.ConstructorError(
+                None, None, f"nesting deeper than {MAX_YAML_DEPTH} levels", event.start_mark)
+        self._depth = depth + 1
+        try:
+            return super().compose_node(parent, index)
+        finally:
+            self._depth = depth
+
+    def construct_mapping(self, node: Any, deep: bool = False) -> dict[Any, Any]:  # type: ignore[override]
+        seen: set[Any] = set()
+        for key_node, _ in node.value:
+            key = self.construct_object(key_node, deep=deep)
+            if not isinstance(key, str):
+                raise yaml.constructor.ConstructorError(
+                    None, None, f"mapping keys must be strings, got {key!r}", key_node.start_mark)
+            if key in seen:
+                raise yaml.constructor.ConstructorError(
+                    None, None, f"duplicate key {key!r}", key_node.start_mark)
+            seen.add(key)
+        return super().construct_mapping(node, deep=deep)
+
+
+def load_yaml_text(text: str, *, path: str) -> Any:
+    """Parse one YAML document strictly; every failure is a one-line BadInput naming `path`."""
+    try:
+        documents = list(yaml.load_all(text, Loader=_StrictLoader))
+    except yaml.MarkedYAMLError as exc:
+        mark = exc.problem_mark or exc.context_mark
+        where = f" (line {mark.line + 1}, column {mark.column + 1})" if mark else ""
+        problem = exc.problem or exc.context or "invalid YAML"
+        raise BadInput(f"{problem}{where}", path=path) from None
+    except yaml.YAMLError as exc:
+        raise BadInput(f"invalid YAML: {str(exc).splitlines()[0]}", path=path) from None
+    except RecursionError:
+        raise BadInput("YAML nesting too deep", path=path) from None
+    if len(documents) != 1:
+        raise BadInput("expected exactly one YAML document", path=path)
+    return documents[0]
+
+
+def read_text_strict(path: Path, *, display: str, max_bytes: int) -> str:
+    """Read a small UTF-8 text file, refusing huge, binary or non-UTF-8 input."""
+    try:
+        size = path.stat().st_size
+    except OSError as exc:
+        raise BadInput(f"cannot read: {exc.strerror}", path=display) from None
+    if size > max_bytes:
+        raise BadInput(f"file is {size} bytes; the limit is {max_bytes}", path=display)
+    raw = path.read_bytes()[: max_bytes + 1]
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise BadInput(f"not valid UTF-8 (byte {exc.start})", path=display) from None
+    if "\x00" in text:
+        raise BadInput("contains NUL bytes", path=display)
+    if not text.strip():
+        raise BadInput("file is empty", path=display)
+    return text.lstrip("\ufeff")
+
+
+def _first_error(exc: ValidationError) -> tuple[str, str]:
+    """The first pydantic error as (dotted field path, message) for a one-line report."""
+    err = exc.errors()[0]
+    parts: list[str] = []
+    for loc in err["loc"]:
+        if isinstance(loc, int):
+            parts[-1:] = [f"{parts[-1] if parts else ''}[{loc}]"]
+        else:
+            parts.append(str(loc))
+    field = ".".join(parts) or "(root)"
+    message = err["msg"]
+    if err["type"] == "extra_forbidden":
+        message = "unknown key"
+    elif err["type"] == "missing":
+        message = "required key is missing"
+    message = message.removeprefix("Value error, ")
+    return field, message
+
+
+# --------------------------------------------------------------------------------------------------
+# Topic files
+
+
+@dataclass(frozen=True)
+class TopicFile:
+    """A validated topic with where it came from and the file stem reports are named after."""
+
+    topic: Topic
+    path: Path  # absolute
+    relpath: str  # as shown to users, e.g. topics/02-diloco-family.yaml
+    nn: str
+    raw_sha256: str
+
+    @property
+    def stem(self) -> str:
+        return f"{self.nn}-{self.topic.id}"
+
+    def report_stem(self, route: ModelRoute) -> str:
+        """Computed report stem: NN-id, or NN-id.author-name when the topic has several models."""
+        if len(self.topic.models) == 1:
+            return self.stem
+        return f"{self.stem}.{route.author}-{route.name}"
+
+
+def load_topic_file(path: Path, *, repo: Path) -> TopicFile:
+    import hashlib
+
+    display = _display(path, repo)
+    match = TOPIC_FILE_RE.fullmatch(path.name)
+    if not match:
+        raise BadInput("file name must be NN-<id>.yaml (two digits, a dash, the topic id)", path=display)
+    text = read_text_strict(path, display=display, max_bytes=MAX_TOPIC_BYTES)
+    data = load_yaml_text(text, path=display)
+    if not isinstance(data, dict):
+        raise BadInput(f"expected a mapping at the top level, got {type(data).__name__}", path=display)
+    try:
+        topic = Topic.model_validate(data)
+    except ValidationError as exc:
+        field, message = _first_error(exc)
+        raise BadInput(message, path=display, field=field) from None
+    if topic.id != match.group("id"):
+        raise BadInput(f"id {topic.id!r} does not match the file name ({match.group('id')!r})",
+                       path=display, field="id")
+    return TopicFile(topic=topic, path=path.resolve(), relpath=display, nn=match.group("nn"),
+                     raw_sha256=hashlib.sha256(text.encode("utf-8")).hexdigest())
+
+
+def _display(path: Path, repo: Path) -> str:
+    try:
+        return path.resolve().relative_to(repo.resolve()).as_posix()
+    except ValueError:
+        return path.as_posix()
+
+
+def topic_paths(repo: Path, settings: Settings) -> list[Path]:
+    directory = repo / settings.topics_dir
+    if not directory.is_dir():
+        return []
+    return sorted(p for p in directory.iterdir() if p.suffix in (".yaml", ".yml") and not p.name.startswith("."))
+
+
+def load_topics(repo: Path, settings: Settings) -> list[TopicFile]:
+    """Load every topic; raise the first problem. Use `check_topics` to collect all of them."""
+    topics, problems = check_topics(repo, settings)
+    if problems:
+        raise problems[0]
+    return topics
+
+
+def check_topics(repo: Path, settings: Settings) -> tuple[list[TopicFile], list[BadInput]]:
+    """Load all topic files, collecting one problem per bad file plus cross-file conflicts."""
+    topics: list[TopicFile] = []
+    problems: list[BadInput] = []
+    paths = topic_paths(repo, settings)
+    if not paths:
+        problems.append(BadInput("no topic files (expected NN-<id>.yaml files)",
+                                 path=settings.topics_dir + "/"))
+    for path in paths:
+        try:
+            topics.append(load_topic_file(path, repo=repo))
+        except BadInput as exc:
+            problems.append(exc)
+    by_id: dict[str, TopicFile] = {}
+    for topic_file in topics:
+        other = by_id.get(topic_file.topic.id)
+        if other is not None:
+            problems.append(BadInput(f"duplicate topic id {topic_file.topic.id!r} (also in {other.relpath})",
+                                     path=topic_file.relpath, field="id"))
+        else:
+            by_id[topic_file.topic.id] = topic_file
+    unique = [t for t in topics if by_id.get(t.topic.id) is t]
+    return unique, problems
+
+
+# --------------------------------------------------------------------------------------------------
+# pyproject settings
+
+
+def load_settings(repo: Path) -> Settings:
+    """Read `[tool.research-dispatch]` from repo/pyproject.toml; a missing file or table means defaults."""
+    path = repo / "pyproject.toml"
+    if not path.exists():
+        return Settings()
+    display = "pyproject.toml"
+    text = read_text_strict(path, display=display, max_bytes=1024 * 1024)
+    try:
+        data = tomllib.loads(text)
+    except tomllib.TOMLDecodeError as exc:
+        raise BadInput(f"invalid TOML: {exc}", path=display) from None
+    table = data.get("tool", {}).get("research-dispatch", {})
+    if not isinstance(table, dict):
+        raise BadInput("must be a table", path=display, field="tool.research-dispatch")
+    try:
+        return Settings.model_validate(table)
+    except ValidationError as exc:
+        field, message = _first_error(exc)
+        raise BadInput(message, path=display, field=f"tool.research-dispatch.{field}") from None
+
+
+def effective(topic: Topic, settings: Settings) -> tuple[WordBand, Budget, SearchSettings]:
+    """Per-topic overrides fall back to the configured defaults."""
+    return (topic.words or settings.words, topic.budget or settings.budget, topic.search or settings.search)
+
+
+def select_topics(topics: Iterable[TopicFile], ids: Iterable[str] | None) -> list[TopicFile]:
+    """Filter by topic ids; an unknown id is bad input, not an empty plan."""
+    topics = list(topics)
+    if not ids:
+        return topics
+    wanted = [i for i in ids if i]
+    known = {t.topic.id for t in topics}
+    unknown = [i for i in wanted if i not in known]
+    if unknown:
+        raise BadInput(f"unknown topic id(s): {', '.join(sorted(unknown))}", path="--topics")
+    return [t for t in topics if t.topic.id in set(wanted)]

@@ -1,0 +1,92 @@
+"""Typed errors. Each carries the exit code the CLI maps it to, so no stage needs to know about exits.
+
+Exit codes (FIXED): 0 ok, 1 runtime failure, 2 bad input or usage, 3 route fidelity not verified.
+"""
+
+from __future__ import annotations
+
+
+class DispatchError(Exception):
+    """Base class. `exit_code` is what the CLI exits with when this reaches it."""
+
+    exit_code = 1
+
+
+class BadInput(DispatchError):
+    """Invalid configuration, topic file, report or argument. Message names the file and the field."""
+
+    exit_code = 2
+
+    def __init__(self, message: str, *, path: str | None = None, field: str | None = None) -> None:
+        self.path = path
+        self.field = field
+        prefix = f"{path}: " if path else ""
+        where = f"{field}: " if field else ""
+        super().__init__(f"{prefix}{where}{message}")
+
+
+class MissingKey(BadInput):
+    """A required API key is not set. Raised before any network call."""
+
+    def __init__(self, variable: str, purpose: str) -> None:
+        super().__init__(f"{variable} is not set; it is required to {purpose}", path="environment",
+                         field=variable)
+        self.variable = variable
+
+
+class LockHeld(DispatchError):
+    """Another refresh holds the repository lock."""
+
+    exit_code = 1
+
+
+class GatewayError(DispatchError):
+    """A gateway call failed for good (after any retries). `status` is the HTTP or envelope code."""
+
+    retryable = False
+
+    def __init__(self, message: str, *, status: int | None = None, error_type: str | None = None,
+                 attempts: int = 1) -> None:
+        super().__init__(message)
+        self.status = status
+        self.error_type = error_type
+        self.attempts = attempts
+
+
+class RetryableGatewayError(GatewayError):
+    """Rate limits, overload, upstream 5xx, timeouts and resets: worth another attempt."""
+
+    retryable = True
+
+    def __init__(self, message: str, *, retry_after_s: float | None = None, **kwargs: object) -> None:
+        super().__init__(message, **kwargs)  # type: ignore[arg-type]
+        self.retry_after_s = retry_after_s
+
+
+class InsufficientCredits(GatewayError):
+    """HTTP 402: the account or key has no credit left. Never retried; stops the leg."""
+
+
+class AuthenticationFailed(GatewayError):
+    """HTTP 401: the key is wrong or disabled. Never retried."""
+
+
+class ErrorInResponse(GatewayError):
+    """An HTTP-200 response that carries an error (choices[].error or a top-level error)."""
+
+
+class SearchError(DispatchError):
+    """A search or extract call failed. Tools turn this into a tool error for the model."""
+
+    def __init__(self, message: str, *, status: int | None = None, retryable: bool = False) -> None:
+        super().__init__(message)
+        self.status = status
+        self.retryable = retryable
+
+
+class PublishError(DispatchError):
+    """Committing, pushing or talking to GitHub failed."""
+
+
+class BudgetExceeded(DispatchError):
+    """A run-level budget stops new work from starting."""

@@ -1,0 +1,236 @@
+"""Run one leg end to end: check keys, research, finalise citations, judge the route, write files.
+
+Files written (atomically, at computed paths only):
+* `research/<stem>.md` and `research/<stem>.calls.jsonl` — only when a report was produced; a failed
+  leg never replaces the last good report;
+* `build/traces/<stem>.jsonl` — the full conversation and tool trace (an artefact, not committed);
+* `build/legs/<stem>.json` — the leg's status, written even when it fails, so the synthesis, the run
+  summary and the workflow can say which legs are missing.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import os
+from collections.abc import Callable, Mapping
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+from research_dispatch import route
+from research_dispatch.config import Settings, effective
+from research_dispatch.errors import MissingKey
+from research_dispatch.fsio import append_line, confined, write_atomic
+from research_dispatch.gateway import CallRecord, Gateway, RetryPolicy
+from research_dispatch.plan import Leg
+from research_dispatch.redact import redact
+from research_dispatch.report import (
+    ReportMeta,
+    SourceEntry,
+    Usage,
+    count_words,
+    finalize_citations,
+    render_report,
+)
+from research_dispatch.researcher import PROMPT_VERSION, LegSpec, Researcher, input_hash
+from research_dispatch.search import SearchTools
+
+MIN_CITED_SOURCES = 3
+EXIT_OK, EXIT_FAILED, EXIT_ROUTE = 0, 1, 3
+
+
+@dataclass
+class LegResult:
+    """The status record of one leg (also written to build/legs/<stem>.json)."""
+
+    stem: str
+    topic: str
+    model: str
+    family: str
+    status: str  # ok | degraded | failed
+    reasons: list[str] = field(default_factory=list)
+    route: str = "unverified"
+    route_verified: bool = False
+    report: str | None = None
+    calls: int = 0
+    cost_usd: float = 0.0
+    words: int = 0
+    sources: int = 0
+    input_hash: str = ""
+    cycle: str = ""
+    started_at: str = ""
+    finished_at: str = ""
+    error: str | None = None
+
+    @property
+    def exit_code(self) -> int:
+        if self.status == "failed":
+            return EXIT_FAILED
+        return EXIT_OK if self.route_verified else EXIT_ROUTE
+
+    def to_json(self) -> str:
+        return json.dumps({**asdict(self), "exit_code": self.exit_code}, sort_keys=True, indent=2) + "\n"
+
+
+def _now() -> str:
+    return dt.datetime.now(dt.timezone.utc).replace(microsecond=0).isoformat().replace("+00:00", "Z")
+
+
+def require_keys(env: Mapping[str, str]) -> tuple[str, str]:
+    """Both keys, or a clear error before any network call."""
+    gateway_key = env.get("OPENROUTER_API_KEY", "").strip()
+    search_key = env.get("TAVILY_API_KEY", "").strip()
+    if not gateway_key:
+        raise MissingKey("OPENROUTER_API_KEY", "call the model gateway")
+    if not search_key:
+        raise MissingKey("TAVILY_API_KEY", "search the web")
+    return gateway_key, search_key
+
+
+def leg_input_hash(leg: Leg, settings: Settings) -> str:
+    words, budget, search = effective(leg.topic, settings)
+    return input_hash(topic_sha256=leg.topic_file.raw_sha256, model=leg.route.model, provider=leg.route.provider,
+                      words=words, budget=budget, search=search)
+
+
+class _TraceWriter:
+    """Appends redacted JSON lines to the leg's trace; starts a fresh file per run."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text("", encoding="utf-8")
+
+    def __call__(self, event: dict[str, Any]) -> None:
+        append_line(self.path, redact(json.dumps({"at": _now(), **event}, sort_keys=True, default=str)))
+
+
+def run_leg(repo: Path, settings: Settings, leg: Leg, *, env: Mapping[str, str] | None = None, cycle: str,
+            run_url: str | None = None, retry: RetryPolicy | None = None,
+            progress: Callable[[dict[str, Any]], None] | None = None) -> LegResult:
+    """Run one leg and write its files. Raises only for bad input (missing keys); failures are results."""
+    env = os.environ if env is None else env
+    gateway_key, search_key = require_keys(env)
+    words, budget, search_settings = effective(leg.topic, settings)
+    started = _now()
+    result = LegResult(stem=leg.stem, topic=leg.topic.id, model=leg.route.model, family=leg.family,
+                       status="failed", input_hash=leg_input_hash(leg, settings), cycle=cycle, started_at=started)
+    trace_path = confined(repo, leg.trace_relpath(settings))
+    trace = _TraceWriter(trace_path)
+
+    def traced(event: dict[str, Any]) -> None:
+        trace(event)
+        if progress is not None:
+            progress({"leg": leg.stem, **event})
+
+    spec = LegSpec(topic_id=leg.topic.id, title=leg.topic.title, scope=leg.topic.scope, model=leg.route.model,
+                   provider=leg.route.provider, session_id=f"{cycle}:{leg.stem}", words=words, budget=budget)
+    try:
+        with Gateway(api_key=gateway_key, base_url=env.get("OPENROUTER_BASE_URL") or None,
+                     settings=settings.gateway, retry=retry) as gateway:
+            tools = SearchTools(api_key=search_key, base_url=env.get("TAVILY_BASE_URL") or None,
+                                settings=search_settings, topic_hint=f"{leg.topic.title} {leg.topic.scope}"[:600])
+            outcome = Researcher(gateway, tools, spec, trace=traced).run()
+    except MissingKey:
+        raise
+    except Exception as exc:  # a bug or an unexpected client failure: the leg fails, loudly, others go on
+        result.error = redact(f"{type(exc).__name__}: {exc}")
+        result.reasons = ["internal error; see the trace"]
+        result.finished_at = _now()
+        trace({"event": "crash", "error": result.error})
+        _write_status(repo, settings, leg, result)
+        return result
+
+    records = outcome.records
+    verdict = route.leg_verdict(r.verdict for r in records)
+    result.route = verdict
+    result.route_verified = route.is_verified(verdict)
+    result.calls = len(records)
+    result.cost_usd = round(sum(r.cost_usd for r in records), 6)
+    reasons = list(outcome.reasons)
+    stats = tools.stats
+    service_errors = {k: v for k, v in stats.error_kinds.items() if k.startswith("http_") or k == "network"}
+    if service_errors:
+        kinds = ", ".join(f"{k}×{v}" for k, v in sorted(service_errors.items()))
+        reasons.append(f"search service errors reached the researcher ({kinds})")
+
+    if outcome.draft is None or not outcome.draft.strip():
+        result.reasons = reasons
+        result.error = redact(outcome.failure or "no report was produced")
+        result.finished_at = _now()
+        _write_status(repo, settings, leg, result)
+        return result
+
+    final = finalize_citations(outcome.draft, tools.registry)
+    if outcome.failure:
+        reasons.append(f"stopped early: {outcome.failure}")
+    if final.dropped_citations:
+        reasons.append(f"dropped {final.dropped_citations} citation(s) to sources never retrieved "
+                       f"({', '.join(final.unknown_ids[:8])})")
+    if final.unlinked_urls:
+        reasons.append(f"removed {final.unlinked_urls} link(s) to pages never retrieved")
+    if len(final.sources) < MIN_CITED_SOURCES:
+        reasons.append(f"cites {len(final.sources)} retrieved source(s); at least {MIN_CITED_SOURCES} expected")
+    words_count = count_words(final.body)
+    if not words.min <= words_count <= words.max and not any("band" in r for r in reasons):
+        reasons.append(f"{words_count} words, outside the {words.min}–{words.max} band")
+    if not final.sources:
+        result.reasons = reasons
+        result.error = "the report cites no retrieved source; an unsupported report is not written"
+        result.finished_at = _now()
+        _write_status(repo, settings, leg, result)
+        return result
+
+    status = "degraded" if reasons else "ok"
+    finished = _now()
+    meta = ReportMeta(
+        topic=leg.topic.id, title=leg.topic.title, requested_model=leg.route.model, family=leg.family,
+        served_models=sorted({r.served_model for r in records if r.served_model}),
+        served_providers=sorted({r.served_provider for r in records if r.served_provider}),
+        route=verdict, route_verified=result.route_verified, calls=len(records),
+        generation_ids=[r.generation_id for r in records if r.generation_id],
+        status=status, words=words_count,
+        usage=_usage(records),
+        sources=[SourceEntry(id=s.id, url=s.url, title=s.title) for s in final.sources],
+        started_at=started, finished_at=finished,
+        requested_provider=leg.route.provider, rationale=leg.route.rationale, status_reasons=reasons,
+        word_band={"min": words.min, "max": words.max}, citations_dropped=final.dropped_citations,
+        links_removed=final.unlinked_urls,
+        search={"searches": stats.searches, "extracts": stats.extracts, "retrieved": len(tools.registry),
+                "tool_errors": stats.errors},
+        prompt_version=PROMPT_VERSION, input_hash=result.input_hash, cycle=cycle, run_url=run_url,
+    )
+    report_rel = leg.report_relpath(settings)
+    calls_text = "".join(redact(r.to_json()) + "\n" for r in records)
+    write_atomic(confined(repo, leg.calls_relpath(settings)), calls_text)
+    write_atomic(confined(repo, report_rel), redact(render_report(meta, final.body, final.sources)))
+    result.status = status
+    result.reasons = reasons
+    result.report = report_rel
+    result.words = words_count
+    result.sources = len(final.sources)
+    result.finished_at = finished
+    _write_status(repo, settings, leg, result)
+    return result
+
+
+def _usage(records: list[CallRecord]) -> Usage:
+    return Usage(prompt_tokens=sum(r.prompt_tokens for r in records),
+                 completion_tokens=sum(r.completion_tokens for r in records),
+                 cached_tokens=sum(r.cached_tokens for r in records),
+                 cost_usd=round(sum(r.cost_usd for r in records), 6))
+
+
+def _write_status(repo: Path, settings: Settings, leg: Leg, result: LegResult) -> None:
+    write_atomic(confined(repo, leg.status_relpath(settings)), redact(result.to_json()))
+
+
+def read_status(repo: Path, settings: Settings, leg: Leg) -> LegResult | None:
+    path = repo / leg.status_relpath(settings)
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+        data.pop("exit_code", None)
+        return LegResult(**data)
+    except (OSError, ValueError, TypeError):
+        return None

@@ -1,0 +1,252 @@
+"""Reports: citations finalised in code, FIXED front matter, rendering and parsing.
+
+The researcher cites `[S<n>]` ids from its source registry. Here, deterministic code:
+renumbers citations by first use (`[1]`, `[1, 3]`), drops and counts ids that were never retrieved,
+unlinks URLs that were never retrieved, removes any reference list the model wrote, and renders
+`## References` from the cited sources only. The front matter is the report's provenance record.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Literal
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from research_dispatch import sanitize
+from research_dispatch.config import _first_error, load_yaml_text, read_text_strict
+from research_dispatch.errors import BadInput
+from research_dispatch.search import SourceRegistry
+
+SCHEMA = "research-dispatch/report@1"
+MAX_REPORT_BYTES = 2 * 1024 * 1024
+_CITATION = re.compile(r"\[\s*(S\d+(?:\s*[,;]\s*S\d+)*)\s*\]", re.IGNORECASE)
+_REFERENCE_HEADING = re.compile(r"^#{1,6}\s*(references|sources|bibliography|works cited|citations)\s*:?\s*$",
+                                re.IGNORECASE | re.MULTILINE)
+_MD_LINK = re.compile(r"(!?)\[([^\]\n]{0,300})\]\((<?)(https?://[^)\s>]+)(>?)(?:\s+\"[^\"]*\")?\)")
+_BARE_URL = re.compile(r"(?<![(<\[\"'=])\bhttps?://[^\s)<>\]]+")
+_RAW_TAG = re.compile(r"<\s*/?\s*(script|iframe|object|embed|style|form|input|img|svg|a|link|meta)\b[^>]*>",
+                      re.IGNORECASE)
+_WORD = re.compile(r"[A-Za-z0-9\u00C0-\u024F\u0370-\u03FF\u0400-\u04FF]+(?:['’.\-][A-Za-z0-9\u00C0-\u024F]+)*")
+
+
+def count_words(markdown: str) -> int:
+    """Words of prose: citation markers, URLs, code and Markdown punctuation do not count."""
+    text = re.sub(r"```.*?```", " ", markdown, flags=re.DOTALL)
+    text = _CITATION.sub(" ", text)
+    text = re.sub(r"\[\d+(?:\s*,\s*\d+)*\]", " ", text)
+    text = re.sub(r"https?://\S+", " ", text)
+    return len(_WORD.findall(text))
+
+
+def split_references(markdown: str) -> str:
+    """Drop a trailing reference list the model wrote; we render our own from cited sources."""
+    headings = list(_REFERENCE_HEADING.finditer(markdown))
+    if not headings:
+        return markdown
+    return markdown[: headings[-1].start()].rstrip()
+
+
+@dataclass
+class CitedSource:
+    id: int
+    url: str
+    title: str
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"id": self.id, "title": self.title, "url": self.url}
+
+
+@dataclass
+class FinalBody:
+    body: str
+    sources: list[CitedSource]
+    dropped_citations: int
+    unknown_ids: list[str] = field(default_factory=list)
+    unlinked_urls: int = 0
+
+
+def finalize_citations(draft: str, registry: SourceRegistry) -> FinalBody:
+    """Renumber `[S<n>]` by first use, drop unknown ids, unlink URLs that were never retrieved."""
+    text = sanitize.for_report(split_references(draft.strip()))
+    text = _RAW_TAG.sub("", text)
+    mapping: dict[int, int] = {}
+    cited: list[CitedSource] = []
+    unknown: list[str] = []
+
+    def renumber(match: re.Match[str]) -> str:
+        numbers: list[int] = []
+        for label in re.split(r"\s*[,;]\s*", match.group(1)):
+            source_id = int(label.strip()[1:])
+            source = registry.get(source_id)
+            if source is None:
+                unknown.append(label.strip().upper())
+                continue
+            if source_id not in mapping:
+                mapping[source_id] = len(mapping) + 1
+                cited.append(CitedSource(id=mapping[source_id], url=source.url, title=source.title))
+            if mapping[source_id] not in numbers:
+                numbers.append(mapping[source_id])
+        if not numbers:
+            return ""
+        return "[" + ", ".join(str(n) for n in numbers) + "]"
+
+    text = _CITATION.sub(renumber, text)
+    unlinked = 0
+
+    def unlink(match: re.Match[str]) -> str:
+        nonlocal unlinked
+        if registry.by_url(match.group(4)) is not None:
+            return match.group(0)
+        unlinked += 1
+        return match.group(2)
+
+    text = _MD_LINK.sub(unlink, text)
+
+    def bare(match: re.Match[str]) -> str:
+        nonlocal unlinked
+        url = match.group(0).rstrip(".,;:")
+        tail = match.group(0)[len(url):]
+        if registry.by_url(url) is not None:
+            return match.group(0)
+        unlinked += 1
+        return "(link removed: not a retrieved source)" + tail
+
+    text = _BARE_URL.sub(bare, text)
+    text = re.sub(r"[ \t]+([.,;:])", r"\1", text)
+    text = re.sub(r"[ \t]{2,}", " ", text)
+    return FinalBody(body=text.strip(), sources=cited, dropped_citations=len(unknown),
+                     unknown_ids=sorted(set(unknown)), unlinked_urls=unlinked)
+
+
+def render_references(sources: Iterable[CitedSource]) -> str:
+    lines = ["## References", ""]
+    for source in sources:
+        title = sanitize.one_line(source.title, 300).replace("[", "(").replace("]", ")")
+        lines.append(f"{source.id}. {title} — <{source.url}>")
+    return "\n".join(lines)
+
+
+# --------------------------------------------------------------------------------------------------
+# Front matter
+
+
+class Usage(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    cached_tokens: int = 0
+    cost_usd: float = 0.0
+
+
+class SourceEntry(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    id: int
+    url: str
+    title: str
+
+
+class ReportMeta(BaseModel):
+    """Front matter. The FIXED keys come first; the rest are ours and may grow."""
+
+    model_config = ConfigDict(extra="allow")
+
+    schema_: Literal["research-dispatch/report@1"] = Field(SCHEMA, alias="schema")
+    topic: str
+    title: str
+    requested_model: str
+    family: str
+    served_models: list[str]
+    served_providers: list[str]
+    route: Literal["exact", "provider_fallback", "model_fallback", "cached", "unverified"]
+    route_verified: bool
+    calls: int
+    generation_ids: list[str]
+    status: Literal["ok", "degraded", "failed"]
+    words: int
+    usage: Usage
+    sources: list[SourceEntry]
+    started_at: str
+    finished_at: str
+    # ours (optional so older or hand-made reports still load)
+    requested_provider: str | None = None
+    rationale: str = ""
+    status_reasons: list[str] = Field(default_factory=list)
+    word_band: dict[str, int] | None = None
+    citations_dropped: int = 0
+    links_removed: int = 0
+    search: dict[str, int] | None = None
+    prompt_version: str | None = None
+    input_hash: str | None = None
+    cycle: str | None = None
+    run_url: str | None = None
+
+    def ordered(self) -> dict[str, Any]:
+        """Keys in a fixed order (FIXED keys first), nested mappings sorted: stable diffs."""
+        data = self.model_dump(by_alias=True, exclude_none=True)
+        order = ["schema", "topic", "title", "requested_model", "requested_provider", "family", "rationale",
+                 "served_models", "served_providers", "route", "route_verified", "calls", "generation_ids",
+                 "status", "status_reasons", "words", "word_band", "usage", "citations_dropped",
+                 "links_removed", "search", "sources", "prompt_version", "input_hash", "cycle", "run_url",
+                 "started_at", "finished_at"]
+        result = {key: data.pop(key) for key in order if key in data}
+        result.update(dict(sorted(data.items())))
+        return result
+
+
+def _yaml_dump(data: dict[str, Any]) -> str:
+    return yaml.safe_dump(data, sort_keys=False, allow_unicode=True, width=1000, default_flow_style=None)
+
+
+def render_report(meta: ReportMeta, body: str, sources: list[CitedSource]) -> str:
+    parts = ["---", _yaml_dump(meta.ordered()).rstrip(), "---", "", body.strip(), ""]
+    if sources:
+        parts += [render_references(sources), ""]
+    return "\n".join(parts)
+
+
+@dataclass
+class Report:
+    path: Path
+    relpath: str
+    meta: ReportMeta
+    body: str
+    text: str
+
+    @property
+    def stem(self) -> str:
+        return self.path.name[: -len(".md")]
+
+
+def parse_report_text(text: str, *, display: str, path: Path | None = None) -> Report:
+    if not text.startswith("---\n"):
+        raise BadInput("no YAML front matter (the file must start with '---')", path=display)
+    end = text.find("\n---\n", 4)
+    if end < 0:
+        raise BadInput("front matter is not closed with '---'", path=display)
+    data = load_yaml_text(text[4:end], path=display)
+    if not isinstance(data, dict):
+        raise BadInput("front matter must be a mapping", path=display)
+    try:
+        meta = ReportMeta.model_validate(data)
+    except ValidationError as exc:
+        field_name, message = _first_error(exc)
+        raise BadInput(message, path=display, field=field_name.replace("schema_", "schema")) from None
+    return Report(path=path or Path(display), relpath=display, meta=meta, body=text[end + 5:].strip(), text=text)
+
+
+def load_report(path: Path, *, repo: Path) -> Report:
+    try:
+        display = path.resolve().relative_to(repo.resolve()).as_posix()
+    except ValueError:
+        display = path.as_posix()
+    text = read_text_strict(path, display=display, max_bytes=MAX_REPORT_BYTES)
+    return parse_report_text(text, display=display, path=path.resolve())
+
+
+def body_without_references(body: str) -> str:
+    return split_references(body)

@@ -1,0 +1,89 @@
+"""Route fidelity: did the model and provider we asked for actually answer?
+
+Pure functions over the facts a gateway response carries. A verdict per call, then one per leg:
+
+* `exact` — every call served by the requested model (a dated permaslug counts as the same model), by
+  the pinned provider when one is pinned, with no recorded fallback attempt;
+* `model_fallback` — any call served by another model;
+* `provider_fallback` — same model, but another provider than pinned, or a fallback attempt recorded;
+* `cached` — a response-cache hit (no provider was called, nothing to verify);
+* `unverified` — the response lacked the metadata needed to decide.
+
+Only `exact` counts as verified.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable
+
+VERDICTS = ("exact", "cached", "unverified", "provider_fallback", "model_fallback")
+_SEVERITY = {verdict: rank for rank, verdict in enumerate(VERDICTS)}
+_DATE_SUFFIX = re.compile(r"-(?:\d{8}|\d{4}-\d{2}-\d{2})$")
+
+
+def canonical_model(slug: str) -> tuple[str, frozenset[str]]:
+    """(author, name tokens) with any `:variant` and trailing date stamp removed.
+
+    Name tokens are compared as a set so that OpenRouter's permaslug spelling
+    (`anthropic/claude-4.5-sonnet-20250929` for `anthropic/claude-sonnet-4.5`) matches, while
+    `gpt-5` and `gpt-5-mini` stay different models.
+    """
+    slug = slug.strip().lower().split(":", 1)[0]
+    author, _, name = slug.partition("/")
+    name = _DATE_SUFFIX.sub("", name)
+    return author, frozenset(name.split("-"))
+
+
+def same_model(requested: str, served: str | None) -> bool:
+    if not served:
+        return False
+    return canonical_model(requested) == canonical_model(served)
+
+
+def normalise_provider(name: str) -> str:
+    """Case- and punctuation-insensitive provider key; endpoint slugs compare by their base part."""
+    base = name.split("/", 1)[0]
+    return re.sub(r"[^a-z0-9]", "", base.lower())
+
+
+def same_provider(pinned: str, served: str | None, display_names: Iterable[str] = ()) -> bool:
+    """Does the served provider (a display name) match the pinned slug?
+
+    `display_names` are the names the gateway's endpoints listing gives for the pinned slug; when it is
+    unavailable the comparison falls back to normalised names (`DeepSeek` ~ `deepseek`).
+    """
+    if not served:
+        return False
+    served_key = normalise_provider(served)
+    candidates = {normalise_provider(pinned)} | {normalise_provider(n) for n in display_names}
+    return served_key in candidates
+
+
+def call_verdict(*, requested_model: str, pinned_provider: str | None, served_model: str | None,
+                 served_provider: str | None, metadata_present: bool, attempt: int | None,
+                 attempts_recorded: int, cached: bool, provider_display_names: Iterable[str] = ()) -> str:
+    """The verdict for one gateway call."""
+    if served_model and not same_model(requested_model, served_model):
+        return "model_fallback"
+    if cached:
+        return "cached"
+    if not served_model or not metadata_present or not served_provider:
+        return "unverified"
+    if pinned_provider and not same_provider(pinned_provider, served_provider, provider_display_names):
+        return "provider_fallback"
+    if (attempt is not None and attempt > 1) or attempts_recorded > 1:
+        return "provider_fallback"
+    return "exact"
+
+
+def leg_verdict(call_verdicts: Iterable[str]) -> str:
+    """The worst call verdict; a leg with no calls is unverified."""
+    verdicts = list(call_verdicts)
+    if not verdicts:
+        return "unverified"
+    return max(verdicts, key=lambda v: _SEVERITY.get(v, _SEVERITY["unverified"]))
+
+
+def is_verified(verdict: str) -> bool:
+    return verdict == "exact"

@@ -1,0 +1,74 @@
+"""Matrix planning: one entry per leg up to 256, packed batches beyond, GITHUB_OUTPUT writing."""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from research_dispatch.cli import main
+from research_dispatch.config import load_settings, load_topics
+from research_dispatch.plan import current_cycle, matrix, plan_legs, resolve_legs
+from tests.conftest import write_topic
+
+
+def make_topics(repo: Path, count: int, models_per_topic: int) -> None:
+    models = "".join(f"  - model: author{m}/model-{m}\n" for m in range(models_per_topic))
+    for i in range(count):
+        write_topic(repo, f"{i % 100:02d}-t{i}.yaml", f"id: t{i}\ntitle: T{i}\nscope: s\nmodels:\n{models}")
+
+
+def test_plan_prints_matrix(repo: Path) -> None:
+    result = CliRunner().invoke(main, ["plan", "--repo", str(repo), "--topics", "verl-trl,composer-2.5"])
+    assert result.exit_code == 0, result.output
+    assert json.loads(result.output) == {"include": [
+        {"leg": "01-composer-2.5", "model": "google/gemini-3.1-pro-preview", "topic": "composer-2.5"},
+        {"leg": "04-verl-trl", "model": "anthropic/claude-sonnet-4.6", "topic": "verl-trl"}]}
+
+
+def test_plan_github_output(repo: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    out = tmp_path / "out"
+    monkeypatch.setenv("GITHUB_OUTPUT", str(out))
+    result = CliRunner().invoke(main, ["plan", "--repo", str(repo), "--github-output", "--cycle", "2027-H1"])
+    assert result.exit_code == 0, result.output
+    text = out.read_text()
+    lines = text.splitlines()
+    values = {}
+    i = 0
+    while i < len(lines):
+        key, delim = lines[i].split("<<")
+        values[key] = lines[i + 1]
+        assert lines[i + 2] == delim
+        i += 3
+    assert json.loads(values["matrix"])["include"][0]["leg"] == "01-composer-2.5"
+    assert values["count"] == "5" and values["cycle"] == "2027-H1"
+
+
+def test_plan_unknown_topic_is_bad_input(repo: Path) -> None:
+    result = CliRunner().invoke(main, ["plan", "--repo", str(repo), "--topics", "nope"])
+    assert result.exit_code == 2 and "nope" in result.stderr
+
+
+def test_more_than_256_legs_are_packed(tmp_path: Path) -> None:
+    repo = tmp_path / "big"
+    make_topics(repo, 100, 3)
+    settings = load_settings(repo)
+    legs = plan_legs(load_topics(repo, settings), settings)
+    assert len(legs) == 300
+    entries = matrix(legs)["include"]
+    assert len(entries) <= 256
+    covered = [(t, m) for e in entries for t, m in zip(e["topic"].split(","), e["model"].split(","), strict=True)]
+    assert sorted(covered) == sorted((leg.topic.id, leg.route.model) for leg in legs)
+    assert len({e["leg"] for e in entries}) == len(entries)
+    batch = entries[0]
+    resolved = resolve_legs(load_topics(repo, settings), settings, batch["topic"], batch["model"])
+    assert [(leg.topic.id, leg.route.model) for leg in resolved] == list(
+        zip(batch["topic"].split(","), batch["model"].split(","), strict=True))
+
+
+def test_cycle_names() -> None:
+    assert current_cycle(dt.datetime(2026, 6, 30)) == "2026-H1"
+    assert current_cycle(dt.datetime(2026, 7, 1)) == "2026-H2"
