@@ -7,13 +7,14 @@ demo can start several at once without port clashes.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import socket
 import threading
 import time
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from typing import Any
+from typing import Any, TypeVar
 from urllib.parse import parse_qs, urlsplit
 
 
@@ -54,6 +55,9 @@ class FakeResponse:
 class _Handler(BaseHTTPRequestHandler):
     server: _Server
     protocol_version = "HTTP/1.1"
+    # Headers and body go out as two small writes; without TCP_NODELAY each answer waits ~40 ms for
+    # the client's delayed ACK, which would dominate every test and benchmark.
+    disable_nagle_algorithm = True
 
     def log_message(self, format: str, *args: Any) -> None:  # quiet: tests read the request log instead
         return
@@ -78,10 +82,8 @@ class _Handler(BaseHTTPRequestHandler):
         if response.delay_s:
             time.sleep(response.delay_s)
         if response.reset_connection:
-            try:
+            with contextlib.suppress(OSError):
                 self.connection.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, b"\x01\x00\x00\x00\x00\x00\x00\x00")
-            except OSError:
-                pass
             self.close_connection = True
             self.connection.close()
             return
@@ -100,6 +102,9 @@ class _Server(ThreadingHTTPServer):
     daemon_threads = True
     allow_reuse_address = True
     owner: FakeServer
+
+
+_S = TypeVar("_S", bound="FakeServer")
 
 
 class FakeServer:
@@ -123,8 +128,8 @@ class FakeServer:
 
     def start(self) -> FakeServer:
         if self._thread is None:
-            self._thread = threading.Thread(target=self._server.serve_forever, name=type(self).__name__,
-                                            daemon=True)
+            self._thread = threading.Thread(target=self._server.serve_forever, kwargs={"poll_interval": 0.05},
+                                            name=type(self).__name__, daemon=True)
             self._thread.start()
         return self
 
@@ -135,8 +140,9 @@ class FakeServer:
             self._thread = None
         self._server.server_close()
 
-    def __enter__(self) -> FakeServer:
-        return self.start()
+    def __enter__(self: _S) -> _S:
+        self.start()
+        return self
 
     def __exit__(self, *exc: object) -> None:
         self.stop()

@@ -1,0 +1,384 @@
+"""The fake GitHub, driven by the real PyGithub 2.10 client exactly as the publish stage drives it.
+
+Why these tests: the publish stage's own tests will trust this fake, so it must fail where GitHub
+fails (duplicate PRs, over-long bodies, non-fast-forward ref updates, bad tokens, rate limits) and
+must see what real git pushed into a bare `origin`. No mocks of PyGithub anywhere.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import subprocess
+import urllib.request
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from github import (
+    Auth,
+    BadCredentialsException,
+    Github,
+    GithubException,
+    RateLimitExceededException,
+    UnknownObjectException,
+)
+
+from research_dispatch.fake.github import FakeGitHub
+
+BRANCH = "research-refresh/2026-H2"
+TOKEN = "ghs_fake_token"
+
+
+def client(fake: FakeGitHub, token: str = TOKEN, per_page: int = 30) -> Github:
+    """The product's construction, with PyGithub's sleeps and retries off so failures surface at once."""
+    return Github(base_url=fake.base_url, auth=Auth.Token(token), timeout=10, retry=None,
+                  seconds_between_requests=None, seconds_between_writes=None, per_page=per_page)
+
+
+def _git_env() -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("GIT_")}
+    env.update({"GIT_CONFIG_GLOBAL": os.devnull, "GIT_CONFIG_NOSYSTEM": "1",
+                "GIT_AUTHOR_NAME": "Test Author", "GIT_AUTHOR_EMAIL": "author@example.invalid",
+                "GIT_AUTHOR_DATE": "2026-11-30T00:00:00Z", "GIT_COMMITTER_NAME": "Test Committer",
+                "GIT_COMMITTER_EMAIL": "committer@example.invalid",
+                "GIT_COMMITTER_DATE": "2026-11-30T00:00:00Z"})
+    return env
+
+
+def git(cwd: Path, *args: str) -> str:
+    out = subprocess.run(["git", *args], cwd=cwd, env=_git_env(), capture_output=True, text=True, check=True)
+    return out.stdout.strip()
+
+
+class Origin:
+    """A bare `origin` plus a working clone, the way the publish stage sees them."""
+
+    def __init__(self, root: Path) -> None:
+        self.bare = root / "origin.git"
+        self.work = root / "work"
+        git(root, "init", "-q", "--bare", "-b", "main", str(self.bare))
+        git(root, "init", "-q", "-b", "main", str(self.work))
+        git(self.work, "remote", "add", "origin", str(self.bare))
+        self.commit("README.md", "# review\n", "Initial commit")
+        git(self.work, "push", "-q", "origin", "main")
+        git(self.work, "checkout", "-q", "-b", BRANCH)
+        self.commit("reports/a.md", "report a\n", "Add report a\n\nResearch-Leg: a")
+        git(self.work, "push", "-q", "origin", BRANCH)
+
+    def commit(self, path: str, text: str, message: str) -> str:
+        target = self.work / path
+        target.parent.mkdir(parents=True, exist_ok=True)
+        target.write_text(text, encoding="utf-8")
+        git(self.work, "add", path)
+        git(self.work, "commit", "-q", "-m", message)
+        return git(self.work, "rev-parse", "HEAD")
+
+    def sha(self, ref: str) -> str:
+        return git(self.bare, "rev-parse", ref)
+
+
+@pytest.fixture
+def origin(tmp_path: Path) -> Origin:
+    return Origin(tmp_path)
+
+
+@pytest.fixture
+def fake(origin: Origin) -> Iterator[FakeGitHub]:
+    with FakeGitHub(git_dir=origin.bare, token=TOKEN) as server:
+        yield server
+
+
+@pytest.fixture
+def memfake() -> Iterator[FakeGitHub]:
+    with FakeGitHub(token=TOKEN) as server:
+        yield server
+
+
+def http_json(url: str, payload: Any = None) -> Any:
+    data = None if payload is None else json.dumps(payload).encode()
+    req = urllib.request.Request(url, data=data, method="GET" if data is None else "POST",
+                                 headers={"Content-Type": "application/json"})
+    with urllib.request.urlopen(req, timeout=5) as resp:
+        return json.loads(resp.read())
+
+
+def test_repo_fetch(memfake: FakeGitHub) -> None:
+    repo = client(memfake).get_repo("acme/review")
+    assert repo.full_name == memfake.full_name == "acme/review"
+    assert repo.default_branch == "main"
+    assert repo.owner.login == "acme"
+    assert repo.url == f"{memfake.base_url}/repos/acme/review"
+    with pytest.raises(UnknownObjectException):
+        client(memfake).get_repo("acme/other")
+
+
+def test_branches_refs_and_commits_are_read_live_from_the_bare_repo(fake: FakeGitHub, origin: Origin) -> None:
+    repo = client(fake).get_repo(fake.full_name)
+    assert repo.get_branch(BRANCH).commit.sha == origin.sha(BRANCH)
+    ref = repo.get_git_ref(f"heads/{BRANCH}")
+    assert ref.ref == f"refs/heads/{BRANCH}" and ref.object.sha == origin.sha(BRANCH)
+
+    # what is pushed afterwards is what the fake sees, with no restart
+    new_sha = origin.commit("reports/b.md", "report b\n", "Add report b")
+    git(origin.work, "push", "-q", "origin", BRANCH)
+    assert repo.get_git_ref(f"heads/{BRANCH}").object.sha == new_sha
+    git_commit = repo.get_git_commit(new_sha)
+    assert git_commit.message == "Add report b"
+    assert git_commit.author.name == "Test Author" and git_commit.parents[0].sha == origin.sha(f"{BRANCH}~1")
+    assert repo.get_commit(new_sha).commit.message == "Add report b"
+    assert repo.get_commit(BRANCH).sha == new_sha
+    assert [r.ref for r in repo.get_git_matching_refs("heads/research-refresh/")] == [f"refs/heads/{BRANCH}"]
+
+    with pytest.raises(UnknownObjectException):
+        repo.get_branch("research-refresh/2026-H1")
+    with pytest.raises(UnknownObjectException):
+        repo.get_git_ref("heads/nope")
+
+    # ref writes go into the real repository; a non-fast-forward without force is refused
+    main_sha = origin.sha("main")
+    created = repo.create_git_ref("refs/heads/scratch", main_sha)
+    assert origin.sha("scratch") == main_sha
+    created.edit(new_sha, force=False)
+    assert origin.sha("scratch") == new_sha
+    with pytest.raises(GithubException) as info:
+        created.edit(main_sha, force=False)
+    assert info.value.status == 422 and "not a fast forward" in str(info.value.data)
+    created.edit(main_sha, force=True)
+    assert origin.sha("scratch") == main_sha
+    with pytest.raises(GithubException) as info:
+        repo.create_git_ref("refs/heads/scratch", main_sha)
+    assert info.value.status == 422 and "already exists" in str(info.value.data)
+    created.delete()
+    with pytest.raises(UnknownObjectException):
+        repo.get_git_ref("heads/scratch")
+
+
+def test_create_list_and_duplicate_pull(fake: FakeGitHub, origin: Origin) -> None:
+    repo = client(fake).get_repo(fake.full_name)
+    pr = repo.create_pull(base="main", head=BRANCH, title="Research refresh 2026-H2", body="Body", draft=True)
+    assert pr.number == 1 and pr.state == "open" and pr.draft is True
+    assert pr.head.ref == BRANCH and pr.head.label == f"acme:{BRANCH}" and pr.head.sha == origin.sha(BRANCH)
+    assert pr.base.ref == "main" and pr.user.login == "research-dispatch[bot]"
+    assert pr.url == f"{fake.base_url}/repos/acme/review/pulls/1"
+    assert pr.issue_url == f"{fake.base_url}/repos/acme/review/issues/1"
+    assert pr.commits == 1 and pr.changed_files == 1 and pr.merged is False
+
+    found = repo.get_pulls(state="open", head=f"acme:{BRANCH}", base="main")
+    assert found.totalCount == 1 and [p.number for p in found] == [1]
+    assert list(repo.get_pulls(state="open", head="acme:research-refresh/2026-H1", base="main")) == []
+    assert list(repo.get_pulls(state="closed")) == []
+
+    with pytest.raises(GithubException) as info:
+        repo.create_pull(base="main", head=f"acme:{BRANCH}", title="again", body="x")
+    assert info.value.status == 422
+    assert info.value.data["errors"][0]["message"] == f"A pull request already exists for acme:{BRANCH}."
+    assert len(fake.pulls) == 1
+
+
+def test_pull_needs_commits_when_backed_by_a_repository(fake: FakeGitHub) -> None:
+    repo = client(fake).get_repo(fake.full_name)
+    for head in ("research-refresh/missing", "main"):
+        with pytest.raises(GithubException) as info:
+            repo.create_pull(base="main", head=head, title="t", body="b")
+        assert info.value.status == 422
+        assert info.value.data["errors"][0]["message"] == f"No commits between main and {head}"
+    assert fake.pulls == []
+
+
+def test_edit_labels_and_comments(memfake: FakeGitHub) -> None:
+    repo = client(memfake).get_repo(memfake.full_name)
+    pr = repo.create_pull(base="main", head=BRANCH, title="old", body="old body")
+    pr.edit(title="Research refresh 2026-H2", body="new body\n<!-- research-dispatch -->")
+    assert pr.title == "Research refresh 2026-H2"
+    again = repo.get_pull(pr.number)
+    assert again.body == "new body\n<!-- research-dispatch -->"
+
+    with pytest.raises(UnknownObjectException):
+        repo.get_label("research")
+    repo.create_label("research", "0e8a16", "Automated literature refresh")
+    assert repo.get_label("research").color == "0e8a16"
+    pr.add_to_labels("research", "needs-review")  # the second one does not exist yet: auto-created
+    assert [label.name for label in pr.get_labels()] == ["research", "needs-review"]
+    assert [label.name for label in repo.get_pull(pr.number).labels] == ["research", "needs-review"]
+    assert {label["name"] for label in memfake.labels} == {"research", "needs-review"}
+    with pytest.raises(GithubException) as info:
+        repo.create_label("Research", "ffffff")
+    assert info.value.status == 422
+
+    comment = pr.create_issue_comment("Route table unchanged.")
+    assert comment.body == "Route table unchanged." and comment.user.login == "research-dispatch[bot]"
+    pr.create_issue_comment("Someone else pushed to the branch; not force-pushing.")
+    assert [c.body for c in pr.get_issue_comments()] == [
+        "Route table unchanged.", "Someone else pushed to the branch; not force-pushing."]
+    comment.edit("Route table updated.")
+    assert memfake.comments[pr.number][0]["body"] == "Route table updated."
+    assert repo.get_issue(pr.number).comments == 2
+
+
+def test_draft_round_trip_through_graphql(memfake: FakeGitHub) -> None:
+    repo = client(memfake).get_repo(memfake.full_name)
+    pr = repo.create_pull(base="main", head=BRANCH, title="t", body="b", draft=True)
+    assert pr.draft is True
+    pr.mark_ready_for_review()
+    assert pr.draft is False and repo.get_pull(pr.number).draft is False
+    pr.convert_to_draft()
+    assert pr.draft is True and memfake.pull(pr.number)["draft"] is True
+    pr.edit(title="REST cannot change draft")  # GitHub ignores `draft` on PATCH; so does the fake
+    assert repo.get_pull(pr.number).draft is True
+    graphql = [req for req, _ in memfake.requests if req.path == "/graphql"]
+    assert len(graphql) == 2
+    assert graphql[0].json()["variables"]["input"]["pullRequestId"] == pr.node_id
+
+
+def test_close_an_older_cycles_pull(memfake: FakeGitHub) -> None:
+    old = memfake.seed_pull(head="research-refresh/2026-H1", title="Research refresh 2026-H1",
+                            labels=["research"])
+    repo = client(memfake).get_repo(memfake.full_name)
+    stale = [p for p in repo.get_pulls(state="open", base="main")
+             if p.head.ref.startswith("research-refresh/") and p.head.ref != BRANCH]
+    assert [p.number for p in stale] == [old["number"]]
+    stale[0].edit(state="closed")
+    assert stale[0].state == "closed" and stale[0].closed_at is not None
+    assert list(repo.get_pulls(state="open")) == []
+    assert [p.number for p in repo.get_pulls(state="closed")] == [old["number"]]
+
+
+def test_body_limit_is_65536_characters(memfake: FakeGitHub) -> None:
+    repo = client(memfake).get_repo(memfake.full_name)
+    with pytest.raises(GithubException) as info:
+        repo.create_pull(base="main", head=BRANCH, title="t", body="x" * 65_537)
+    assert info.value.status == 422
+    assert "body is too long (maximum is 65536 characters)" in str(info.value.data)
+    pr = repo.create_pull(base="main", head=BRANCH, title="t", body="é" * 65_536)
+    assert len(repo.get_pull(pr.number).body) == 65_536
+    with pytest.raises(GithubException):
+        pr.edit(body="y" * 70_000)
+
+
+def test_bad_token(memfake: FakeGitHub) -> None:
+    with pytest.raises(BadCredentialsException):
+        client(memfake, token="wrong").get_repo(memfake.full_name)
+    # a JWT-style Bearer header with the right token is accepted too
+    req = urllib.request.Request(f"{memfake.base_url}/repos/acme/review",
+                                 headers={"Authorization": f"Bearer {TOKEN}"})
+    with urllib.request.urlopen(req, timeout=5) as resp:
+        assert json.loads(resp.read())["full_name"] == "acme/review"
+
+
+def test_rate_limit_rule(memfake: FakeGitHub) -> None:
+    memfake.set_scenario({"rules": [{"method": "GET", "path": "/repos/*/pulls", "rate_limit": True}]})
+    repo = client(memfake).get_repo(memfake.full_name)
+    with pytest.raises(RateLimitExceededException) as info:
+        list(repo.get_pulls(state="open"))
+    assert info.value.status == 403 and info.value.headers["x-ratelimit-remaining"] == "0"
+    assert int(info.value.headers["x-ratelimit-reset"]) > 0
+
+
+def test_502_once_then_success(memfake: FakeGitHub) -> None:
+    memfake.set_scenario({"rules": [{"method": "POST", "path": "/repos/*/pulls", "on_call": 1,
+                                     "status": 502, "retry_after": "1"}]})
+    repo = client(memfake).get_repo(memfake.full_name)
+    with pytest.raises(GithubException) as info:
+        repo.create_pull(base="main", head=BRANCH, title="t", body="b")
+    assert info.value.status == 502 and info.value.headers["retry-after"] == "1"
+    assert memfake.pulls == []
+    assert repo.create_pull(base="main", head=BRANCH, title="t", body="b").number == 1
+    assert memfake.state()["fired"] == [{"rule": 0, "method": "POST", "path": "/repos/acme/review/pulls",
+                                         "call": 1}]
+
+
+def test_create_then_fail_simulates_a_lost_response(memfake: FakeGitHub) -> None:
+    memfake.set_scenario({"rules": [{"method": "POST", "path": "/repos/*/pulls", "times": 1,
+                                     "status": 502, "create_then_fail": True}]})
+    repo = client(memfake).get_repo(memfake.full_name)
+    with pytest.raises(GithubException) as info:
+        repo.create_pull(base="main", head=BRANCH, title="t", body="b")
+    assert info.value.status == 502
+    assert [p["number"] for p in memfake.pulls] == [1]  # created all the same
+    with pytest.raises(GithubException) as info:
+        repo.create_pull(base="main", head=BRANCH, title="t", body="b")
+    assert info.value.status == 422 and "already exists" in str(info.value.data)
+    assert [p.number for p in repo.get_pulls(state="open", head=f"acme:{BRANCH}", base="main")] == [1]
+
+
+def test_head_filter_without_owner_is_ignored_like_github(memfake: FakeGitHub) -> None:
+    memfake.seed_pull(head="research-refresh/2026-H1")
+    memfake.seed_pull(head=BRANCH)
+    repo = client(memfake).get_repo(memfake.full_name)
+    assert len(list(repo.get_pulls(state="open", head=BRANCH))) == 2
+    assert [p.head.ref for p in repo.get_pulls(state="open", head=f"acme:{BRANCH}")] == [BRANCH]
+
+
+def test_pagination_link_header_and_total_count(memfake: FakeGitHub) -> None:
+    for n in range(5):
+        memfake.seed_pull(head=f"feature/{n}")
+    pulls = client(memfake, per_page=2).get_repo(memfake.full_name).get_pulls(state="all")
+    assert pulls.totalCount == 5
+    assert [p.number for p in pulls] == [5, 4, 3, 2, 1]
+
+
+def test_user_and_rate_limit(memfake: FakeGitHub) -> None:
+    gh = client(memfake)
+    assert gh.get_user().login == "research-dispatch[bot]"
+    core = gh.get_rate_limit().resources.core
+    assert core.limit == 5000 and 0 < core.remaining < 5000
+
+
+def test_scenario_state_and_reset_over_http(memfake: FakeGitHub) -> None:
+    assert http_json(f"{memfake.base_url}/__fake__/scenario", {
+        "rules": [{"path": "/repos/*/labels", "method": "POST", "status": 503}],
+        "seed": {"next_number": 41, "pulls": [{"head": "research-refresh/2026-H1", "labels": ["research"]}]},
+    }) == {"ok": True, "rules": 1}
+    repo = client(memfake).get_repo(memfake.full_name)
+    with pytest.raises(GithubException) as info:
+        repo.create_label("x", "ffffff")
+    assert info.value.status == 503
+    state = http_json(f"{memfake.base_url}/__fake__/state")
+    assert [p["number"] for p in state["pulls"]] == [41]
+    assert state["pulls"][0]["labels"][0]["name"] == "research"
+    assert state["refs"] == {"refs/heads/main": repo.get_branch("main").commit.sha}
+    with pytest.raises(urllib.error.HTTPError):
+        http_json(f"{memfake.base_url}/__fake__/scenario", {"rules": [{"pth": "typo"}]})
+    http_json(f"{memfake.base_url}/__fake__/reset", {})
+    assert memfake.pulls == [] and memfake.labels == []
+    assert repo.create_label("x", "ffffff").name == "x"
+
+
+def test_absolute_urls_always_use_base_url(fake: FakeGitHub) -> None:
+    gh = client(fake)
+    repo = gh.get_repo(fake.full_name)
+    pr = repo.create_pull(base="main", head=BRANCH, title="t", body="b", draft=True)
+    pr.add_to_labels("research")
+    pr.create_issue_comment("hello")
+    pr.mark_ready_for_review()
+    list(repo.get_pulls(state="all"))
+    repo.get_branch(BRANCH)
+    repo.get_git_ref(f"heads/{BRANCH}")
+    repo.get_issue(pr.number)
+    gh.get_user().login  # noqa: B018 - forces the lazy fetch
+    urls: set[str] = set()
+    for _, response in fake.requests:
+        urls.update(re.findall(r'https?://[^"\s<>]+', response.body.decode()))
+        urls.update(re.findall(r"<(https?://[^>]+)>", response.headers.get("Link", "")))
+    assert urls
+    foreign = {u for u in urls if not u.startswith((fake.base_url + "/", "https://github.invalid/",
+                                                     "https://docs.github.com/", "git@"))}
+    assert foreign == set()
+
+
+def test_state_is_deterministic_across_servers() -> None:
+    def run() -> str:
+        with FakeGitHub(token=TOKEN) as server:
+            repo = client(server).get_repo(server.full_name)
+            pr = repo.create_pull(base="main", head=BRANCH, title="t", body="b", draft=True)
+            pr.add_to_labels("research")
+            pr.create_issue_comment("c")
+            pr.mark_ready_for_review()
+            return json.dumps(server.state(), sort_keys=True).replace(server.base_url, "BASE")
+
+    first = run()
+    assert first == run()
+    assert '"created_at": "2026-11-30T00:00:01Z"' in first
