@@ -59,3 +59,43 @@ def single_topic_repo(tmp_path: Path) -> Iterator[Path]:
     (target / "topics").mkdir(parents=True)
     shutil.copy(ROOT / "topics" / "02-diloco-family.yaml", target / "topics")
     yield target
+
+
+@pytest.fixture
+def gateway() -> Iterator[object]:
+    from research_dispatch.fake.gateway import FakeGateway
+
+    with FakeGateway() as server:
+        yield server
+
+
+@pytest.fixture
+def tavily() -> Iterator[object]:
+    from research_dispatch.fake.tavily import FakeTavily
+
+    with FakeTavily() as server:
+        yield server
+
+
+@pytest.fixture
+def fake_env(monkeypatch: pytest.MonkeyPatch, gateway: object, tavily: object) -> dict[str, str]:
+    """Keys (canaries) and base URLs pointing the real clients at the fakes."""
+    env = {
+        "OPENROUTER_API_KEY": CANARY["OPENROUTER_API_KEY"],
+        "TAVILY_API_KEY": CANARY["TAVILY_API_KEY"],
+        "OPENROUTER_BASE_URL": gateway.base_url,  # type: ignore[attr-defined]
+        "TAVILY_BASE_URL": tavily.base_url,  # type: ignore[attr-defined]
+        "RESEARCH_DISPATCH_CYCLE": "2026-H2",
+    }
+    for key, value in env.items():
+        monkeypatch.setenv(key, value)
+    return env
+
+
+def fast_retries(repo: Path, extra: str = "") -> None:
+    """Retries without back-off sleeps, so fault tests do not depend on wall time."""
+    path = repo / "pyproject.toml"
+    text = path.read_text(encoding="utf-8") if path.exists() else "[tool.research-dispatch]\n"
+    if "[tool.research-dispatch]" not in text:
+        text += "\n[tool.research-dispatch]\n"
+    path.write_text(text + "gateway = {backoff_base_s = 0.0, backoff_max_s = 0.0}\n" + extra, encoding="utf-8")

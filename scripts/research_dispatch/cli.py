@@ -216,5 +216,66 @@ def verify(repo: Path, reports: tuple[Path, ...], online: bool, github_summary: 
         sys.exit(3)
 
 
+@main.command()
+@repo_option
+@cycle_option
+@guarded
+def synthesize(repo: Path, cycle: str | None) -> None:
+    """Write the synthesis, the claims ledger and the methodology table; print the claim diff."""
+    from research_dispatch.synthesis.command import synthesize_command
+
+    sys.exit(synthesize_command(repo, cycle=_cycle(cycle), env=os.environ, echo=click.echo))
+
+
+@main.command()
+@repo_option
+@click.option("--branch", default=None, help="Refresh branch (default: <branch_prefix><cycle>).")
+@click.option("--base", default=None, help="Base branch of the PR (default: config pr.base).")
+@click.option("--no-push", is_flag=True, help="Commit locally; do not push.")
+@click.option("--no-pr", is_flag=True, help="Do not create or update the pull request.")
+@click.option("--dry-run", is_flag=True, help="Print the PR title and body only; write nothing.")
+@cycle_option
+@guarded
+def publish(repo: Path, branch: str | None, base: str | None, no_push: bool, no_pr: bool, dry_run: bool,
+            cycle: str | None) -> None:
+    """Commit (one per changed report, one for the synthesis), push, and create or update the PR."""
+    from research_dispatch.publish import publish_command
+
+    sys.exit(publish_command(repo, branch=branch, base=base, push=not no_push, open_pr=not no_pr,
+                             dry_run=dry_run, cycle=_cycle(cycle), env=os.environ, echo=click.echo))
+
+
+@main.command()
+@repo_option
+@click.option("--topics", "topic_ids", default=None, help="Comma-separated topic ids (default: all).")
+@click.option("--models", "model_ids", default=None, help="Comma-separated model slugs to keep.")
+@click.option("--jobs", type=click.IntRange(1, 64), default=None, help="Legs in parallel (default: config jobs).")
+@click.option("--publish/--no-publish", "do_publish", default=True, show_default=True,
+              help="Commit the refresh to its local branch at the end.")
+@click.option("--push", is_flag=True, help="Also push the branch and open or update the PR.")
+@click.option("--fresh", is_flag=True, help="Redo every leg, even those with a good report this cycle.")
+@cycle_option
+@guarded
+def run(repo: Path, topic_ids: str | None, model_ids: str | None, jobs: int | None, do_publish: bool, push: bool,
+        fresh: bool, cycle: str | None) -> None:
+    """The whole refresh locally: legs in parallel with live progress, then verify, synthesize, publish."""
+    from research_dispatch.runner import run_command
+
+    sys.exit(run_command(repo, topics=_split(topic_ids), models=_split(model_ids), jobs=jobs,
+                         publish=do_publish, push=push, fresh=fresh, cycle=_cycle(cycle), env=os.environ,
+                         echo=click.echo))
+
+
+@main.command()
+@click.option("--dir", "directory", type=click.Path(file_okay=False, path_type=Path), default=Path("build/demo"),
+              show_default=True, help="Where to build the demo repository (recreated each time).")
+@guarded
+def demo(directory: Path) -> None:
+    """The whole refresh offline on built-in fake servers: no keys, no network."""
+    from research_dispatch.demo import demo_command
+
+    sys.exit(demo_command(directory, echo=click.echo))
+
+
 if __name__ == "__main__":  # pragma: no cover
     main()
