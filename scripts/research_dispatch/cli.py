@@ -142,10 +142,13 @@ def plan(repo: Path, topic_ids: str | None, model_ids: str | None, github_output
 @repo_option
 @click.argument("topic")
 @click.option("--model", "model", default=None, help="Model slug (comma-separated for a packed batch).")
+@click.option("--export", "export_dir", type=click.Path(file_okay=False, path_type=Path), default=None,
+              help="Also copy each leg's report, call log, status and trace into this folder (a CI artifact).")
 @cycle_option
 @guarded
-def research(repo: Path, topic: str, model: str | None, cycle: str | None) -> None:
+def research(repo: Path, topic: str, model: str | None, export_dir: Path | None, cycle: str | None) -> None:
     """Run one leg (or a packed batch) and write its report and call log at their computed paths."""
+    from research_dispatch.collect import export_leg
     from research_dispatch.leg import require_keys, run_leg
     from research_dispatch.plan import resolve_legs
 
@@ -158,6 +161,8 @@ def research(repo: Path, topic: str, model: str | None, cycle: str | None) -> No
         result = run_leg(repo, settings, leg, cycle=cycle_id, run_url=_run_url())
         codes.append(result.exit_code)
         click.echo(_leg_line(result))
+        if export_dir is not None:
+            export_leg(repo, settings, leg, export_dir)
     if 1 in codes:
         sys.exit(1)
     if 3 in codes:
@@ -175,6 +180,31 @@ def _leg_line(result: Any) -> str:
     if result.reasons:
         line += " (" + "; ".join(one_line(r, 160) for r in result.reasons) + ")"
     return line
+
+
+@main.command()
+@repo_option
+@click.argument("incoming", type=click.Path(file_okay=False, exists=True, path_type=Path))
+@click.option("--topics", "topic_ids", default=None, help="Comma-separated topic ids (default: all).")
+@click.option("--models", "model_ids", default=None, help="Comma-separated model slugs to keep.")
+@guarded
+def collect(repo: Path, incoming: Path, topic_ids: str | None, model_ids: str | None) -> None:
+    """Import leg artifacts from INCOMING into their computed paths, validating each file."""
+    from research_dispatch.collect import collect as collect_files
+    from research_dispatch.config import select_topics
+    from research_dispatch.plan import plan_legs
+
+    settings, topics = _load(repo)
+    legs = plan_legs(select_topics(topics, _split(topic_ids)), settings, _split(model_ids))
+    result = collect_files(repo, settings, incoming, legs)
+    click.echo(f"imported {len(result.imported)} file(s); {len(result.missing)} leg(s) without a report"
+               + (f" ({', '.join(result.missing)})" if result.missing else ""))
+    for line in result.rejected:
+        click.echo(f"rejected: {line}", err=True)
+    for line in result.ignored:
+        click.echo(f"ignored: {line}", err=True)
+    if result.rejected:
+        sys.exit(1)
 
 
 @main.command()
