@@ -6,10 +6,9 @@ The product asks for structured output with `response_format: {"type": "json_sch
 and returns the behaviour's dict as the JSON content (or tool-call arguments) with finish_reason
 `"stop"`.
 
-The registry is deliberately empty here: the behaviours for `claim_extraction` and
-`claim_alignment` belong with the synthesis work, which knows the schemas. Each behaviour receives
-the whole request body (messages, schema, model) and must be deterministic, so the synthesis
-benchmarks are reproducible.
+The behaviours for `claim_extraction` and `claim_alignment` live in `script_synthesis` (registered at
+the bottom of this module). Each behaviour receives the whole request body (messages, schema, model)
+and must be deterministic, so the synthesis benchmarks are reproducible.
 
 Fallback: an unknown or missing name answers `{}`. That is valid JSON, so the product's pydantic
 validation (not a JSON parse error) is what fails, which is the realistic failure a model that
@@ -57,3 +56,14 @@ def respond_structured(body: dict[str, Any]) -> dict[str, Any]:
     if behaviour is None:
         return {}
     return behaviour(body)
+
+
+def _register_synthesis() -> None:
+    """The synthesis behaviours; imported here, at the end, because they are plain functions of the body."""
+    from research_dispatch.fake import script_synthesis
+
+    STRUCTURED_BEHAVIOURS.setdefault("claim_extraction", script_synthesis.extract_claims)
+    STRUCTURED_BEHAVIOURS.setdefault("claim_alignment", script_synthesis.align_claims)
+
+
+_register_synthesis()

@@ -1,0 +1,244 @@
+"""Scripted answers to the synthesis calls: `claim_extraction` and `claim_alignment`.
+
+Deterministic functions of the request body (plus the planted claims bank, corpus/claims.json, whose
+statements the scripted researcher writes verbatim into reports), so the demo's synthesis is meaningful
+and the synthesis benchmarks are reproducible. Like every fake, this module imports nothing of the
+product: it reads the request as a model would, from the messages.
+
+Extraction (the last user message holds the report text):
+* every planted statement found in the text becomes a claim with the bank's layer, stance, pick,
+  condition and confidence, and the citation numbers written right after it (`... statement [3, 5].`);
+* the first cited sentence of each `##` section that is not planted, not a quotation of a source title,
+  and not a heading becomes a generic finding (stance `describe`; confidence `medium` in "What the
+  sources establish", else `low`) filed under the bank layer its words match best, else "general";
+  a cited sentence saying something "should be the default" or is "the ... to adopt / choose / use" is a
+  recommendation of the name it gives (reports not from the bank still get claims).
+
+Alignment (the last user message holds one JSON object per claim between `<claims>` and `</claims>`):
+* claims recognisable as a planted bank claim (the exact statement, or the bank's pick for the bank's
+  layer) are grouped by bank id and agree;
+* the rest are grouped when they share a layer and their content words overlap (Jaccard ≥ 0.5); a group
+  whose members recommend different picks is a contradiction, one position per pick;
+* singletons are left out, as the prompt asks.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from functools import lru_cache
+from pathlib import Path
+from typing import Any
+
+CLAIMS_PATH = Path(__file__).with_name("corpus") / "claims.json"
+GENERIC_PER_REPORT = 4
+JUDGE_OVERLAP = 0.5
+
+_SENTENCE_END = re.compile(r"(?<=[.!?])\s+(?=[A-Za-z0-9\"'(])")
+_CITED_SENTENCE = re.compile(r"^(.*[A-Za-z].*?)\s*\[(\d+(?:\s*,\s*\d+)*)\]\s*[.!?]$")
+_CITES_AFTER = re.compile(r"\s*\[(\d+(?:\s*,\s*\d+)*)\]")
+_RECOMMEND = re.compile(r"\bshould be the default\b|\bis the [\w\s-]{0,40}?\bto (adopt|choose|use)\b|\brecommend",
+                        re.IGNORECASE)
+_NAME = re.compile(r"\b[A-Z][A-Za-z0-9+-]*[A-Za-z0-9+]")
+_DEFAULT = re.compile(r"\bshould be the default\b")
+_OPENERS = frozenset(("A", "An", "As", "At", "Because", "For", "In", "It", "On", "The", "This", "Today", "Use", "We",
+                      "When", "With"))
+_WORD = re.compile(r"[a-z0-9]+")
+_STOP = frozenset(("a", "an", "and", "are", "as", "at", "be", "by", "for", "from", "has", "have", "in", "is", "it",
+                   "its", "of", "on", "or", "that", "the", "this", "to", "was", "were", "with", "which", "when",
+                   "while", "most", "more", "can", "should"))
+
+
+@lru_cache(maxsize=1)
+def bank() -> tuple[dict[str, Any], ...]:
+    """The planted claims bank, read once per process."""
+    return tuple(json.loads(CLAIMS_PATH.read_text(encoding="utf-8")))
+
+
+def _norm(text: str) -> str:
+    return " ".join(_WORD.findall(text.lower()))
+
+
+def _words(text: str) -> set[str]:
+    return {w for w in _WORD.findall(text.lower()) if w not in _STOP}
+
+
+def _claims_text(body: dict[str, Any]) -> str:
+    """The user message carrying the `<claims>` block (a repair turn comes after it)."""
+    for message in body.get("messages") or []:
+        if isinstance(message, dict) and message.get("role") == "user" and "<claims>" in str(message.get("content")):
+            return str(message["content"])
+    return ""
+
+
+def _report_text(body: dict[str, Any]) -> str:
+    """The report: the first user message (a repair turn repeats the question; the report is unchanged)."""
+    for message in body.get("messages") or []:
+        if isinstance(message, dict) and message.get("role") == "user" and isinstance(message.get("content"), str):
+            return message["content"]
+    return ""
+
+
+def _numbers(group: str) -> list[int]:
+    return [int(n) for n in re.split(r"\s*,\s*", group) if n.strip()]
+
+
+def _keyword_layer(sentence: str) -> str:
+    lowered = sentence.lower().replace("-", " ")
+    best, best_hits = "general", 0
+    for entry in bank():
+        hits = sum(1 for k in entry.get("keywords") or [] if k.lower().replace("-", " ") in lowered)
+        if hits > best_hits:
+            best, best_hits = entry["layer"], hits
+    return best
+
+
+def extract_claims(body: dict[str, Any]) -> dict[str, Any]:
+    """The `claim_extraction` answer for a report."""
+    text = _report_text(body)
+    text = text.split("<report>", 1)[-1].rsplit("</report>", 1)[0]
+    found: list[tuple[int, dict[str, Any]]] = []
+    planted: list[str] = []
+    for entry in bank():
+        for variant in (entry.get("by_topic") or {}).values():
+            statement = variant["statement"]
+            start = text.find(statement)
+            if start < 0:
+                continue
+            planted.append(_norm(statement))
+            cites = _CITES_AFTER.match(text, start + len(statement))
+            recommend = variant.get("stance") == "recommend"
+            found.append((start, {
+                "statement": statement, "layer": entry["layer"], "stance": variant.get("stance", "describe"),
+                "pick": entry["pick"] if recommend else None,
+                "alternatives": [], "condition": variant.get("condition"),
+                "sources": _numbers(cites.group(1)) if cites else [],
+                "confidence": variant.get("confidence", "medium")}))
+    ordered = [claim for _, claim in sorted(found, key=lambda item: item[0])]
+    return {"claims": ordered + _generic_claims(text, planted)}
+
+
+def _pick(sentence: str) -> str | None:
+    """The named choice of a recommendation: the last name before "should be the default", else the first."""
+    default = _DEFAULT.search(sentence)
+    scope = sentence[: default.start()] if default else sentence
+    names = [m.group(0) for m in _NAME.finditer(scope) if not (m.start() == 0 and m.group(0) in _OPENERS)]
+    if not names:
+        return None
+    return names[-1] if default else names[0]
+
+
+def _generic_claims(text: str, planted: list[str]) -> list[dict[str, Any]]:
+    out: list[dict[str, Any]] = []
+    for section in re.split(r"^##\s+", text, flags=re.MULTILINE)[1:]:
+        heading, _, content = section.partition("\n")
+        heading = heading.strip()
+        if heading.lower() in ("references", "sources"):
+            continue
+        for match in (_CITED_SENTENCE.match(s.strip()) for s in _SENTENCE_END.split(content)):
+            if match is None:
+                continue
+            sentence = match.group(1).strip().lstrip("#*- ").strip()
+            key = _norm(sentence)
+            if not key or any(key in p or p in key for p in planted):
+                continue
+            if '"' in sentence or "\u201c" in sentence or len(sentence.split()) < 6:
+                continue
+            pick = _pick(sentence) if _RECOMMEND.search(sentence) else None
+            out.append({
+                "statement": sentence, "layer": _keyword_layer(sentence),
+                "stance": "recommend" if pick else "describe", "pick": pick, "alternatives": [], "condition": None,
+                "sources": _numbers(match.group(2)),
+                "confidence": "medium" if heading == "What the sources establish" else "low"})
+            break
+        if len(out) >= GENERIC_PER_REPORT:
+            break
+    return out
+
+
+# --------------------------------------------------------------------------------------------------
+# Alignment
+
+
+def _bank_id(claim: dict[str, Any]) -> str | None:
+    statement = _norm(str(claim.get("statement") or ""))
+    layer = _norm(str(claim.get("layer") or ""))
+    pick = _norm(str(claim.get("pick") or ""))
+    for entry in bank():
+        for variant in (entry.get("by_topic") or {}).values():
+            if _norm(variant["statement"]) == statement:
+                return str(entry["id"])
+    for entry in bank():
+        if pick and claim.get("stance") == "recommend" and _norm(entry["layer"]) == layer \
+                and _norm(entry["pick"]) == pick:
+            return str(entry["id"])
+    return None
+
+
+def _parse_claims(text: str) -> list[dict[str, Any]]:
+    block = text.split("<claims>", 1)[-1].rsplit("</claims>", 1)[0]
+    claims = []
+    for line in block.splitlines():
+        line = line.strip()
+        if not line:
+            continue
+        try:
+            item = json.loads(line)
+        except ValueError:
+            continue
+        if isinstance(item, dict) and isinstance(item.get("id"), str):
+            claims.append(item)
+    return claims
+
+
+def align_claims(body: dict[str, Any]) -> dict[str, Any]:
+    """The `claim_alignment` answer for a batch."""
+    claims = _parse_claims(_claims_text(body))
+    groups: dict[str, list[dict[str, Any]]] = {}
+    rest: list[dict[str, Any]] = []
+    for claim in claims:
+        bank_id = _bank_id(claim)
+        if bank_id is None:
+            rest.append(claim)
+        else:
+            groups.setdefault(f"bank:{bank_id}", []).append(claim)
+    parent = list(range(len(rest)))
+
+    def find(i: int) -> int:
+        while parent[i] != i:
+            parent[i] = parent[parent[i]]
+            i = parent[i]
+        return i
+
+    words = [_words(str(c.get("statement") or "")) for c in rest]
+    for i in range(len(rest)):
+        for j in range(i + 1, len(rest)):
+            if _norm(str(rest[i].get("layer"))) != _norm(str(rest[j].get("layer"))):
+                continue
+            union = words[i] | words[j]
+            if union and len(words[i] & words[j]) / len(union) >= JUDGE_OVERLAP:
+                parent[find(j)] = find(i)
+    for i, claim in enumerate(rest):
+        groups.setdefault(f"lex:{rest[find(i)]['id']}", []).append(claim)
+
+    out = []
+    for members in groups.values():
+        if len(members) < 2:
+            continue
+        by_pick: dict[str, list[str]] = {}
+        for claim in members:
+            pick = _norm(str(claim.get("pick") or "")) if claim.get("stance") == "recommend" else ""
+            by_pick.setdefault(pick, []).append(claim["id"])
+        picks = [p for p in by_pick if p]
+        label = str(members[0].get("pick") or " ".join(str(members[0].get("statement") or "").split()[:8]))
+        if len(picks) >= 2:
+            loose = by_pick.pop("", [])
+            positions = [{"claims": ids, "summary": f"recommends {pick}"} for pick, ids in by_pick.items()]
+            positions[0]["claims"] = positions[0]["claims"] + loose
+            out.append({"label": label, "relation": "contradict", "positions": positions})
+        else:
+            out.append({"label": label, "relation": "agree",
+                         "positions": [{"claims": [c["id"] for c in members], "summary": label}]})
+    order = {claim["id"]: index for index, claim in enumerate(claims)}
+    out.sort(key=lambda g: min(order[c] for p in g["positions"] for c in p["claims"]))
+    return {"groups": out}

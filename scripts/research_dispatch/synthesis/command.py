@@ -1,0 +1,44 @@
+"""`research-dispatch synthesize`: run the synthesis and print what it did and what changed.
+
+Typed errors propagate to the CLI, which maps them to exit codes: a report or config that does not
+parse is `BadInput` (2), a missing gateway key when a call is needed is `MissingKey` (2), a synthesis
+that cannot be produced at all is `SynthesisFailed` (1). Partial failures (one report's extraction, one
+judge batch) are not errors: the synthesis lists them under limitations and they are printed here as
+warnings.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from pathlib import Path
+
+from research_dispatch.config import load_settings
+from research_dispatch.redact import redact
+from research_dispatch.synthesis.pipeline import SynthesisResult, synthesize
+
+
+def summary_line(result: SynthesisResult) -> str:
+    counts = result.counts
+    clusters = counts["clusters"]
+    return (f"synthesized {counts['reports']} report(s): {counts['counted']} counted, {counts['excluded']} excluded "
+            f"(route not verified) · clusters: {clusters['convergent']} convergent, {clusters['same_family']} "
+            f"same-family, {clusters['divergent']} divergent, {clusters['single_source']} single-source "
+            f"({counts['flagged']} flagged), {clusters['excluded']} excluded-only · LLM calls: {result.llm_calls} "
+            f"({result.extraction_calls} extraction, {result.cached_extractions} cached; {result.judge_calls} judge, "
+            f"{result.cached_judgements} cached) · ${result.cost_usd:.4f}")
+
+
+def synthesize_command(repo: Path, *, cycle: str, env: Mapping[str, str], echo: Callable[[str], None]) -> int:
+    """Run the synthesis; print the summary, the files written, the claim diff and any warnings."""
+    settings = load_settings(repo)
+    result = synthesize(repo, settings, env=env, cycle=cycle)
+    written = [result.document_path, result.ledger_path, result.calls_path]
+    if result.methodology_path is not None:
+        written.append(result.methodology_path)
+    root = repo.resolve()
+    echo(redact(summary_line(result)))
+    echo("wrote " + ", ".join(p.relative_to(root).as_posix() for p in written))
+    echo(redact(result.diff.text()))
+    for warning in result.warnings:
+        echo(redact(f"warning: {warning}"))
+    return 0

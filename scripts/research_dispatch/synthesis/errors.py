@@ -1,0 +1,31 @@
+"""Typed errors of the synthesis stage.
+
+A failed extraction or judgement is an exception that carries the gateway calls it made (so the call
+log stays complete) and a one-line reason (so the synthesis can list it under limitations). Nothing
+here is ever turned into an empty result.
+"""
+
+from __future__ import annotations
+
+from research_dispatch.errors import DispatchError
+from research_dispatch.gateway import CallRecord
+
+
+class StructuredCallFailed(DispatchError):
+    """A structured-output call did not produce valid output: gateway failure or invalid twice."""
+
+    exit_code = 1
+
+    def __init__(self, message: str, *, records: list[CallRecord] | None = None) -> None:
+        super().__init__(message)
+        self.records: list[CallRecord] = list(records or [])
+
+
+class StructuredOutputInvalid(StructuredCallFailed):
+    """The model's answer failed pydantic validation, and so did the retry with the error fed back."""
+
+
+class SynthesisFailed(DispatchError):
+    """The synthesis cannot be produced at all (e.g. every extraction failed). Nothing is written."""
+
+    exit_code = 1

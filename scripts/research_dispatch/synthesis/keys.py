@@ -1,0 +1,86 @@
+"""Stable cluster and divergence keys, carried over from the previous ledger.
+
+A cluster is the same finding across runs when it keeps claims (unchanged reports keep their claim
+keys) or, failing that, when it has the same *base*: `<layer>/<pick>` for a recommendation,
+`<layer>/<first content words>` otherwise. Each new cluster takes the key of the old cluster it
+matches best (one to one, greedily, in a deterministic order); a cluster with no match gets its base,
+suffixed `-2`, `-3`, … on collision. This is what lets the diff say "lost support" rather than
+"dropped + new" when a report changes, and what keeps keys identical on an unchanged re-run.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from typing import Any
+
+from research_dispatch.synthesis.classify import Cluster, Divergence
+from research_dispatch.synthesis.text import slug, words_slug
+
+
+def base_key(cluster: Cluster) -> str:
+    layer = slug(cluster.layer_key, max_len=32)
+    tail = slug(cluster.pick_key) if cluster.pick_key else words_slug(cluster.summary)
+    return f"{layer}/{tail}"
+
+
+def _old_clusters(old: dict[str, Any] | None) -> list[tuple[str, set[str], str]]:
+    out = []
+    for item in (old or {}).get("clusters") or []:
+        if isinstance(item, dict) and isinstance(item.get("key"), str):
+            members = {m for m in item.get("members") or [] if isinstance(m, str)}
+            out.append((item["key"], members, str(item.get("base") or "")))
+    return out
+
+
+def _unique(base: str, used: set[str]) -> str:
+    key, n = base, 1
+    while key in used:
+        n += 1
+        key = f"{base}-{n}"
+    used.add(key)
+    return key
+
+
+def assign_cluster_keys(clusters: list[Cluster], old: dict[str, Any] | None) -> None:
+    """Set `base` and `key` on every cluster (in place)."""
+    for cluster in clusters:
+        cluster.base = base_key(cluster)
+    previous = _old_clusters(old)
+    owner: dict[str, list[int]] = {}
+    for j, (_key, members, _base) in enumerate(previous):
+        for member in members:
+            owner.setdefault(member, []).append(j)
+    by_base: dict[str, list[int]] = {}
+    for j, (_key, _members, base) in enumerate(previous):
+        by_base.setdefault(base, []).append(j)
+    pairs = []
+    for cluster in clusters:
+        overlap = Counter(j for member in cluster.members for j in owner.get(member, ()))
+        for j in set(overlap) | set(by_base.get(cluster.base, ())):
+            same_base = previous[j][2] == cluster.base
+            pairs.append((-overlap.get(j, 0), not same_base, previous[j][0], cluster.index, j))
+    pairs.sort()
+    taken_old: set[int] = set()
+    used: set[str] = set()
+    for _neg, _not_base, old_key, index, j in pairs:
+        cluster = clusters[index]
+        if cluster.key or j in taken_old or old_key in used:
+            continue
+        cluster.key = old_key
+        taken_old.add(j)
+        used.add(old_key)
+    for cluster in sorted((c for c in clusters if not c.key), key=lambda c: (c.base, c.members[0])):
+        cluster.key = _unique(cluster.base, used)
+
+
+def assign_divergence_keys(divergences: list[Divergence], clusters: list[Cluster]) -> None:
+    by_index = {c.index: c for c in clusters}
+    used: set[str] = set()
+    for divergence in sorted(divergences, key=lambda d: (d.kind, d.layer, d.clusters)):
+        if divergence.kind == "contradiction":
+            base = f"contradiction/{by_index[divergence.clusters[0]].key}"
+        else:
+            base = f"layer/{slug(by_index[divergence.clusters[0]].layer_key, max_len=32)}"
+        divergence.key = _unique(base, used)
+        for index in divergence.clusters:
+            by_index[index].divergence = divergence.key

@@ -1,0 +1,91 @@
+"""One structured-output call: JSON schema on the wire, pydantic on our side, one repair attempt.
+
+Why a single helper: extraction and judging must fail the same way. The model is asked for
+`response_format: {"type": "json_schema", "json_schema": {"name", "strict": true, "schema"}}`; the
+answer is parsed and validated with pydantic (never scraped out of prose). An answer that does not
+validate (not JSON, cut off by the token limit, wrong shape, unknown ids) is retried once with the
+validation error fed back; a second failure raises `StructuredOutputInvalid`. Gateway failures
+(after the gateway's own retries) raise `StructuredCallFailed`. Every call made is kept as a
+`CallRecord` on the result or on the exception.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from typing import Any, Generic, TypeVar
+
+from pydantic import BaseModel, ValidationError
+
+from research_dispatch.errors import GatewayError
+from research_dispatch.gateway import CallRecord, Gateway
+from research_dispatch.redact import redact
+from research_dispatch.sanitize import one_line
+from research_dispatch.synthesis.errors import StructuredCallFailed, StructuredOutputInvalid
+
+T = TypeVar("T", bound=BaseModel)
+MAX_ATTEMPTS = 2  # the call, and one repair with the validation error fed back
+
+
+@dataclass
+class StructuredResult(Generic[T]):
+    value: T
+    records: list[CallRecord]
+
+
+def response_format(name: str, schema: dict[str, Any]) -> dict[str, Any]:
+    return {"type": "json_schema", "json_schema": {"name": name, "strict": True, "schema": schema}}
+
+
+def _problem(exc: ValidationError) -> str:
+    """The first few validation errors, one line each, for the repair prompt and the error message."""
+    lines = []
+    for err in exc.errors()[:5]:
+        where = ".".join(str(p) for p in err["loc"]) or "(root)"
+        lines.append(f"{where}: {err['msg']}")
+    more = len(exc.errors()) - len(lines)
+    if more > 0:
+        lines.append(f"... and {more} more")
+    return "; ".join(lines)
+
+
+def parse(content: str, model: type[T], context: dict[str, Any] | None, finish_reason: str | None) -> T:
+    """Parse and validate one answer; raise ValueError with a one-line reason when it does not fit."""
+    if finish_reason == "length":
+        raise ValueError("the answer was cut off by the token limit (finish_reason=length); answer more briefly")
+    try:
+        data = json.loads(content)
+    except ValueError as exc:
+        raise ValueError(f"the answer is not valid JSON ({exc.msg} at character {exc.pos})") from None
+    try:
+        return model.model_validate(data, context=context)
+    except ValidationError as exc:
+        raise ValueError(f"the answer does not match the schema: {_problem(exc)}") from None
+
+
+def call_structured(gateway: Gateway, *, model: str, messages: list[dict[str, Any]], name: str,
+                    schema: dict[str, Any], parser: type[T], purpose: str, session_id: str | None,
+                    context: dict[str, Any] | None = None, subject: str = "") -> StructuredResult[T]:
+    """Ask for structured output; validate; repair once; raise a typed error otherwise."""
+    records: list[CallRecord] = []
+    history = list(messages)
+    problem = ""
+    for _attempt in range(MAX_ATTEMPTS):
+        try:
+            completion = gateway.complete(model=model, messages=history, response_format=response_format(name, schema),
+                                          purpose=purpose, session_id=session_id)
+        except GatewayError as exc:
+            raise StructuredCallFailed(f"{subject}: gateway call failed: {redact(str(exc))}",
+                                       records=records) from None
+        records.append(completion.record)
+        try:
+            value = parse(completion.content, parser, context, completion.finish_reason)
+        except ValueError as exc:
+            problem = str(exc)
+            history = [*history, {"role": "assistant", "content": completion.content[:20000]},
+                       {"role": "user", "content": f"Your answer was rejected: {problem}. Answer again with a "
+                                                   "single JSON object that matches the schema exactly."}]
+            continue
+        return StructuredResult(value=value, records=records)
+    raise StructuredOutputInvalid(f"{subject}: invalid structured output after {MAX_ATTEMPTS} attempts: "
+                                  f"{one_line(problem, 300)}", records=records)

@@ -1,0 +1,153 @@
+"""Fixtures for the synthesis tests: hand-built reports with a known claim structure.
+
+Reports are real report files (front matter rendered by `report.render_report`, a consistent call log
+next to each, so `verify` re-checks their routes from evidence) whose bodies carry statements from the
+fake corpus's planted claims bank. The fake gateway's extraction behaviour finds those statements, so
+the structure of the synthesis is known in advance.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from research_dispatch.config import Settings, load_settings
+from research_dispatch.fake.script_synthesis import bank
+from research_dispatch.gateway import CallRecord
+from research_dispatch.report import CitedSource, ReportMeta, SourceEntry, Usage, render_report
+from research_dispatch.synthesis import SynthesisResult, synthesize
+from tests.conftest import CANARY
+
+CYCLE = "2026-H2"
+SOURCES = [
+    ("https://arxiv.org/abs/2409.19256", "HybridFlow: a flexible and efficient RLHF framework"),
+    ("https://www.primeintellect.ai/blog/intellect-2", "INTELLECT-2"),
+    ("https://github.com/meta-pytorch/openenv", "meta-pytorch/OpenEnv"),
+    ("https://github.com/meta-pytorch/monarch", "meta-pytorch/monarch"),
+]
+FILLER = "This paragraph gives context without making a claim of its own"
+
+
+def statement(claim_id: str, topic: str) -> str:
+    """A planted statement of the bank: claim `claim_id` as the report on `topic` words it."""
+    entry = next(e for e in bank() if e["id"] == claim_id)
+    return entry["by_topic"][topic]["statement"]
+
+
+def write_report(repo: Path, stem: str, model: str, sentences: list[str], *, route: str = "exact",
+                 call_log: bool = True, cycle: str = CYCLE, status: str = "ok", title: str | None = None) -> Path:
+    """A report whose body cites one source per sentence, with a call log consistent with `route`."""
+    sources = [CitedSource(id=i + 1, url=url, title=name) for i, (url, name) in enumerate(SOURCES)]
+    paragraphs = []
+    for index, sentence in enumerate(sentences):
+        paragraphs.append(f"{sentence} [{index % len(sources) + 1}]. {FILLER}.")
+    body = f"# {title or stem}\n\n## Findings\n\n" + "\n\n".join(paragraphs) + "\n"
+    served = model if route != "model_fallback" else model + "-substitute"
+    verdict = route
+    record = CallRecord(
+        generation_id=f"gen-{stem}", requested_model=model, requested_provider=None, served_model=served,
+        served_provider="Provider", metadata_present=True, attempt=1, attempts_recorded=1, strategy="direct",
+        cached=False, finish_reason="stop", native_finish_reason="stop", prompt_tokens=100, completion_tokens=100,
+        cached_tokens=0, reasoning_tokens=0, cost_usd=0.001, latency_s=0.1, retries=0, purpose="research",
+        verdict=verdict)
+    meta = ReportMeta(
+        topic=stem.split(".")[0].split("-", 1)[1], title=title or stem, requested_model=model,
+        family=model.split("/")[0], served_models=[served], served_providers=["Provider"], route=route,
+        route_verified=route == "exact", calls=1, generation_ids=[record.generation_id or ""], status=status,
+        words=len(body.split()), usage=Usage(), sources=[SourceEntry(**s.as_dict()) for s in sources],
+        started_at="2026-07-01T00:00:00Z", finished_at="2026-07-01T00:01:00Z", cycle=cycle,
+        rationale=f"rationale of {stem}")
+    path = repo / "research" / f"{stem}.md"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(render_report(meta, body, sources), encoding="utf-8")
+    if call_log:
+        (repo / "research" / f"{stem}.calls.jsonl").write_text(record.to_json() + "\n", encoding="utf-8")
+    return path
+
+
+GENERIC = "The Epsilon benchmark suite measures long-horizon agent reliability across forty tasks"
+
+# stem -> (model, statements, route)
+PLANTED: dict[str, tuple[str, list[str], str]] = {
+    "01-alpha": ("deepseek/deepseek-v4-pro", [
+        statement("rl-algorithm-grpo-dapo", "diloco-family"),
+        statement("decentralised-substrate-prime-rl", "diloco-family"),
+        statement("pretraining-streaming-diloco", "diloco-family"),
+    ], "exact"),
+    "02-beta": ("anthropic/claude-sonnet-4.6", [
+        statement("rl-algorithm-grpo-dapo", "verl-trl"),
+        statement("orchestration-ray", "verl-trl"),
+    ], "exact"),
+    "03-gamma.openai-gpt-5": ("openai/gpt-5", [
+        statement("orchestration-monarch", "monarch-torchforge-openenv"),
+        statement("environment-format-openenv", "monarch-torchforge-openenv"),
+    ], "exact"),
+    "03-gamma.openai-gpt-5-mini": ("openai/gpt-5-mini", [
+        statement("environment-format-openenv", "verl-trl"),
+    ], "exact"),
+    "05-delta": ("moonshotai/kimi-k2-thinking", [
+        statement("decentralised-substrate-prime-rl", "verl-trl"),
+        statement("distillation-trace-replay", "trace-replay-distillation"),
+    ], "model_fallback"),
+    "06-epsilon": ("google/gemini-3.1-pro-preview", [
+        statement("base-model-kimi-k2", "composer-2.5"),
+        GENERIC,
+    ], "exact"),
+}
+
+
+def write_pyproject(repo: Path, extra: str = "",
+                    judges: tuple[str, ...] = ("qwen/qwen3-max", "anthropic/claude-sonnet-4.6")) -> None:
+    """Settings of the planted repository: no back-off sleeps, and a judge of no author's family."""
+    (repo / "pyproject.toml").write_text(
+        '[tool.research-dispatch]\nframework_name = "planted"\n'
+        'gateway = {backoff_base_s = 0.0, backoff_max_s = 0.0, max_retries = 1}\n'
+        f"synthesis = {{judge_models = {json.dumps(list(judges))}{extra}}}\n",
+        encoding="utf-8")
+
+
+@pytest.fixture
+def planted(tmp_path: Path) -> Path:
+    """A repository (no topics) with the six planted reports."""
+    repo = tmp_path / "planted"
+    repo.mkdir()
+    write_pyproject(repo)
+    for stem, (model, sentences, route) in PLANTED.items():
+        write_report(repo, stem, model, sentences, route=route)
+    return repo
+
+
+@pytest.fixture
+def synth_env(gateway: Any) -> dict[str, str]:
+    """Only what the synthesis needs: the gateway key and base URL (no search key)."""
+    return {"OPENROUTER_API_KEY": CANARY["OPENROUTER_API_KEY"], "OPENROUTER_BASE_URL": gateway.base_url}
+
+
+@pytest.fixture
+def run_synthesis(synth_env: dict[str, str]) -> Callable[..., SynthesisResult]:
+    def run(repo: Path, settings: Settings | None = None, **kwargs: Any) -> SynthesisResult:
+        return synthesize(repo, settings or load_settings(repo), env=kwargs.pop("env", synth_env),
+                          cycle=kwargs.pop("cycle", CYCLE), **kwargs)
+    return run
+
+
+def ledger(repo: Path) -> dict[str, Any]:
+    return json.loads((repo / "framework" / "claims.json").read_text(encoding="utf-8"))
+
+
+def statuses(data: dict[str, Any]) -> dict[str, str]:
+    return {c["key"]: c["status"] for c in data["clusters"]}
+
+
+def structured_calls(gateway: Any, schema: str) -> list[dict[str, Any]]:
+    """The fake's completion records for one structured-output schema."""
+    out = []
+    for record in gateway.completions:
+        response_format = record["request"].get("response_format") or {}
+        if (response_format.get("json_schema") or {}).get("name") == schema:
+            out.append(record)
+    return out

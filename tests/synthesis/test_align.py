@@ -1,0 +1,147 @@
+"""Alignment: anonymised judge requests, judge choice, candidate blocking and linear batching."""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+
+from research_dispatch.config import Settings, SynthesisSettings
+from research_dispatch.synthesis.align import (
+    BatchPlan,
+    Judgement,
+    candidate_components,
+    candidate_edges,
+    choose_judge,
+    plan_batches,
+    report_label,
+)
+from research_dispatch.synthesis.extract import Claim
+from tests.synthesis.conftest import PLANTED, ledger, structured_calls, write_pyproject
+
+
+def claim(key: str, report: str, statement: str, layer: str = "RL algorithm", pick: str | None = None) -> Claim:
+    return Claim(key=key, report=report, statement=statement, layer=layer,
+                 stance="recommend" if pick else "describe", pick=pick, alternatives=(), condition=None,
+                 sources=(), confidence="medium")
+
+
+def test_the_judge_sees_anonymised_reports_in_a_stable_shuffled_order(planted: Path, run_synthesis,
+                                                                      gateway) -> None:
+    run_synthesis(planted)
+    [call] = structured_calls(gateway, "claim_alignment")
+    body = call["request"]
+    text = json.dumps(body["messages"])
+    for stem, (model, _sentences, _route) in PLANTED.items():
+        assert stem not in text and model not in text and model.split("/")[0] not in text
+    assert "Report A" in text
+    assert body["model"] == "qwen/qwen3-max"  # the first judge of no author family
+    assert body["response_format"]["json_schema"]["name"] == "claim_alignment"
+    assert body["response_format"]["json_schema"]["strict"] is True
+    [batch] = ledger(planted)["batches"]
+    assert batch["judge_is_author"] is False and batch["judge_model"] == "qwen/qwen3-max"
+    assert sorted(batch["labels"].values()) == sorted({c.split("#")[0] for c in batch["ids"].values()})
+    labels = list(batch["labels"])
+    assert labels == [report_label(i) for i in range(len(labels))]
+    # the label map is the audit trail: claim ids in the prompt map back to reports through it
+    lines = [json.loads(line) for line in
+             body["messages"][1]["content"].split("<claims>\n", 1)[1].split("\n</claims>", 1)[0].splitlines()]
+    for item in lines:
+        stem = batch["labels"][item["report"].removeprefix("Report ")]
+        assert batch["ids"][item["id"]].startswith(stem + "#")
+    # same inputs, same shuffle; another cycle, another shuffle seed
+    gateway.reset()
+    run_synthesis(planted, cycle="2026-H2")
+    assert ledger(planted)["batches"][0]["labels"] == batch["labels"]
+    run_synthesis(planted, cycle="2027-H1")
+    assert ledger(planted)["batches"][0]["key"] != batch["key"]
+
+
+def test_when_every_judge_is_an_author_the_first_is_used_and_recorded(planted: Path, run_synthesis) -> None:
+    write_pyproject(planted, judges=("anthropic/claude-sonnet-4.6", "openai/gpt-5-mini"))
+    result = run_synthesis(planted)
+    [batch] = ledger(planted)["batches"]
+    assert batch["judge_model"] == "anthropic/claude-sonnet-4.6" and batch["judge_is_author"] is True
+    assert any("is of the family of a report it judges" in w for w in result.warnings)
+    assert any("Judge batch 1 was judged by anthropic/claude-sonnet-4.6" in i for i in ledger(planted)["limitations"])
+
+
+def test_choose_judge_skips_author_families() -> None:
+    settings = Settings(synthesis=SynthesisSettings(judge_models=("anthropic/claude-sonnet-4.6", "openai/gpt-5-mini")),
+                        families={"openai": "oai"})
+    assert choose_judge(settings, {"anthropic"}) == ("openai/gpt-5-mini", False)
+    assert choose_judge(settings, {"oai"}) == ("anthropic/claude-sonnet-4.6", False)
+    assert choose_judge(settings, {"anthropic", "oai"}) == ("anthropic/claude-sonnet-4.6", True)
+
+
+def test_candidates_are_blocked_by_layer_and_cross_report_only() -> None:
+    claims = [
+        claim("r1#a", "r1", "GRPO with DAPO patches is the default algorithm", pick="GRPO+DAPO"),
+        claim("r2#a", "r2", "The default algorithm should be GRPO with DAPO", pick="GRPO with DAPO"),
+        claim("r2#b", "r2", "GRPO with DAPO patches is the default algorithm"),  # same report as r2#a
+        claim("r3#a", "r3", "GRPO with DAPO patches is the default algorithm", layer="orchestration"),
+        claim("r4#a", "r4", "Bananas ripen faster next to apples in a paper bag"),
+    ]
+    edges = candidate_edges(claims, threshold=0.2)
+    assert edges["r1#a"] == {"r2#a", "r2#b"}
+    assert "r2#b" not in edges["r2#a"]
+    assert "r3#a" not in edges and "r4#a" not in edges
+    assert candidate_components(claims, edges) == [["r1#a", "r2#a", "r2#b"]]
+
+
+def test_batches_are_linear_in_claims_and_carry_anchors() -> None:
+    components = [[f"c{n:03d}#{i}" for i in range(size)] for n, size in enumerate([3, 7, 2, 25, 4, 9, 1 + 1])]
+    edges = {k: {m for m in comp if m != k} for comp in components for k in comp}
+    total = sum(len(c) for c in components)
+    plans = plan_batches(components, edges, batch_size=10)
+    assert len(plans) == math.ceil(total / 10)
+    assert [len(p.new) for p in plans[:-1]] == [10] * (len(plans) - 1)
+    assert sorted(k for p in plans for k in p.new) == sorted(k for c in components for k in c)
+    continued = [p for p in plans if p.anchors]
+    assert continued  # the 25-claim component spans three batches
+    for plan in continued:
+        # anchors come from the component that continues into this batch, and were judged before
+        assert {a.split("#")[0] for a in plan.anchors} == {plan.new[0].split("#")[0]}
+        assert len(plan.anchors) <= 4 and not set(plan.anchors) & set(plan.new)
+    assert plan_batches([], {}, 10) == []
+    assert isinstance(plans[0], BatchPlan)
+
+
+def test_judgement_validation_rejects_unknown_and_repeated_ids() -> None:
+    ok = {"groups": [{"label": "x", "relation": "agree", "positions": [{"claims": ["C1", "C2"], "summary": "s"}]}]}
+    assert Judgement.model_validate(ok, context={"ids": {"C1", "C2"}}).groups[0].relation == "agree"
+    for bad in (
+        {"groups": [{"label": "x", "relation": "agree", "positions": [{"claims": ["C9"], "summary": "s"}]}]},
+        {"groups": [{"label": "x", "relation": "contradict", "positions": [{"claims": ["C1"], "summary": "s"}]}]},
+        {"groups": [{"label": "x", "relation": "agree", "positions": [{"claims": ["C1"], "summary": "s"}]},
+                    {"label": "y", "relation": "agree", "positions": [{"claims": ["C1"], "summary": "s"}]}]},
+    ):
+        try:
+            Judgement.model_validate(bad, context={"ids": {"C1", "C2"}})
+        except ValueError:
+            continue
+        raise AssertionError(f"accepted {bad}")
+
+
+def test_a_judged_contradiction_is_a_divergence_with_both_positions(tmp_path: Path, run_synthesis) -> None:
+    from tests.synthesis.conftest import write_report
+
+    repo = tmp_path / "contradiction"
+    repo.mkdir()
+    write_pyproject(repo)
+    write_report(repo, "01-one", "openai/gpt-5", ["For long RL runs, AdamW should be the default optimizer today"])
+    write_report(repo, "02-two", "deepseek/deepseek-v4-pro",
+                 ["For long RL runs, Muon should be the default optimizer today"])
+    write_report(repo, "03-three", "google/gemini-3.1-pro-preview",
+                 ["For long RL runs, Muon should be the default optimizer today"])
+    result = run_synthesis(repo)
+    data = ledger(repo)
+    [cluster] = data["clusters"]
+    assert cluster["status"] == "divergent" and len(cluster["positions"]) == 2
+    [divergence] = data["divergences"]
+    assert divergence["kind"] == "contradiction" and divergence["key"] == f"contradiction/{cluster['key']}"
+    assert [p["label"] for p in divergence["positions"]] == ["Muon", "AdamW"]  # two reports before one
+    assert divergence["line"].startswith("Use Muon today, switch to AdamW when")
+    assert [i.key for i in result.diff.new] == [cluster["key"]] and not result.diff.new_divergences  # first run
+    text = result.document_path.read_text(encoding="utf-8")
+    assert "(contradiction)" in text and "**Use Muon today, switch to AdamW" in text

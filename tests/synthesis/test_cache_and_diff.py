@@ -1,0 +1,113 @@
+"""Re-runs: unchanged reports cost nothing, a changed report costs one extraction and the diff says why."""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+from tests.synthesis.conftest import PLANTED, ledger, statement, statuses, structured_calls, write_report
+
+FRAMEWORK_FILES = ("planted.md", "claims.json", "synthesis.calls.jsonl")
+
+
+def snapshot(repo: Path) -> dict[str, bytes]:
+    return {name: (repo / "framework" / name).read_bytes() for name in FRAMEWORK_FILES}
+
+
+def test_second_run_makes_no_extraction_call_and_writes_the_same_bytes(planted: Path, run_synthesis,
+                                                                       gateway) -> None:
+    first = run_synthesis(planted)
+    assert first.extraction_calls == 6 and len(structured_calls(gateway, "claim_extraction")) == 6
+    before = snapshot(planted)
+    gateway.reset()
+    second = run_synthesis(planted)
+    assert second.extraction_calls == 0 and second.cached_extractions == 6
+    assert second.judge_calls == 0 and second.cached_judgements == first.judge_calls + first.cached_judgements
+    assert second.llm_calls == 0 and second.cost_usd == 0
+    assert gateway.completions == []
+    assert snapshot(planted) == before  # byte-identical framework files
+    assert second.diff.is_empty and "no change" in second.diff.text()
+
+
+def test_the_committed_ledger_replays_answers_when_the_build_cache_is_gone(planted: Path, run_synthesis,
+                                                                           gateway) -> None:
+    run_synthesis(planted)
+    before = snapshot(planted)
+    shutil.rmtree(planted / "build" / "synthesis-cache")
+    gateway.reset()
+    again = run_synthesis(planted)
+    assert again.llm_calls == 0 and gateway.completions == []
+    assert snapshot(planted) == before
+
+
+def test_a_fully_replayed_run_needs_no_key(planted: Path, run_synthesis) -> None:
+    run_synthesis(planted)
+    result = run_synthesis(planted, env={})
+    assert result.llm_calls == 0
+
+
+def test_one_changed_report_costs_one_extraction_and_the_promotion_shows_in_the_diff(
+        planted: Path, run_synthesis, gateway) -> None:
+    run_synthesis(planted)
+    assert statuses(ledger(planted))["decentralized-substrate/prime-rl"] == "single_source"
+    model, sentences, route = PLANTED["02-beta"]
+    write_report(planted, "02-beta", model, [*sentences, statement("decentralised-substrate-prime-rl", "verl-trl")],
+                 route=route)
+    gateway.reset()
+    result = run_synthesis(planted)
+    assert result.extraction_calls == 1 and result.cached_extractions == 5
+    [call] = structured_calls(gateway, "claim_extraction")
+    assert call["session"] == "2026-H2:synthesis:02-beta"
+    assert statuses(ledger(planted))["decentralized-substrate/prime-rl"] == "convergent"
+    assert [item.key for item in result.diff.promoted] == ["decentralized-substrate/prime-rl"]
+    item = result.diff.promoted[0]
+    assert item.before == "single-source, flagged (1 report, 1 family)"
+    assert item.after == "convergent (2 reports, 2 families)"
+    assert not result.diff.lost_support and not result.diff.dropped and not result.diff.new
+    assert "promoted to convergent" in result.diff.text() and "decentralized-substrate/prime-rl" in result.diff.text()
+
+
+def test_removing_a_supporting_statement_loses_support(planted: Path, run_synthesis, gateway) -> None:
+    run_synthesis(planted)
+    model, sentences, route = PLANTED["02-beta"]
+    write_report(planted, "02-beta", model, sentences[1:], route=route)  # drop its GRPO+DAPO statement
+    gateway.reset()
+    result = run_synthesis(planted)
+    assert result.extraction_calls == 1
+    assert statuses(ledger(planted))["rl-algorithm/grpo-dapo"] == "single_source"
+    [item] = result.diff.lost_support
+    assert item.key == "rl-algorithm/grpo-dapo"
+    assert item.before == "convergent (2 reports, 2 families)"
+    assert item.after == "single-source, flagged (1 report, 1 family)"
+    assert result.diff.counts() == {"promoted": 0, "lost_support": 1, "new_divergences": 0, "new": 0, "dropped": 0}
+
+
+def test_a_report_whose_route_turns_unverified_drops_out_of_support(planted: Path, run_synthesis) -> None:
+    run_synthesis(planted)
+    (planted / "research" / "02-beta.calls.jsonl").unlink()  # no evidence: the route is unverified
+    result = run_synthesis(planted)
+    assert result.extraction_calls == 0  # same body, same request: replayed
+    data = ledger(planted)
+    assert statuses(data)["rl-algorithm/grpo-dapo"] == "single_source"
+    # both of its recommendations lose their only or their independent support
+    assert [i.key for i in result.diff.lost_support] == ["orchestration/ray-single-controller-verl",
+                                                        "rl-algorithm/grpo-dapo"]
+    assert statuses(data)["orchestration/ray-single-controller-verl"] == "excluded"
+    assert statuses(data)["orchestration/monarch"] == "single_source" and data["divergences"] == []
+    beta = next(r for r in data["reports"] if r["stem"] == "02-beta")
+    assert beta["counted"] is False and beta["route"] == "unverified"
+    assert "no call log next to the report" in beta["route_problems"]
+
+
+def test_a_new_divergence_and_new_and_dropped_clusters(planted: Path, run_synthesis) -> None:
+    run_synthesis(planted)
+    (planted / "research" / "06-epsilon.md").unlink()
+    (planted / "research" / "06-epsilon.calls.jsonl").unlink()
+    write_report(planted, "07-zeta", "x-ai/grok-4", [
+        "For the environment format, Gymnasium should be the default for agent training today"])
+    result = run_synthesis(planted)
+    dropped = {i.key for i in result.diff.dropped}
+    assert dropped == {"base-model/composer-2-5-appears-built", "general/epsilon-benchmark-suite-measures-long"}
+    assert [i.key for i in result.diff.new_divergences] == ["layer/environment-format"]
+    assert [i.key for i in result.diff.new] == ["environment-format/gymnasium"]
+    assert statuses(ledger(planted))["environment-format/openenv"] == "divergent"

@@ -1,0 +1,55 @@
+"""The repository's five topics researched on the fakes, then synthesized: what the demo shows."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+from research_dispatch.config import load_settings, load_topics
+from research_dispatch.leg import run_leg
+from research_dispatch.plan import plan_legs
+from research_dispatch.synthesis import synthesize
+from tests.conftest import ROOT
+from tests.synthesis.conftest import structured_calls
+
+
+def test_five_real_topics_give_a_convergent_a_divergent_and_a_single_source_decision(
+        repo: Path, fake_env: dict[str, str], gateway) -> None:
+    (repo / "docs").mkdir()
+    shutil.copy(ROOT / "docs" / "METHODOLOGY.md", repo / "docs" / "METHODOLOGY.md")
+    settings = load_settings(repo)
+    legs = plan_legs(load_topics(repo, settings), settings)
+    for leg in legs:
+        assert run_leg(repo, settings, leg, env=fake_env, cycle="2026-H2").status == "ok"
+    gateway.reset()
+    result = synthesize(repo, settings, env=fake_env, cycle="2026-H2", legs=legs)
+
+    assert result.extraction_calls == 5 and len(structured_calls(gateway, "claim_extraction")) == 5
+    assert result.judge_calls == len(structured_calls(gateway, "claim_alignment")) >= 1
+    assert result.llm_calls == len(gateway.completions)
+    text = result.document_path.read_text(encoding="utf-8")
+    assert result.document_path.name == "composer-replication-framework.md"
+    table = text.split("## TL;DR — decision table", 1)[1].split("\n## ", 1)[0]
+    rows = [line for line in table.splitlines() if line.startswith("| ") and not line.startswith("| Layer")]
+    assert any(r.endswith("| **convergent** |") and "GRPO+DAPO" in r for r in rows)
+    assert any("**divergent**" in r and "Monarch" in r and "Ray" in r for r in rows)
+    assert any(r.endswith("| single-source — may be model bias |") for r in rows)
+
+    data = json.loads(result.ledger_path.read_text(encoding="utf-8"))
+    clusters = {c["key"]: c for c in data["clusters"]}
+    assert clusters["rl-algorithm/grpo-dapo"]["families"] == ["anthropic", "deepseek", "openai"]
+    assert clusters["environment-format/openenv"]["status"] == "convergent"
+    assert clusters["decentralized-substrate/prime-rl"]["status"] == "convergent"
+    assert clusters["distillation/trace-replay-multi-teacher-distillation"]["flagged"] is True
+    assert {leg["state"] for leg in data["legs"]} == {"ok"}
+    assert all(r["route"] == "exact" and r["counted"] for r in data["reports"])
+
+    methodology = (repo / "docs" / "METHODOLOGY.md").read_text(encoding="utf-8")
+    assert "| research/04-verl-trl.md | anthropic/claude-sonnet-4.6 | anthropic/claude-sonnet-4.6 | exact |" \
+           in methodology
+    assert "not yet run" not in methodology
+    calls = (repo / "framework" / "synthesis.calls.jsonl").read_text(encoding="utf-8").splitlines()
+    assert len(calls) == result.llm_calls
+    assert {json.loads(c)["purpose"] for c in calls} == {"extract", "judge"}
+    assert fake_env["OPENROUTER_API_KEY"] not in (repo / "framework" / "claims.json").read_text()

@@ -1,0 +1,82 @@
+"""The fake's synthesis behaviours: schema-valid, deterministic, derived from the request only."""
+
+from __future__ import annotations
+
+import json
+
+from research_dispatch.fake import script_structured, script_synthesis
+from research_dispatch.synthesis.align import Judgement
+from research_dispatch.synthesis.extract import Extraction
+from tests.synthesis.conftest import statement
+
+
+def extraction_body(report: str) -> dict:
+    return {"model": "openai/gpt-5-mini",
+            "response_format": {"type": "json_schema", "json_schema": {"name": "claim_extraction", "strict": True}},
+            "messages": [{"role": "system", "content": "extract"},
+                         {"role": "user", "content": f"Report title: T\n\n<report>\n{report}\n</report>"}]}
+
+
+REPORT = f"""# T
+
+## Summary
+
+This report looks at the evidence in some detail for practitioners. {statement("orchestration-monarch",
+"monarch-torchforge-openenv")} [2, 3]. A filler sentence without a citation follows here.
+
+## What the sources establish
+
+Streaming DiLoCo synchronises parameter fragments on a staggered schedule across datacentres [1].
+For the environment format, Gymnasium should be the default for agent training today [4].
+"""
+
+
+def test_extraction_finds_planted_statements_with_their_citations_and_generic_findings() -> None:
+    answer = script_structured.respond_structured(extraction_body(REPORT))
+    claims = Extraction.model_validate(answer).claims
+    planted = claims[0]
+    assert planted.statement == statement("orchestration-monarch", "monarch-torchforge-openenv")
+    assert (planted.layer, planted.stance, planted.pick, planted.sources) == ("orchestration", "recommend",
+                                                                              "Monarch", [2, 3])
+    assert planted.condition == "once its actor-mesh API stabilises" and planted.confidence == "medium"
+    generic = claims[1]
+    assert generic.stance == "describe" and generic.confidence == "medium" and generic.sources == [1]
+    assert generic.layer == "communication-efficient pretraining"  # by the bank's keywords
+    assert len(claims) == 2  # one generic finding per section: the Gymnasium sentence is the second of its section
+    assert script_synthesis.extract_claims(extraction_body(REPORT)) == answer  # deterministic
+
+
+def test_heuristic_recommendations_for_text_outside_the_bank() -> None:
+    report = "## Recommendations\n\nFor the environment format, Gymnasium should be the default for agents [4].\n"
+    [claim] = Extraction.model_validate(script_synthesis.extract_claims(extraction_body(report))).claims
+    assert (claim.stance, claim.pick, claim.layer) == ("recommend", "Gymnasium", "environment format")
+
+
+def alignment_body(items: list[dict]) -> dict:
+    lines = "\n".join(json.dumps(item) for item in items)
+    return {"model": "qwen/qwen3-max",
+            "response_format": {"type": "json_schema", "json_schema": {"name": "claim_alignment", "strict": True}},
+            "messages": [{"role": "system", "content": "align"},
+                         {"role": "user", "content": f"Align.\n\n<claims>\n{lines}\n</claims>"}]}
+
+
+def test_alignment_groups_by_bank_id_then_by_overlap_and_marks_contradictions() -> None:
+    items = [
+        {"id": "C1", "report": "Report A", "layer": "RL algorithm", "stance": "recommend", "pick": "GRPO+DAPO",
+         "statement": statement("rl-algorithm-grpo-dapo", "verl-trl")},
+        {"id": "C2", "report": "Report B", "layer": "RL algorithm", "stance": "recommend", "pick": "GRPO+DAPO",
+         "statement": statement("rl-algorithm-grpo-dapo", "diloco-family")},
+        {"id": "C3", "report": "Report A", "layer": "optimizer", "stance": "recommend", "pick": "AdamW",
+         "statement": "AdamW with warmup is the optimizer to use for long RL runs"},
+        {"id": "C4", "report": "Report C", "layer": "optimizer", "stance": "recommend", "pick": "Muon",
+         "statement": "Muon with warmup is the optimizer to use for long RL runs"},
+        {"id": "C5", "report": "Report C", "layer": "general", "stance": "describe", "pick": None,
+         "statement": "Bananas ripen faster in paper bags"},
+    ]
+    answer = script_synthesis.align_claims(alignment_body(items))
+    judgement = Judgement.model_validate(answer, context={"ids": {i["id"] for i in items}})
+    assert [(g.relation, [p.claims for p in g.positions]) for g in judgement.groups] == [
+        ("agree", [["C1", "C2"]]),
+        ("contradict", [["C3"], ["C4"]]),
+    ]
+    assert script_synthesis.align_claims(alignment_body(items)) == answer
