@@ -1,0 +1,11 @@
+"""The publish stage: one commit per changed report, one synthesis commit, a leased push, one PR.
+
+Modules: `collect` (what is published: legs, computed paths, commit messages and trailers), `gitops`
+(plumbing commits in a temporary index, foreign-commit detection, push with a lease), `prbody` (title
+and sanitised, capped body), `pulls` (the PR through PyGithub with bounded retries), `command`
+(the flow and the CLI entry point).
+"""
+
+from research_dispatch.publish.command import PublishResult, publish, publish_command, summary_lines
+
+__all__ = ["PublishResult", "publish", "publish_command", "summary_lines"]

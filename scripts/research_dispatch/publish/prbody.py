@@ -1,0 +1,298 @@
+"""The pull-request title and body, after Renovate and Dependabot (ci-conventions §2.2–2.4).
+
+Why so careful: the body mixes our own facts with text that came from models and the web (status
+reasons, served model and provider names, claim text). A model must not be able to forge the bot's
+hidden marker, ping people, hide text behind bidi overrides or push the body past GitHub's 65,536
+characters. So every untrusted piece passes through `sanitize` here, marker-like text is defanged, the
+bot's one marker is added by this module alone, and the finished body is redacted and then capped.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Iterable
+from dataclasses import dataclass
+from pathlib import Path
+
+from research_dispatch import sanitize
+from research_dispatch.publish.collect import LegEntry
+from research_dispatch.publish.gitops import CommitInfo
+from research_dispatch.redact import redact
+
+BODY_LIMIT = 65_536
+MARKER_NAME = "research-refresh:v1"
+TRUNCATED_NOTE = "\n\n---\n…*[Pull request body truncated to 65,536 characters]*\n"
+_MARKER_LIKE = re.compile(r"(research-refresh)\s*:\s*(v\d+)", re.IGNORECASE)
+_ALLOWED_TAG = re.compile(r"</?(?:details|summary|br|b|i|em|strong|code|sub|sup|kbd|p)(?:\s+open)?\s*/?>",
+                          re.IGNORECASE)
+_STATE_ICON = {"ok": "✅", "degraded": "⚠️", "failed": "❌", "missing": "❔"}
+
+
+def marker(cycle: str) -> str:
+    """The bot's hidden, machine-readable marker: the only HTML comment a body ever carries."""
+    return f"<!-- {MARKER_NAME} cycle={cycle} -->"
+
+
+def defang(text: str) -> str:
+    """Break anything that looks like our marker name, so untrusted text cannot imitate it."""
+    return _MARKER_LIKE.sub(r"\1 \2", text)
+
+
+def inline(text: str, limit: int = 300) -> str:
+    """Untrusted text as one safe Markdown line."""
+    return defang(sanitize.for_pr_body(sanitize.one_line(str(text), limit)))
+
+
+def cell(text: str, limit: int = 120) -> str:
+    return inline(text, limit).replace("|", "\\|")
+
+
+def block(markdown: str) -> str:
+    """Untrusted multi-line Markdown (the claim diff): comments, mentions, controls and raw HTML out.
+
+    A small set of formatting tags (`<details>`, `<summary>`, ...) survives so a collapsible diff
+    still renders; every other `<` is escaped.
+    """
+    text = sanitize.strip_html_comments(sanitize.strip_invisible(markdown))
+    text = sanitize.neutralise_mentions(text)
+    out: list[str] = []
+    position = 0
+    for match in _ALLOWED_TAG.finditer(text):
+        out.append(text[position:match.start()].replace("<", "&lt;"))
+        out.append(match.group(0))
+        position = match.end()
+    out.append(text[position:].replace("<", "&lt;"))
+    return defang("".join(out)).strip()
+
+
+def render_title(cycle: str, *, reports: int, synthesis: bool, failed: int, unverified: int) -> str:
+    title = f"docs(research): refresh {cycle} — {reports} report{'s' if reports != 1 else ''}"
+    if synthesis:
+        title += ", synthesis"
+    if failed:
+        title += f", {failed} failed"
+    if unverified:
+        title += f", {unverified} unverified"
+    return title
+
+
+@dataclass
+class BodyFacts:
+    """Everything the body says. Entries and claim-diff text are untrusted; the rest is ours."""
+
+    cycle: str
+    branch: str
+    base: str
+    base_sha: str
+    entries: list[LegEntry]
+    synthesis_changed: list[str]
+    framework_doc: str
+    claim_diff: str | None  # Markdown from the synthesis' ledger diff, or None
+    claim_diff_short: str | None  # the same with fewer items, used when the body would be too long
+    claim_note: str  # shown when there is no diff (e.g. "Synthesis not available")
+    run_link: str | None
+    synthesis_cost_usd: float = 0.0
+
+
+def _summary(facts: BodyFacts) -> list[str]:
+    changed = [e for e in facts.entries if e.changed]
+    topics = len({e.leg.topic.id for e in changed})
+    families = len({e.leg.family for e in changed})
+    line = (f"This PR refreshes **{len(changed)}** research report{'s' if len(changed) != 1 else ''} "
+            f"({topics} topic{'s' if topics != 1 else ''}, {families} model famil{'ies' if families != 1 else 'y'})")
+    if facts.synthesis_changed:
+        line += f" and regenerates the synthesis (`{facts.framework_doc}`)."
+    else:
+        line += "; the synthesis is unchanged."
+    lines = [line]
+    failed = [e for e in facts.entries if e.failed]
+    unverified = [e for e in facts.entries if e.unverified]
+    warnings = []
+    if failed:
+        names = ", ".join(f"`{e.stem}`" for e in failed[:20]) + (" …" if len(failed) > 20 else "")
+        warnings.append(f"**{len(failed)} leg{'s' if len(failed) != 1 else ''} failed or missing** ({names}).")
+    if unverified:
+        names = ", ".join(f"`{e.stem}`" for e in unverified[:20]) + (" …" if len(unverified) > 20 else "")
+        warnings.append(f"**{len(unverified)} route{'s' if len(unverified) != 1 else ''} not verified** "
+                        f"({names}): another model or provider than requested may have written it.")
+    if warnings:
+        lines += ["", "> [!WARNING]"]
+        lines += [f"> {w}" for w in warnings]
+        lines.append("> This PR stays a draft until the refresh is re-run or the gaps are accepted.")
+    return lines
+
+
+def _route_table(entries: Iterable[LegEntry]) -> list[str]:
+    lines = ["### Route fidelity", "",
+             "| Topic | Requested model | Served model | Provider | Verdict | Words | Cost | Status |",
+             "|---|---|---|---|---|---:|---:|---|"]
+    for e in entries:
+        row = e.row
+        served = ", ".join(row.served_models) if row and row.served_models else "—"
+        provider = ", ".join(row.served_providers) if row and row.served_providers else "—"
+        verdict = "—" if row is None else (f"✅ {row.route}" if row.verified else f"⚠️ {row.route}")
+        words = str(row.words) if row else "—"
+        cost = f"${e.cost_usd:.4f}" if (row or e.cost_usd) else "—"
+        change = "" if e.failed and not e.changed else (" · updated" if e.changed else " · unchanged")
+        status = f"{_STATE_ICON.get(e.state, '')} {e.state}{change}".strip()
+        values = [cell(e.leg.topic.id), cell(e.leg.route.model), cell(served), cell(provider), cell(verdict),
+                  words, cost, cell(status)]
+        lines.append("| " + " | ".join(values) + " |")
+    return lines
+
+
+def _problems(entries: Iterable[LegEntry]) -> list[str]:
+    lines = ["### Failed, degraded or missing legs", ""]
+    listed = [e for e in entries if e.state != "ok" or e.unverified]
+    if not listed:
+        return [*lines, "None: every planned leg produced a report with a verified route."]
+    for e in listed:
+        reasons = list(e.reasons)
+        if e.row is not None and e.unverified:
+            served = ", ".join(e.row.served_models) or "no recorded model"
+            reasons.insert(0, f"route {e.row.route} (served by {served})")
+        text = "; ".join(inline(r, 300) for r in reasons[:6]) or "no reason recorded"
+        if len(reasons) > 6:
+            text += f"; … {len(reasons) - 6} more"
+        state = e.state if not (e.unverified and e.state == "ok") else "unverified"
+        icon = _STATE_ICON.get(state, "⚠️")
+        lines.append(f"- {icon} `{e.stem}` ({cell(e.leg.route.model)}) — **{state}**: {text}")
+    return lines
+
+
+def _cost(facts: BodyFacts) -> list[str]:
+    refreshed = sum(e.cost_usd for e in facts.entries if e.changed and not e.failed)
+    failed = sum(e.cost_usd for e in facts.entries if e.failed)
+    total = refreshed + failed + facts.synthesis_cost_usd
+    parts = [f"${refreshed:.4f} for the refreshed reports"]
+    if facts.synthesis_cost_usd:
+        parts.append(f"${facts.synthesis_cost_usd:.4f} for the synthesis")
+    if failed:
+        parts.append(f"${failed:.4f} spent on failed legs")
+    return ["### Cost", "", f"**${total:.4f}** reported by the gateway: " + ", ".join(parts) + "."]
+
+
+def _checklist(facts: BodyFacts) -> list[str]:
+    failed = [e for e in facts.entries if e.failed]
+    topics = ",".join(sorted({e.leg.topic.id for e in failed}))
+    lines = ["### Review checklist", "",
+             "- [ ] Spot-check sources and citations in the changed reports",
+             "- [ ] Every route verdict is `exact`, or the deviation is acceptable",
+             "- [ ] The synthesis reflects the report changes (claim diff above)"]
+    if failed:
+        lines.append(f"- [ ] Failed legs: re-run them (Actions → research-refresh → Run workflow, "
+                     f"topics=`{topics}`) or accept the partial refresh")
+    return lines
+
+
+def _details(facts: BodyFacts) -> list[str]:
+    changed = sum(1 for e in facts.entries if e.changed)
+    failed = sum(1 for e in facts.entries if e.failed)
+    run = f"[run log]({facts.run_link})" if facts.run_link else "a local run (no run link)"
+    synthesis = ", ".join(f"`{p}`" for p in facts.synthesis_changed) or "none"
+    return ["<details><summary>Run details</summary>", "",
+            f"Cycle `{facts.cycle}` · branch `{facts.branch}` → `{facts.base}` (base `{facts.base_sha[:12]}`) · {run}",
+            "",
+            f"Planned legs: {len(facts.entries)} · refreshed reports: {changed} · "
+            f"unchanged: {len(facts.entries) - changed - failed} · failed or missing: {failed}",
+            "",
+            f"Synthesis files changed: {synthesis}",
+            "", "</details>"]
+
+
+def _configuration() -> list[str]:
+    return ["<details><summary>Configuration</summary>", "",
+            "📅 **Schedule**: 06:17 UTC on 1 January and 1 July (`research-refresh-schedule.yml`), "
+            "plus manual runs of `research-refresh.yml`.",
+            "",
+            "♻ **Updating**: re-running this cycle rewrites this branch, **unless someone else has pushed to "
+            "it**; then the bot only comments.",
+            "",
+            "🚦 **Merging**: never automatic. Review the reports and the synthesis, then merge.",
+            "",
+            "🔕 **Closing**: closing skips this cycle; the next cycle opens a new PR.",
+            "", "</details>"]
+
+
+def _render(facts: BodyFacts, claim_diff: str | None) -> str:
+    diff = block(claim_diff) if claim_diff and claim_diff.strip() else inline(facts.claim_note, 300)
+    footer = "This PR was generated by research-dispatch"
+    if facts.run_link:
+        footer += f" · [run log]({facts.run_link})"
+    sections = [
+        [marker(facts.cycle), *_summary(facts)],
+        _route_table(facts.entries),
+        ["### Claim diff", "", diff],
+        _problems(facts.entries),
+        _cost(facts),
+        _checklist(facts),
+        _details(facts),
+        ["---", "", *_configuration()],
+        ["---", footer],
+    ]
+    return "\n\n".join("\n".join(section) for section in sections) + "\n"
+
+
+def cap(body: str, limit: int = BODY_LIMIT) -> str:
+    """At most `limit` characters, with a visible note when something was cut."""
+    if len(body) <= limit:
+        return body
+    return body[: limit - len(TRUNCATED_NOTE)].rstrip() + TRUNCATED_NOTE
+
+
+def render_body(facts: BodyFacts, *, secrets: Iterable[str] = (), limit: int = BODY_LIMIT) -> str:
+    """The whole body: rendered, redacted, and capped (a shorter claim diff first, then a hard cut)."""
+    values = [s for s in secrets if len(s) >= 6]
+
+    def finish(text: str) -> str:
+        for secret in values:
+            text = text.replace(secret, "[REDACTED]")
+        return redact(text)
+
+    body = finish(_render(facts, facts.claim_diff))
+    if len(body) > limit and facts.claim_diff_short is not None:
+        body = finish(_render(facts, facts.claim_diff_short))
+    return cap(body, limit)
+
+
+def claim_diff(old_text: str | None, new_path: Path, rel: str) -> tuple[str | None, str | None, str]:
+    """(diff Markdown, a shorter one, a note) from the synthesis' ledger diff; never raises.
+
+    The synthesis package is optional here (it may be missing or mid-change): without it, or without a
+    ledger, the body says so instead of failing the PR.
+    """
+    if not new_path.is_file():
+        return None, None, f"Synthesis not available: there is no claims ledger (`{rel}`) in this refresh."
+    try:
+        from research_dispatch.synthesis.diff import diff_ledgers
+    except ImportError:
+        return None, None, "Synthesis not available: this version cannot diff claims ledgers."
+    try:
+        new = json.loads(new_path.read_text(encoding="utf-8"))
+        old = json.loads(old_text) if old_text else None
+        diff = diff_ledgers(old, new)
+        if diff.is_empty:
+            return None, None, "No claim changes against the base branch's ledger."
+        return diff.markdown(max_items=50), diff.markdown(max_items=10), ""
+    except Exception as exc:  # a generated ledger that does not parse must not stop the PR
+        return None, None, f"Claim diff unavailable ({type(exc).__name__}); see `{rel}`."
+
+
+def blocked_comment(cycle: str, branch: str, tip: str, foreign: list[CommitInfo]) -> str:
+    """Renovate's "Edited/Blocked" notice: what the bot saw, what it did not do, how to hand back."""
+    listed = "\n".join(f"- `{c.sha[:12]}` by {inline(c.author_name, 80)}" for c in foreign[:20])
+    if len(foreign) > 20:
+        listed += f"\n- … and {len(foreign) - 20} more"
+    restore = foreign[0].parents[0][:12] if foreign[0].parents else None
+    takeover = (f"let the bot take over again by resetting `{branch}` to `{restore}` (this drops the commits "
+                "above); " if restore else "")
+    return "\n".join([
+        f"<!-- {MARKER_NAME} blocked cycle={cycle} head={tip} -->",
+        "### ✋ Edited/Blocked notification", "",
+        "research-dispatch will not rebuild this branch, because it does not recognise the author of these "
+        "commits and assumes somebody else may have edited the PR:", "",
+        listed, "",
+        "This run's refresh was **not** pushed; nothing on the branch was changed. To publish a refresh, "
+        f"merge or close this PR, or {takeover}then re-run the workflow.",
+    ]) + "\n"

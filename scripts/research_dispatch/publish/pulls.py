@@ -1,0 +1,258 @@
+"""The pull request through PyGithub: one PR per cycle branch, upserted, with bounded retries.
+
+Why our own retry loop (PyGithub's `retry=None`): GitHub faults must end in exactly one PR and a clear
+message, within a known time. 5xx answers, dropped connections and rate limits are retried a bounded
+number of times, waiting for `Retry-After` or the rate-limit reset when GitHub gives one, but never
+longer than `pr.api_max_wait_s` per wait; the sleep is injectable so tests never wait.
+
+Why re-listing after a failed create: a 5xx (or a dropped connection) may hide a PR that was created
+all the same; the retry then gets 422 "A pull request already exists", and the answer is to find that
+PR and update it. Never a second PR: the open PR for `owner:branch` into the base is always looked up
+first.
+"""
+
+from __future__ import annotations
+
+import re
+import time
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, TypeVar
+from urllib.parse import urlsplit
+
+from research_dispatch.config import PRSettings
+from research_dispatch.errors import BadInput, MissingKey, PublishError
+
+T = TypeVar("T")
+DEFAULT_API_URL = "https://api.github.com"
+_REPOSITORY = re.compile(r"^[A-Za-z0-9](?:[A-Za-z0-9-]{0,38})/[A-Za-z0-9._-]{1,100}$")
+_LOOPBACK = {"127.0.0.1", "localhost", "::1"}
+
+
+@dataclass(frozen=True)
+class GitHubTarget:
+    api_url: str
+    repository: str  # owner/name
+    token: str
+
+    @property
+    def owner(self) -> str:
+        return self.repository.split("/", 1)[0]
+
+
+def require_target(env: Mapping[str, str]) -> GitHubTarget:
+    """GITHUB_TOKEN, GITHUB_REPOSITORY and GITHUB_API_URL, checked before any network call."""
+    token = env.get("GITHUB_TOKEN", "").strip()
+    if not token:
+        raise MissingKey("GITHUB_TOKEN", "create or update the pull request (or pass --no-pr)")
+    repository = env.get("GITHUB_REPOSITORY", "").strip()
+    if not repository:
+        raise BadInput("GITHUB_REPOSITORY is not set; it names the repository (owner/name) for the pull request",
+                       path="environment", field="GITHUB_REPOSITORY")
+    if not _REPOSITORY.fullmatch(repository):
+        raise BadInput(f"{repository!r} is not owner/name", path="environment", field="GITHUB_REPOSITORY")
+    api_url = (env.get("GITHUB_API_URL") or DEFAULT_API_URL).strip().rstrip("/")
+    parts = urlsplit(api_url)
+    if parts.scheme not in ("http", "https") or not parts.hostname:
+        raise BadInput(f"{api_url!r} is not an http(s) URL", path="environment", field="GITHUB_API_URL")
+    if parts.scheme == "http" and parts.hostname not in _LOOPBACK:
+        raise BadInput("plain http is allowed only for a loopback test server (the token would travel in clear)",
+                       path="environment", field="GITHUB_API_URL")
+    return GitHubTarget(api_url=api_url, repository=repository, token=token)
+
+
+class Retrier:
+    """Bounded retries for GitHub calls; non-retryable errors pass through unchanged."""
+
+    def __init__(self, settings: PRSettings, *, sleep: Callable[[float], None] = time.sleep,
+                 log: Callable[[str], None] | None = None, clock: Callable[[], float] = time.time) -> None:
+        self.retries = settings.api_retries
+        self.backoff_s = settings.api_backoff_s
+        self.max_wait_s = settings.api_max_wait_s
+        self.sleep = sleep
+        self.log = log or (lambda _message: None)
+        self.clock = clock
+        self.waits: list[float] = []
+
+    def __call__(self, what: str, call: Callable[[], T]) -> T:
+        from github import GithubException
+        from requests.exceptions import ConnectionError as RequestsConnectionError
+        from requests.exceptions import Timeout
+
+        attempt = 0
+        while True:
+            try:
+                return call()
+            except GithubException as exc:
+                wait, reason = self._github_wait(exc, attempt)
+                if wait is None:
+                    raise
+            except (RequestsConnectionError, Timeout) as exc:
+                wait, reason = self.backoff_s * (2 ** attempt), f"connection error ({type(exc).__name__})"
+            if attempt >= self.retries:
+                raise PublishError(f"GitHub: could not {what}: {reason}, still failing after "
+                                   f"{attempt + 1} attempt(s); re-run later") from None
+            if wait > self.max_wait_s:
+                raise PublishError(f"GitHub: could not {what}: {reason}; GitHub asks to wait {wait:.0f} s, more "
+                                   f"than the {self.max_wait_s:.0f} s this run waits (pr.api_max_wait_s); "
+                                   "re-run later") from None
+            attempt += 1
+            self.log(f"GitHub: {reason} while trying to {what}; retry {attempt}/{self.retries} in {wait:.1f} s")
+            self.waits.append(wait)
+            self.sleep(wait)
+
+    def _github_wait(self, exc: Any, attempt: int) -> tuple[float | None, str]:
+        """(seconds to wait, reason) for a retryable GitHub error; (None, '') when it is not retryable."""
+        status = int(getattr(exc, "status", 0) or 0)
+        headers = {str(k).lower(): str(v) for k, v in (getattr(exc, "headers", None) or {}).items()}
+        message = _message(exc)
+        rate_limited = status in (403, 429) and ("rate limit" in message.lower()
+                                                 or headers.get("x-ratelimit-remaining") == "0")
+        if status == 429:
+            rate_limited = True
+        if not (rate_limited or status >= 500):
+            return None, ""
+        reason = f"rate limit ({status})" if rate_limited else f"HTTP {status}"
+        retry_after = headers.get("retry-after", "")
+        if retry_after.strip().isdigit():
+            return float(retry_after.strip()), reason
+        reset = headers.get("x-ratelimit-reset", "")
+        if rate_limited and headers.get("x-ratelimit-remaining") == "0" and reset.isdigit():
+            return max(0.0, float(reset) - self.clock() + 1.0), reason
+        if rate_limited and "secondary" in message.lower():
+            return max(60.0, self.backoff_s * (2 ** attempt)), reason  # GitHub: wait at least a minute
+        return self.backoff_s * (2 ** attempt), reason
+
+
+def _message(exc: Any) -> str:
+    data = getattr(exc, "data", None)
+    if isinstance(data, dict):
+        parts = [str(data.get("message", ""))]
+        for error in data.get("errors") or []:
+            if isinstance(error, dict) and error.get("message"):
+                parts.append(str(error["message"]))
+        return " — ".join(p for p in parts if p)
+    return str(data or exc)
+
+
+def describe(exc: Any) -> str:
+    return f"HTTP {getattr(exc, 'status', '?')}: {_message(exc)}"
+
+
+class PullRequests:
+    """The repository's pull requests for one refresh branch, through the real PyGithub client."""
+
+    def __init__(self, target: GitHubTarget, settings: PRSettings, retry: Retrier) -> None:
+        from github import Auth, BadCredentialsException, Github, GithubException
+
+        self.target = target
+        self.settings = settings
+        self.retry = retry
+        loopback = (urlsplit(target.api_url).hostname or "") in _LOOPBACK
+        # PyGithub's own throttling protects github.com's secondary limits; a loopback fake has none.
+        self.gh = Github(base_url=target.api_url, auth=Auth.Token(target.token), timeout=int(settings.api_timeout_s),
+                         retry=None, seconds_between_requests=None if loopback else 0.25,
+                         seconds_between_writes=None if loopback else 1.0)
+        try:
+            self.repo = retry("read the repository", lambda: self.gh.get_repo(target.repository))
+        except BadCredentialsException:
+            raise BadInput("GitHub rejected the token (401 Bad credentials)", path="environment",
+                           field="GITHUB_TOKEN") from None
+        except GithubException as exc:
+            raise PublishError(f"GitHub: cannot read {target.repository}: {describe(exc)}") from None
+
+    def _list(self, state: str, branch: str, base: str) -> list[Any]:
+        head = f"{self.target.owner}:{branch}"
+        pulls = self.retry(f"list {state} pull requests",
+                           lambda: list(self.repo.get_pulls(state=state, head=head, base=base)))
+        return sorted(pulls, key=lambda pr: pr.number)
+
+    def find_open(self, branch: str, base: str) -> list[Any]:
+        return self._list("open", branch, base)
+
+    def find_closed_unmerged(self, branch: str, base: str) -> list[Any]:
+        return [pr for pr in self._list("closed", branch, base) if pr.merged_at is None]
+
+    def upsert(self, *, branch: str, base: str, title: str, body: str, draft: bool) -> tuple[Any, str, list[str]]:
+        """Create the PR or update the open one; returns (pr, "created"|"updated", warnings)."""
+        from github import GithubException
+
+        warnings: list[str] = []
+        existing = self.find_open(branch, base)
+        if len(existing) > 1:
+            warnings.append("several open PRs for this branch: updating #" + str(existing[0].number)
+                            + " (" + ", ".join(f"#{p.number}" for p in existing[1:]) + " left alone)")
+        if existing:
+            pr = existing[0]
+            self._edit(pr, title, body)
+            return pr, "updated", warnings
+        try:
+            pr = self.retry("create the pull request", lambda: self.repo.create_pull(
+                base=base, head=branch, title=title, body=body, draft=draft, maintainer_can_modify=True))
+        except GithubException as exc:
+            if exc.status != 422 or "already exists" not in _message(exc):
+                raise PublishError(f"GitHub: could not create the pull request: {describe(exc)}") from None
+            found = self.find_open(branch, base)  # a lost response: the PR exists after all
+            if not found:
+                raise PublishError(f"GitHub says a pull request already exists for {branch}, but none is open "
+                                   "into this base; check the repository's pull requests") from None
+            pr = found[0]
+            warnings.append(f"PR #{pr.number} already existed (a previous answer was lost); updated it")
+            self._edit(pr, title, body)
+            return pr, "created", warnings
+        if self.settings.reviewers:
+            try:
+                reviewers = list(self.settings.reviewers)
+                self.retry("request reviewers", lambda: pr.create_review_request(reviewers=reviewers))
+            except (GithubException, PublishError) as exc:
+                warnings.append(f"could not request reviewers: {exc}")
+        return pr, "created", warnings
+
+    def _edit(self, pr: Any, title: str, body: str) -> None:
+        from github import GithubException
+
+        try:
+            self.retry("update the pull request", lambda: pr.edit(title=title, body=body))
+        except GithubException as exc:
+            raise PublishError(f"GitHub: could not update PR #{pr.number}: {describe(exc)}") from None
+
+    def set_draft(self, pr: Any, draft: bool) -> None:
+        """Drafts change only through GraphQL; PATCH ignores `draft`."""
+        from github import GithubException
+
+        if bool(pr.draft) == draft:
+            return
+        what = "convert the pull request to a draft" if draft else "mark the pull request ready for review"
+        try:
+            self.retry(what, pr.convert_to_draft if draft else pr.mark_ready_for_review)
+        except GithubException as exc:
+            raise PublishError(f"GitHub: could not {what}: {describe(exc)}") from None
+
+    def sync_labels(self, pr: Any, wanted: Sequence[str], managed: Sequence[str]) -> None:
+        """Add the wanted labels (GitHub creates unknown ones); drop bot-managed ones no longer wanted."""
+        from github import GithubException
+
+        current = {label.name.lower() for label in pr.labels}
+        missing = [name for name in dict.fromkeys(wanted) if name.lower() not in current]
+        try:
+            if missing:
+                self.retry("add labels", lambda: pr.add_to_labels(*missing))
+            wanted_lower = {name.lower() for name in wanted}
+            for name in managed:
+                if name.lower() in current and name.lower() not in wanted_lower:
+                    self.retry("remove a label", lambda name=name: pr.remove_from_labels(name))
+        except GithubException as exc:
+            raise PublishError(f"GitHub: could not set labels on PR #{pr.number}: {describe(exc)}") from None
+
+    def comment_once(self, pr: Any, key: str, body: str) -> bool:
+        """Post `body` unless a comment carrying `key` (a hidden marker) is already there."""
+        from github import GithubException
+
+        try:
+            comments = self.retry("read comments", lambda: list(pr.get_issue_comments()))
+            if any(key in (c.body or "") for c in comments):
+                return False
+            self.retry("comment on the pull request", lambda: pr.create_issue_comment(body))
+        except GithubException as exc:
+            raise PublishError(f"GitHub: could not comment on PR #{pr.number}: {describe(exc)}") from None
+        return True
