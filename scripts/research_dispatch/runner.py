@@ -1,0 +1,527 @@
+"""`run`: the whole refresh locally — legs in parallel, then verify, synthesize and publish.
+
+Order of work, and why:
+
+1. plan the legs and require both API keys *before* anything touches the network or the disk;
+2. take the repository lock (`build/.research-dispatch.lock`, see `lock.py`): two refreshes on one
+   checkout would interleave writes and fight over the branch;
+3. decide which legs to redo (`resume.py`): a re-run redoes only failed or changed legs, `--fresh`
+   redoes all; the kept ones are listed with the reason;
+4. run the legs in a thread pool (`--jobs`, default `jobs` in the config). Legs are I/O-bound (HTTP to
+   the gateway and the search API), so threads overlap them fully. A leg's failure — even a crash — is
+   that leg's result, never the run's; the others go on;
+5. a run-level dollar cap (`run_budget_usd`): once the live total of the legs' `usage.cost` reaches
+   it, no new leg starts (they are reported "not started: run budget reached"); running legs finish
+   under their own per-leg caps;
+6. print the summary and the route table, then synthesize, then publish to the local refresh branch
+   (push and PR only with `--push`). A stage failure after the legs is reported and exits 1.
+
+Ctrl-C stops new legs from starting and makes running legs stop at their next step (their status file
+says so; no partial report is ever written: reports are written atomically, at the end of a leg),
+releases the lock and exits 1.
+
+Exit code: 1 if any leg failed or did not start, or a later stage failed, or the run was interrupted;
+3 if every leg has its report but some route is not verified; 0 otherwise. Bad input (config, topics,
+`--topics`, missing keys) raises `BadInput` (exit 2) and a held lock `LockHeld` (exit 1) — the CLI maps
+both.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import re
+import threading
+import time
+from collections.abc import Callable, Mapping
+from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from research_dispatch.errors import BadInput, DispatchError
+
+if TYPE_CHECKING:  # pragma: no cover
+    from research_dispatch.config import Settings
+    from research_dispatch.leg import LegResult
+    from research_dispatch.plan import Leg
+    from research_dispatch.resume import Decision
+    from research_dispatch.verify import RouteRow
+
+Echo = Callable[[str], None]
+DIFF_PREVIEW_LINES = 12
+_TEMP_FILE = re.compile(r"^\..+\.[A-Za-z0-9_]{6,}\.tmp$")  # fsio.write_atomic's temp names
+
+
+class LegInterrupted(Exception):
+    """Raised from the progress hook inside a leg after Ctrl-C, so the leg stops at its next step."""
+
+
+@dataclass
+class LegOutcome:
+    """One leg of this run: what was decided, and what happened."""
+
+    leg: Leg
+    decision: Decision
+    state: str  # ok | degraded | failed | kept | not started
+    note: str = ""
+    result: LegResult | None = None
+
+    @property
+    def stem(self) -> str:
+        return self.leg.stem
+
+    @property
+    def ran(self) -> bool:
+        return self.result is not None
+
+    @property
+    def good(self) -> bool:
+        return self.state in ("ok", "degraded", "kept")
+
+
+@dataclass
+class RunOutcome:
+    """Everything `run` did, for the summary, the demo and the tests."""
+
+    cycle: str
+    legs: list[LegOutcome] = field(default_factory=list)
+    routes: list[RouteRow] = field(default_factory=list)
+    synthesis: Any = None
+    publication: Any = None
+    stage_errors: list[str] = field(default_factory=list)
+    interrupted: bool = False
+    legs_cost_usd: float = 0.0
+    branch_changed: bool = False
+    wall_s: float = 0.0
+    exit_code: int = 1
+
+    def stems(self, *states: str) -> list[str]:
+        return [o.stem for o in self.legs if o.state in states]
+
+    @property
+    def ran(self) -> list[str]:
+        return [o.stem for o in self.legs if o.ran]
+
+    @property
+    def cost_usd(self) -> float:
+        return round(self.legs_cost_usd + float(getattr(self.synthesis, "cost_usd", 0.0) or 0.0), 6)
+
+
+def run_command(repo: Path, *, topics: list[str], models: list[str], jobs: int | None, publish: bool, push: bool,
+                fresh: bool, cycle: str, env: Mapping[str, str], echo: Echo) -> int:
+    """The `run` command: the whole refresh; returns the exit code (see the module docstring)."""
+    return run_refresh(repo, topics=topics, models=models, jobs=jobs, publish=publish, push=push, fresh=fresh,
+                       cycle=cycle, env=env, echo=echo).exit_code
+
+
+def run_refresh(repo: Path, *, topics: list[str] | None = None, models: list[str] | None = None,
+                jobs: int | None = None, publish: bool = True, push: bool = False, fresh: bool = False,
+                cycle: str, env: Mapping[str, str], echo: Echo, synthesize: bool = True,
+                live: bool | None = None) -> RunOutcome:
+    """Run the refresh and return what happened. `synthesize=False` stops after the route table."""
+    from research_dispatch.config import load_settings, load_topics, select_topics
+    from research_dispatch.fsio import confined
+    from research_dispatch.leg import require_keys
+    from research_dispatch.lock import LOCK_NAME, RepoLock
+    from research_dispatch.plan import plan_legs
+
+    started = time.monotonic()
+    echo = _redacting(echo, env)
+    settings = load_settings(repo)
+    all_topics = load_topics(repo, settings)
+    legs = plan_legs(select_topics(all_topics, topics), settings, models)
+    if not legs:
+        raise BadInput("nothing to run: the selection has no legs", path="--topics")
+    require_keys(env)
+    if publish and synthesize:
+        _preflight_publish(repo, settings, env, push=push)
+    lock_path = confined(repo, settings.build_dir) / LOCK_NAME
+    outcome = RunOutcome(cycle=cycle)
+    with RepoLock(lock_path, repo_display=str(repo), warn=lambda message: echo(f"warning: {message}")):
+        _sweep_temp_files(repo, settings, echo)
+        _run_legs(repo, settings, legs, outcome, jobs=jobs, fresh=fresh, env=env, echo=echo, live=live)
+        _summarise_legs(outcome, echo)
+        if not outcome.interrupted:
+            _route_table(repo, settings, outcome, echo)
+            if synthesize:
+                full_plan = plan_legs(all_topics, settings)
+                _synthesize(repo, settings, outcome, env=env, legs=full_plan, echo=echo)
+                if publish and not outcome.stage_errors:
+                    _publish(repo, settings, outcome, env=env, push=push, legs=full_plan, echo=echo)
+                elif publish:
+                    echo("publish: skipped because an earlier stage failed")
+    outcome.wall_s = round(time.monotonic() - started, 3)
+    outcome.exit_code = _exit_code(outcome)
+    _closing_line(outcome, echo)
+    return outcome
+
+
+# ----------------------------------------------------------------------------------------------
+# Legs
+
+
+def _redacting(echo: Echo, env: Mapping[str, str]) -> Echo:
+    """Every line `run` prints passes through here: the keys of the explicit environment never show."""
+    from research_dispatch.redact import KEY_VARIABLES, redact
+
+    secrets = sorted((v for k in KEY_VARIABLES if len(v := env.get(k, "")) >= 6), key=len, reverse=True)
+
+    def say(line: str) -> None:
+        for secret in secrets:
+            line = line.replace(secret, "[REDACTED]")
+        echo(redact(line))
+
+    return say
+
+
+def _run_url(env: Mapping[str, str]) -> str | None:
+    server, repository, run_id = (env.get(k) for k in ("GITHUB_SERVER_URL", "GITHUB_REPOSITORY", "GITHUB_RUN_ID"))
+    if server and repository and run_id:
+        return f"{server.rstrip('/')}/{repository}/actions/runs/{run_id}"
+    return None
+
+
+def _sweep_temp_files(repo: Path, settings: Settings, echo: Echo) -> None:
+    """Remove temp files an interrupted writer left behind. Safe: we hold the lock, nobody else writes."""
+    directories = {settings.research_dir, settings.framework_dir, f"{settings.build_dir}/legs",
+                   str(Path(settings.methodology_path).parent)}
+    removed = 0
+    for relative in sorted(directories):
+        directory = repo / relative
+        if not directory.is_dir():
+            continue
+        for path in directory.iterdir():
+            if path.is_file() and _TEMP_FILE.match(path.name):
+                path.unlink(missing_ok=True)
+                removed += 1
+    if removed:
+        echo(f"removed {removed} temp file(s) left by an interrupted run")
+
+
+def _run_legs(repo: Path, settings: Settings, legs: list[Leg], outcome: RunOutcome, *, jobs: int | None,
+              fresh: bool, env: Mapping[str, str], echo: Echo, live: bool | None) -> None:
+    from research_dispatch.config import effective
+    from research_dispatch.progress import Board, make_display
+    from research_dispatch.resume import decide_all
+
+    decisions = decide_all(repo, settings, legs, cycle=outcome.cycle, fresh=fresh)
+    to_run = [d for d in decisions if d.run]
+    workers = max(1, min(jobs or settings.jobs, len(to_run) or 1))
+    cap = settings.run_budget_usd
+    echo(f"run: cycle {outcome.cycle}, {len(legs)} leg(s): {len(to_run)} to run, {len(legs) - len(to_run)} kept; "
+         f"jobs {workers}; run budget ${cap:.2f}")
+    for decision in decisions:
+        verb = "run " if decision.run else "keep"
+        echo(f"  {verb} {decision.leg.stem} ({decision.leg.route.model}): {decision.reason}")
+
+    board = Board()
+    by_stem: dict[str, LegOutcome] = {}
+    for decision in decisions:
+        _, budget, _ = effective(decision.leg.topic, settings)
+        board.add(decision.leg.stem, decision.leg.route.model, budget.max_steps,
+                  status="queued" if decision.run else "kept")
+        by_stem[decision.leg.stem] = LegOutcome(leg=decision.leg, decision=decision,
+                                                state="queued" if decision.run else "kept",
+                                                note="" if decision.run else decision.reason)
+    outcome.legs = [by_stem[d.leg.stem] for d in decisions]
+    if not to_run:
+        return
+
+    display = make_display(board, echo, live=live)
+    stop = threading.Event()
+    run_url = _run_url(env)
+
+    def progress(event: dict[str, Any]) -> None:
+        if stop.is_set():
+            raise LegInterrupted("interrupted by the user")
+        display.event(event)
+
+    def work(decision: Decision) -> None:
+        leg = decision.leg
+        record = by_stem[leg.stem]
+        if stop.is_set():
+            record.state, record.note = "not started", "not started: interrupted"
+        elif board.spent_usd >= cap:
+            record.state = "not started"
+            record.note = f"not started: run budget reached (${board.spent_usd:.4f} of ${cap:.2f})"
+        else:
+            _run_one(repo, settings, record, env=env, cycle=outcome.cycle, run_url=run_url, progress=progress,
+                     stopped=stop)
+        route = record.result.route if record.result and record.state != "failed" else ""
+        display.finished(leg.stem, record.state, route,
+                         record.note if record.state in ("failed", "not started", "degraded") else "")
+
+    display.start()
+    try:
+        with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="leg") as pool:
+            futures: dict[Future[None], Decision] = {pool.submit(work, d): d for d in to_run}
+            pending = set(futures)
+            try:
+                while pending:
+                    _, pending = wait(pending, timeout=0.5, return_when=FIRST_COMPLETED)
+            except KeyboardInterrupt:
+                stop.set()
+                outcome.interrupted = True
+                for future in pending:
+                    if future.cancel():
+                        record = by_stem[futures[future].leg.stem]
+                        record.state, record.note = "not started", "not started: interrupted"
+                display.stop()
+                running = [futures[f].leg.stem for f in pending if not f.cancelled()]
+                echo("interrupted: no new legs start; waiting for " +
+                     (", ".join(running) + " to stop at their next step" if running else "nothing"))
+                wait(pending)
+    finally:
+        display.stop()
+    outcome.legs_cost_usd = round(sum(o.result.cost_usd for o in outcome.legs if o.result), 6)
+
+
+def _run_one(repo: Path, settings: Settings, record: LegOutcome, *, env: Mapping[str, str], cycle: str,
+             run_url: str | None, progress: Callable[[dict[str, Any]], None], stopped: threading.Event) -> None:
+    """Run one leg; any exception becomes this leg's failure (with a status file), never the run's."""
+    from research_dispatch.leg import LegResult, run_leg
+    from research_dispatch.redact import redact
+    from research_dispatch.sanitize import one_line
+
+    leg = record.leg
+    try:
+        result = run_leg(repo, settings, leg, env=env, cycle=cycle, run_url=run_url, progress=progress)
+    except Exception as exc:  # a crash outside the leg's own guard: still only this leg's failure
+        result = LegResult(stem=leg.stem, topic=leg.topic.id, model=leg.route.model, family=leg.family,
+                           status="failed", error=redact(f"{type(exc).__name__}: {exc}"), cycle=cycle,
+                           reasons=["the leg crashed; see the trace"])
+        _write_status(repo, settings, leg, result)
+    record.result = result
+    record.state = result.status
+    if result.status == "failed":
+        if stopped.is_set() and "LegInterrupted" in (result.error or ""):
+            record.note = "interrupted"
+        else:
+            record.note = one_line(result.error or "; ".join(result.reasons) or "failed", 200)
+    elif result.reasons:
+        record.note = one_line("; ".join(result.reasons), 200)
+
+
+def _write_status(repo: Path, settings: Settings, leg: Leg, result: LegResult) -> None:
+    from research_dispatch.fsio import confined, write_atomic
+    from research_dispatch.redact import redact
+
+    with contextlib.suppress(OSError, DispatchError):  # the result is still reported; the file is a record
+        write_atomic(confined(repo, leg.status_relpath(settings)), redact(result.to_json()))
+
+
+# ----------------------------------------------------------------------------------------------
+# Summary and route table
+
+
+def _table(headers: list[str], rows: list[list[str]]) -> str:
+    widths = [max([len(h), *(len(r[i]) for r in rows)]) for i, h in enumerate(headers)]
+    lines = ["  ".join(h.ljust(w) for h, w in zip(headers, widths, strict=True)).rstrip()]
+    lines += ["  ".join(v.ljust(w) for v, w in zip(r, widths, strict=True)).rstrip() for r in rows]
+    return "\n".join(lines)
+
+
+def _summarise_legs(outcome: RunOutcome, echo: Echo) -> None:
+    rows = []
+    for item in outcome.legs:
+        result = item.result
+        if result is not None:
+            route = result.route if result.status != "failed" else "—"
+            words = str(result.words) if result.words else "—"
+            cost = f"${result.cost_usd:.4f}"
+        else:
+            decision = item.decision
+            route = decision.route or "—" if item.state == "kept" else "—"
+            words = str(decision.words) if item.state == "kept" and decision.words else "—"
+            cost = f"${decision.cost_usd:.4f}" if item.state == "kept" else "—"
+        rows.append([item.stem, item.state, route, words, cost, item.note or ""])
+    echo("")
+    echo(_table(["leg", "status", "route", "words", "cost", "reason"], rows))
+    counts = {state: len(outcome.stems(state)) for state in ("ok", "degraded", "failed", "kept", "not started")}
+    parts = [f"{n} {state}" for state, n in counts.items() if n]
+    echo(f"legs: {len(outcome.legs)} planned, {len(outcome.ran)} ran ({', '.join(parts)}); "
+         f"legs cost ${outcome.legs_cost_usd:.4f}")
+    failed = outcome.stems("failed")
+    if failed:
+        echo(f"failed legs: {', '.join(failed)} (the previous report, if any, was kept)")
+    missing = outcome.stems("not started")
+    if missing:
+        echo(f"not started: {', '.join(missing)}")
+    echo("")
+
+
+def _route_table(repo: Path, settings: Settings, outcome: RunOutcome, echo: Echo) -> None:
+    from research_dispatch.report import load_report
+    from research_dispatch.verify import text_table, verify_report
+
+    rows = []
+    missing = []
+    for item in outcome.legs:
+        path = repo / item.leg.report_relpath(settings)
+        if not path.exists():
+            missing.append(item.stem)
+            continue
+        try:
+            rows.append(verify_report(load_report(path, repo=repo)))
+        except DispatchError as exc:
+            outcome.stage_errors.append(f"verify: {exc}")
+    outcome.routes = rows
+    if rows:
+        echo("route fidelity:")
+        echo(text_table(rows))
+        for row in rows:
+            for problem in row.problems:
+                echo(f"problem: {row.relpath}: {problem}")
+    if missing:
+        echo(f"no report: {', '.join(missing)}")
+    echo("")
+
+
+# ----------------------------------------------------------------------------------------------
+# Synthesis and publishing
+
+
+def _stage_failed(outcome: RunOutcome, stage: str, exc: BaseException, echo: Echo) -> None:
+    from research_dispatch.redact import redact
+    from research_dispatch.sanitize import one_line
+
+    message = one_line(redact(f"{type(exc).__name__}: {exc}" if not isinstance(exc, DispatchError) else str(exc)),
+                       400)
+    outcome.stage_errors.append(f"{stage}: {message}")
+    echo(f"{stage}: FAILED — {message}")
+
+
+def _synthesize(repo: Path, settings: Settings, outcome: RunOutcome, *, env: Mapping[str, str], legs: list[Leg],
+                echo: Echo) -> None:
+    research = repo / settings.research_dir
+    if not (research.is_dir() and any(research.glob("*.md"))):
+        outcome.stage_errors.append("synthesize: no reports to synthesize")
+        echo("synthesize: skipped — there are no reports")
+        return
+    try:
+        from research_dispatch.synthesis import synthesize
+
+        result = synthesize(repo, settings, env=env, cycle=outcome.cycle, legs=legs)
+    except Exception as exc:
+        _stage_failed(outcome, "synthesize", exc, echo)
+        return
+    outcome.synthesis = result
+    echo("synthesis:")
+    for label, attribute in (("document", "document_path"), ("claims ledger", "ledger_path"),
+                             ("methodology", "methodology_path")):
+        value = getattr(result, attribute, None)
+        if value:
+            echo(f"  {label}: {_rel(repo, value)}")
+    calls = [f"{getattr(result, name, 0) or 0} {label}" for name, label in
+             (("extraction_calls", "extraction"), ("judge_calls", "judge"), ("llm_calls", "model"))
+             if getattr(result, name, None)]
+    cost = float(getattr(result, "cost_usd", 0.0) or 0.0)
+    echo(f"  calls: {', '.join(calls) or 'none'}; cost ${cost:.4f}")
+    diff = getattr(result, "diff", None)
+    if diff is not None:
+        lines = (diff.text() if hasattr(diff, "text") else str(diff)).splitlines() or ["claim diff: no change"]
+        for line in lines[:DIFF_PREVIEW_LINES]:
+            echo(f"  {line}")
+        if len(lines) > DIFF_PREVIEW_LINES:
+            echo(f"    … {len(lines) - DIFF_PREVIEW_LINES} more line(s): `research-dispatch synthesize` prints "
+                 "the whole diff; the PR body carries it too")
+    for warning in getattr(result, "warnings", None) or []:
+        echo(f"  warning: {warning}")
+    echo("")
+
+
+def _publish(repo: Path, settings: Settings, outcome: RunOutcome, *, env: Mapping[str, str], push: bool,
+             legs: list[Leg], echo: Echo) -> None:
+    """Commit to the local refresh branch; with `push`, also push it and create or update the PR."""
+    branch = f"{settings.pr.branch_prefix}{outcome.cycle}"
+    tips_before = {_git_rev(repo, f"refs/heads/{branch}"),
+                   _git_rev(repo, f"refs/remotes/{settings.pr.remote}/{branch}")}
+    try:
+        from research_dispatch import publish as publish_module
+
+        result = publish_module.publish(repo, settings, cycle=outcome.cycle, push=push, open_pr=push, env=env,
+                                        legs=legs, log=lambda message: echo(f"  {message}"))
+    except Exception as exc:
+        _stage_failed(outcome, "publish", exc, echo)
+        return
+    outcome.publication = result
+    commits = list(getattr(result, "commits", None) or [])
+    outcome.branch_changed = bool(commits) and commits[-1] not in tips_before
+    summary = getattr(publish_module, "summary_lines", None)
+    lines = list(summary(result)) if callable(summary) else [
+        f"publish: {getattr(result, 'branch', '?')}, {len(getattr(result, 'commits', None) or [])} new commit(s)"]
+    for index, line in enumerate(lines):
+        echo(line if index == 0 else f"  {line}")
+    if not push:
+        echo("  local branch only: use --push to push it and open or update the pull request")
+    if getattr(result, "exit_code", 0):
+        outcome.stage_errors.append(f"publish: {getattr(result, 'message', '') or 'did not complete'}")
+    echo("")
+
+
+def _preflight_publish(repo: Path, settings: Settings, env: Mapping[str, str], *, push: bool) -> None:
+    """What publishing will need, checked before any leg spends money: a git repository, and with
+    `--push` a remote and the GitHub token and repository (the same check the publish stage makes)."""
+    if _git_rev(repo, "HEAD") is None:
+        raise BadInput("not a git repository with a commit to branch from; run `git init` and commit, or pass "
+                       "--no-publish", path=str(repo))
+    if push:
+        from research_dispatch.publish.pulls import require_target
+
+        require_target(env)
+        if not _git(repo, "remote", "get-url", settings.pr.remote):
+            raise BadInput(f"no git remote {settings.pr.remote!r} to push to; add one or run without --push",
+                           path="pr.remote")
+
+
+def _git(repo: Path, *args: str) -> str | None:
+    """Output of a read-only git command, or None when it fails (not a repository, no such ref)."""
+    import subprocess
+
+    try:
+        done = subprocess.run(["git", *args], cwd=repo, capture_output=True, text=True, check=False, timeout=30)
+    except (OSError, subprocess.SubprocessError):
+        return None
+    return (done.stdout.strip() or None) if done.returncode == 0 else None
+
+
+def _git_rev(repo: Path, ref: str) -> str | None:
+    """The commit a ref points at, or None (no such ref, or not a git repository)."""
+    return _git(repo, "rev-parse", "--verify", "--quiet", ref + "^{commit}")
+
+
+def _rel(repo: Path, value: Any) -> str:
+    path = Path(value)
+    try:
+        return path.resolve().relative_to(repo.resolve()).as_posix()
+    except (ValueError, OSError):
+        return str(value)
+
+
+# ----------------------------------------------------------------------------------------------
+# Exit code and closing line
+
+
+def _exit_code(outcome: RunOutcome) -> int:
+    if outcome.interrupted or outcome.stage_errors or outcome.stems("failed", "not started", "queued"):
+        return 1
+    if any(not row.verified for row in outcome.routes):
+        return 3
+    return 0
+
+
+def _closing_line(outcome: RunOutcome, echo: Echo) -> None:
+    if outcome.interrupted:
+        echo(f"run interrupted after {outcome.wall_s:.1f} s; the lock is released. Run again to redo "
+             "the legs that did not finish.")
+        return
+    diff = getattr(outcome.synthesis, "diff", None)
+    if not outcome.ran and outcome.synthesis is not None and getattr(diff, "is_empty", False) and \
+            not outcome.branch_changed:
+        echo("nothing changed: every leg already had a good report for this cycle, the synthesis is unchanged"
+             + (" and the refresh branch already holds it." if outcome.publication is not None else "."))
+    verdict = {0: "ok", 1: "FAILED", 3: "ROUTE NOT VERIFIED"}[outcome.exit_code]
+    problems = "; ".join(outcome.stage_errors)
+    echo(f"run {verdict}: {len(outcome.ran)} leg(s) ran, {len(outcome.stems('kept'))} kept, "
+         f"{len(outcome.stems('failed'))} failed, {len(outcome.stems('not started'))} not started; "
+         f"cost ${outcome.cost_usd:.4f}; {outcome.wall_s:.1f} s" + (f" — {problems}" if problems else ""))
