@@ -28,5 +28,10 @@ demo: $(STAMP)
 bench: $(STAMP)
 	$(BIN)/python scripts/bench.py
 
+# docs/RELIABILITY.md: run the fault and hostile cases, write the table (tests/reliability/test_doc.py
+# fails when the file no longer lists exactly the current cases).
+reliability-doc: $(STAMP)
+	$(BIN)/python scripts/reliability_report.py
+
 clean:
 	rm -rf build .pytest_cache .ruff_cache

@@ -8,7 +8,9 @@ name and the model slug; no path is ever read from input.
 
 from __future__ import annotations
 
+import os
 import re
+import stat
 import sys
 from collections.abc import Iterable
 from dataclasses import dataclass
@@ -16,9 +18,10 @@ from pathlib import Path
 from typing import Any, Literal
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, ValidationInfo, field_validator, model_validator
 
 from research_dispatch.errors import BadInput
+from research_dispatch.sanitize import strip_invisible
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -37,7 +40,25 @@ MAX_TOPIC_ID_LEN = 64
 
 
 class _Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True, str_strip_whitespace=True)
+    """Base of every settings model: unknown keys, wrong types and non-finite numbers are errors.
+
+    pydantic's lax mode would read `max_steps: true` as 1 and `max_cost_usd: "3"` as 3.0; in a file a
+    person edits by hand those are mistakes to report, not values to guess. NaN and infinity are
+    refused too (`.nan` in YAML, `nan` in TOML): every comparison with them is false, so no cap holds.
+    """
+
+    model_config = ConfigDict(extra="forbid", frozen=True, str_strip_whitespace=True, allow_inf_nan=False)
+
+    @field_validator("*", mode="before")
+    @classmethod
+    def _no_coercion(cls, value: Any, info: ValidationInfo) -> Any:
+        field = cls.model_fields.get(info.field_name or "")
+        annotation = field.annotation if field is not None else None
+        if annotation in (int, float) and isinstance(value, bool | str):
+            raise ValueError(f"expected a number, got {type(value).__name__} {value!r}"[:120])
+        if annotation is bool and not isinstance(value, bool):
+            raise ValueError(f"expected true or false, got {type(value).__name__}")
+        return value
 
 
 class WordBand(_Strict):
@@ -97,6 +118,13 @@ class ModelRoute(_Strict):
             raise ValueError(f"{value!r} is a router, not a model: its route cannot be verified")
         return value
 
+    @field_validator("rationale")
+    @classmethod
+    def _rationale(cls, value: str) -> str:
+        if strip_invisible(value) != value:
+            raise ValueError("must not contain control, invisible or bidirectional characters")
+        return value
+
     @field_validator("provider")
     @classmethod
     def _provider(cls, value: str | None) -> str | None:
@@ -136,6 +164,8 @@ class Topic(_Strict):
     def _title(cls, value: str) -> str:
         if any(ch in value for ch in "\r\n") or any(ord(ch) < 32 for ch in value):
             raise ValueError("must be one line without control characters")
+        if strip_invisible(value) != value:  # the title reaches reports, commits and the PR body
+            raise ValueError("must not contain invisible or bidirectional control characters")
         return value
 
     @field_validator("models")
@@ -155,16 +185,48 @@ class GatewaySettings(_Strict):
     backoff_base_s: float = Field(1.0, ge=0, le=60)
     backoff_max_s: float = Field(30.0, ge=0, le=600)
     max_completion_tokens: int = Field(8192, ge=256, le=200_000)
+    # A Retry-After longer than this is not waited out: the call fails at once and says so.
+    max_retry_after_s: float = Field(120.0, ge=0, le=3600)
     referer: str = "https://github.com/research-dispatch/research-dispatch"
     title: str = "research-dispatch"
 
 
+class SearchServiceSettings(_Strict):
+    """The search API client (Tavily): the per-request timeout and the retry budget for 429, 5xx,
+    timeouts and resets. Service knobs, not research inputs: they are not part of a leg's input hash."""
+
+    timeout_s: float = Field(30.0, gt=0, le=300)
+    max_retries: int = Field(2, ge=0, le=10)
+    backoff_base_s: float = Field(1.0, ge=0, le=60)
+    backoff_max_s: float = Field(8.0, ge=0, le=600)
+
+
 class SynthesisSettings(_Strict):
+    """The synthesis stage: who extracts and who judges, and how claims are batched.
+
+    `batch_size` is the number of claims one judge call aligns (a few anchor claims repeated from the
+    previous batch ride along), so judge calls grow with claims / batch_size. `concurrency` bounds the
+    gateway calls in flight. `layers` is an optional vocabulary of layer names the extractor is asked
+    to reuse, so that independent reports file the same decision under the same layer.
+    """
+
     extractor_model: str = "openai/gpt-5-mini"
     judge_models: tuple[str, ...] = ("anthropic/claude-sonnet-4.6", "openai/gpt-5-mini")
     count_unverified: bool = False
     batch_size: int = Field(40, ge=2, le=400)
     similarity_threshold: float = Field(0.2, ge=0.0, le=1.0)
+    concurrency: int = Field(8, ge=1, le=64)
+    layers: tuple[str, ...] = ()
+
+    @field_validator("layers")
+    @classmethod
+    def _layers(cls, value: tuple[str, ...]) -> tuple[str, ...]:
+        if len(value) > 100:
+            raise ValueError("at most 100 layer names")
+        for layer in value:
+            if not layer.strip() or len(layer) > 80 or any(ord(ch) < 32 for ch in layer):
+                raise ValueError(f"{layer!r} must be a short one-line layer name")
+        return tuple(dict.fromkeys(v.strip() for v in value))
 
     @field_validator("extractor_model")
     @classmethod
@@ -180,16 +242,58 @@ class SynthesisSettings(_Strict):
 
 
 class PRSettings(_Strict):
+    """Publishing: the refresh branch, the PR, the bot identity and the GitHub API retry budget.
+
+    `bot_email` is also how the publisher recognises its own commits: a commit on the refresh branch
+    by anyone else means a human edited it, and the bot then comments instead of rewriting the branch.
+    """
+
     base: str = "main"
     labels: tuple[str, ...] = ("research-refresh", "automated")
     branch_prefix: str = "research-refresh/"
     reviewers: tuple[str, ...] = ()
+    remote: str = "origin"
+    bot_name: str = Field("research-dispatch[bot]", min_length=1, max_length=100)
+    bot_email: str = Field("research-dispatch[bot]@users.noreply.github.com", min_length=3, max_length=200)
+    api_timeout_s: int = Field(30, ge=1, le=600)
+    api_retries: int = Field(3, ge=0, le=10)
+    api_backoff_s: float = Field(2.0, ge=0, le=120)
+    api_max_wait_s: float = Field(90.0, ge=0, le=3600)
 
     @field_validator("branch_prefix", "base")
     @classmethod
     def _ref(cls, value: str) -> str:
         if not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9._/-]*", value) or ".." in value or value.endswith(".lock"):
             raise ValueError(f"{value!r} is not a safe git ref name")
+        return value
+
+    @field_validator("remote")
+    @classmethod
+    def _remote(cls, value: str) -> str:
+        if not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9._-]*", value):
+            raise ValueError(f"{value!r} is not a git remote name")
+        return value
+
+    @field_validator("bot_name")
+    @classmethod
+    def _bot_name(cls, value: str) -> str:
+        if any(ch in value for ch in "<>\n\r") or any(ord(ch) < 32 for ch in value):
+            raise ValueError("must be one line without '<' or '>'")
+        return value
+
+    @field_validator("bot_email")
+    @classmethod
+    def _bot_email(cls, value: str) -> str:
+        if not re.fullmatch(r"[^\s<>@]+@[^\s<>@]+", value):
+            raise ValueError(f"{value!r} is not an e-mail address")
+        return value
+
+    @field_validator("labels")
+    @classmethod
+    def _labels(cls, value: tuple[str, ...]) -> tuple[str, ...]:
+        for label in value:
+            if not label.strip() or len(label) > 50 or any(ord(ch) < 32 for ch in label):
+                raise ValueError(f"{label!r} is not a label name (1–50 printable characters)")
         return value
 
 
@@ -216,6 +320,7 @@ class Settings(_Strict):
     jobs: int = Field(4, ge=1, le=64)
     families: dict[str, str] = Field(default_factory=dict)
     gateway: GatewaySettings = GatewaySettings()
+    search_service: SearchServiceSettings = SearchServiceSettings()
     synthesis: SynthesisSettings = SynthesisSettings()
     pr: PRSettings = PRSettings()
 
@@ -248,11 +353,11 @@ class _StrictLoader(yaml.SafeLoader):
         if self.check_event(yaml.AliasEvent):
             event = self.peek_event()
             raise yaml.constructor.ConstructorError(
-                None, None, "YAML aliases/anchors are not allowed in topic files", event.start_mark)
+                None, None, "YAML aliases/anchors are not allowed (they can expand without bound)", event.start_mark)
         event = self.peek_event()
         if getattr(event, "anchor", None):
             raise yaml.constructor.ConstructorError(
-                None, None, "YAML anchors are not allowed in topic files", event.start_mark)
+                None, None, "YAML anchors are not allowed (aliases to them can expand without bound)", event.start_mark)
         depth = getattr(self, "_depth", 0)
         if depth > MAX_YAML_DEPTH:
             raise yaml.constructor.ConstructorError(
@@ -296,14 +401,32 @@ def load_yaml_text(text: str, *, path: str) -> Any:
 
 
 def read_text_strict(path: Path, *, display: str, max_bytes: int) -> str:
-    """Read a small UTF-8 text file, refusing huge, binary or non-UTF-8 input."""
+    """Read a small UTF-8 text file, refusing huge, binary or non-UTF-8 input, and anything that is not
+    a regular file: a FIFO would block for ever, `/dev/zero` never ends, a directory is not text.
+
+    The file is opened non-blocking and checked with `fstat` on the open descriptor, so the check and
+    the read concern the same file; at most `max_bytes + 1` bytes are ever read.
+    """
+    flags = os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_NOCTTY", 0)
     try:
-        size = path.stat().st_size
+        fd = os.open(path, flags)
     except OSError as exc:
         raise BadInput(f"cannot read: {exc.strerror}", path=display) from None
-    if size > max_bytes:
-        raise BadInput(f"file is {size} bytes; the limit is {max_bytes}", path=display)
-    raw = path.read_bytes()[: max_bytes + 1]
+    info = os.fstat(fd)
+    problem = ("is a directory, not a file" if stat.S_ISDIR(info.st_mode)
+               else "is not a regular file (a FIFO, socket or device)" if not stat.S_ISREG(info.st_mode)
+               else f"file is {info.st_size} bytes; the limit is {max_bytes}" if info.st_size > max_bytes
+               else None)
+    if problem:
+        os.close(fd)
+        raise BadInput(problem, path=display)
+    with os.fdopen(fd, "rb") as handle:
+        try:
+            raw = handle.read(max_bytes + 1)
+        except OSError as exc:
+            raise BadInput(f"cannot read: {exc.strerror}", path=display) from None
+    if len(raw) > max_bytes:
+        raise BadInput(f"file is larger than the limit of {max_bytes} bytes", path=display)
     try:
         text = raw.decode("utf-8")
     except UnicodeDecodeError as exc:
@@ -366,6 +489,11 @@ def load_topic_file(path: Path, *, repo: Path) -> TopicFile:
     match = TOPIC_FILE_RE.fullmatch(path.name)
     if not match:
         raise BadInput("file name must be NN-<id>.yaml (two digits, a dash, the topic id)", path=display)
+    try:
+        path.resolve().relative_to(repo.resolve())
+    except (ValueError, OSError, RuntimeError):
+        raise BadInput("resolves outside the repository (a symlink?); topic files must live in it",
+                       path=display) from None
     text = read_text_strict(path, display=display, max_bytes=MAX_TOPIC_BYTES)
     data = load_yaml_text(text, path=display)
     if not isinstance(data, dict):
@@ -383,9 +511,15 @@ def load_topic_file(path: Path, *, repo: Path) -> TopicFile:
 
 
 def _display(path: Path, repo: Path) -> str:
+    """The path as the user knows it: relative to the repository, without following a final symlink
+    (an error about `topics/01-x.yaml` must not print where that link points)."""
     try:
-        return path.resolve().relative_to(repo.resolve()).as_posix()
+        return path.absolute().relative_to(repo.absolute()).as_posix()
     except ValueError:
+        pass
+    try:
+        return (path.parent.resolve() / path.name).relative_to(repo.resolve()).as_posix()
+    except (ValueError, OSError, RuntimeError):
         return path.as_posix()
 
 

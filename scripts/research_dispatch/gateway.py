@@ -6,8 +6,11 @@ retries some errors and not others, and throws away the routing facts we must ke
 * requests pin the route (concrete slug, `provider.order` + `allow_fallbacks: false` when a provider is
   pinned, `require_parameters: true`) and ask for router metadata (`X-OpenRouter-Metadata: enabled`);
 * only retryable failures are retried (429, 408, 5xx, timeouts, resets), honouring `Retry-After`,
-  within the caller's deadline; 401 and 402 stop at once;
-* an HTTP-200 body with `choices[].error` or a top-level `error` is raised as `ErrorInResponse`;
+  within the caller's deadline; 401 and 402 stop at once; a `Retry-After` longer than
+  `max_retry_after_s` is not waited out (the call fails at once and says how long it was asked to wait);
+* an HTTP-200 body with `choices[].error` or a top-level `error` is raised as `ErrorInResponse`; a
+  200 body that is not a chat completion at all (an HTML error page from a proxy, truncated JSON) is a
+  retryable `malformed response`, never an unexplained crash of the leg;
 * every completed call yields a frozen `CallRecord` (requested vs served model and provider,
   generation id, tokens, cost, finish reason, latency, retries, verdict) — the provenance contract.
 
@@ -33,6 +36,7 @@ from research_dispatch.errors import (
     MissingKey,
     RetryableGatewayError,
 )
+from research_dispatch.redact import register_secrets
 
 DEFAULT_BASE_URL = "https://openrouter.ai/api/v1"
 _RETRYABLE_STATUS = {408, 409, 425, 429, 500, 502, 503, 504, 520, 522, 524, 529}
@@ -92,14 +96,20 @@ class Completion:
 
 @dataclass
 class RetryPolicy:
+    """Bounded retries: exponential back-off with jitter, or exactly the server's `Retry-After`.
+
+    `sleep` is injectable so tests can record the waits instead of waiting them.
+    """
+
     max_retries: int = 3
     backoff_base_s: float = 1.0
     backoff_max_s: float = 30.0
     sleep: Callable[[float], None] = field(default=time.sleep, repr=False)
+    max_retry_after_s: float = 120.0
 
     def delay(self, attempt: int, retry_after_s: float | None) -> float:
         if retry_after_s is not None:
-            return min(max(retry_after_s, 0.0), self.backoff_max_s)
+            return min(max(retry_after_s, 0.0), self.max_retry_after_s)
         base = min(self.backoff_base_s * (2 ** attempt), self.backoff_max_s)
         return base * (1 + random.random() * 0.25)
 
@@ -139,6 +149,28 @@ def _status_of(code: Any) -> int | None:
         return None
 
 
+def _malformed(problem: str) -> RetryableGatewayError:
+    return RetryableGatewayError(f"gateway returned a malformed response: {problem}", status=None,
+                                 error_type="malformed_response")
+
+
+def _shape_problem(completion: Any) -> str | None:
+    """Why a parsed 200 body is not a chat completion, or None. The openai client does not validate
+    (strict validation breaks on OpenRouter's extra finish reasons), so we check what we read."""
+    if not hasattr(completion, "model_extra"):
+        return f"body is a {type(completion).__name__}, not an object"
+    choices = getattr(completion, "choices", None)
+    if choices is None or (isinstance(choices, list) and not choices):
+        return None  # an error envelope or no choices: reported as an error in an HTTP 200 body
+    if not isinstance(choices, list) or not all(hasattr(c, "message") and hasattr(c, "model_extra")
+                                                for c in choices):
+        return "choices is not a list of choice objects"
+    message = choices[0].message
+    if message is not None and not hasattr(message, "to_dict"):
+        return "choices[0].message is not an object"
+    return None
+
+
 class Gateway:
     """An OpenRouter-compatible chat client with provenance. One per leg or per synthesis run."""
 
@@ -146,13 +178,15 @@ class Gateway:
                  retry: RetryPolicy | None = None, http_client: Any = None) -> None:
         if not api_key:
             raise MissingKey("OPENROUTER_API_KEY", "call the model gateway")
+        register_secrets([api_key])  # whoever holds a key makes sure it is redacted
         import openai  # lazy: keeps CLI start-up fast
 
         self._openai = openai
         self.settings = settings or GatewaySettings()
         self.base_url = (base_url or DEFAULT_BASE_URL).rstrip("/")
         self.retry = retry or RetryPolicy(self.settings.max_retries, self.settings.backoff_base_s,
-                                          self.settings.backoff_max_s)
+                                          self.settings.backoff_max_s,
+                                          max_retry_after_s=self.settings.max_retry_after_s)
         self._client = openai.OpenAI(
             api_key=api_key,
             base_url=self.base_url,
@@ -209,7 +243,10 @@ class Gateway:
                         raise RetryableGatewayError("leg deadline reached before the call", status=None)
                     kwargs["timeout"] = min(self.settings.timeout_s, remaining)
                 raw = self._client.chat.completions.with_raw_response.create(**kwargs)
-                completion = raw.parse()
+                try:
+                    completion = raw.parse()
+                except ValueError as exc:  # not JSON at all (json.JSONDecodeError is a ValueError)
+                    raise _malformed(f"not JSON ({type(exc).__name__})") from None
                 return self._finish(completion, raw.headers, model, provider, purpose,
                                     time.monotonic() - started, attempt)
             except GatewayError as exc:
@@ -219,7 +256,12 @@ class Gateway:
             error.attempts = attempt + 1
             if not error.retryable or attempt >= self.retry.max_retries:
                 raise error
-            wait = self.retry.delay(attempt, getattr(error, "retry_after_s", None))
+            retry_after = getattr(error, "retry_after_s", None)
+            if retry_after is not None and retry_after > self.retry.max_retry_after_s:
+                raise type(error)(f"{error}; the gateway asked to retry after {retry_after:g} s, more than the "
+                                  f"{self.retry.max_retry_after_s:g} s a leg may wait", status=error.status,
+                                  error_type=error.error_type, attempts=error.attempts)
+            wait = self.retry.delay(attempt, retry_after)
             if deadline is not None and time.monotonic() + wait >= deadline:
                 raise error
             self.retry.sleep(wait)
@@ -257,6 +299,9 @@ class Gateway:
 
     def _finish(self, completion: Any, headers: Any, model: str, provider: str | None, purpose: str,
                 latency: float, retries: int) -> Completion:
+        problem = _shape_problem(completion)
+        if problem:
+            raise _malformed(problem)
         extras = completion.model_extra or {}
         top_error = extras.get("error")
         if top_error or not completion.choices:
@@ -278,6 +323,8 @@ class Gateway:
             raise ErrorInResponse(f"gateway returned an error in an HTTP 200 body: {message}",
                                   status=status, error_type=error_type)
 
+        if choice.message is None:
+            raise _malformed("choices[0] has no message")
         record = self._record(completion, headers, model, provider, purpose, latency, retries)
         message = choice.message.to_dict()
         message.setdefault("role", "assistant")

@@ -13,6 +13,7 @@ from __future__ import annotations
 import datetime as dt
 import json
 import os
+import time
 from collections.abc import Callable, Mapping
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -24,7 +25,7 @@ from research_dispatch.errors import MissingKey
 from research_dispatch.fsio import append_line, confined, write_atomic
 from research_dispatch.gateway import CallRecord, Gateway, RetryPolicy
 from research_dispatch.plan import Leg
-from research_dispatch.redact import redact
+from research_dispatch.redact import redact, register_env
 from research_dispatch.report import (
     ReportMeta,
     SourceEntry,
@@ -34,7 +35,7 @@ from research_dispatch.report import (
     render_report,
 )
 from research_dispatch.researcher import PROMPT_VERSION, LegSpec, Researcher, input_hash
-from research_dispatch.search import SearchTools
+from research_dispatch.search import MODEL_ERROR_KINDS, SearchTools
 
 MIN_CITED_SOURCES = 3
 EXIT_OK, EXIT_FAILED, EXIT_ROUTE = 0, 1, 3
@@ -108,10 +109,16 @@ class _TraceWriter:
 
 def run_leg(repo: Path, settings: Settings, leg: Leg, *, env: Mapping[str, str] | None = None, cycle: str,
             run_url: str | None = None, retry: RetryPolicy | None = None,
-            progress: Callable[[dict[str, Any]], None] | None = None) -> LegResult:
-    """Run one leg and write its files. Raises only for bad input (missing keys); failures are results."""
+            progress: Callable[[dict[str, Any]], None] | None = None,
+            clock: Callable[[], float] | None = None) -> LegResult:
+    """Run one leg and write its files. Raises only for bad input (missing keys); failures are results.
+
+    `retry` (its `sleep` too) applies to both services; `clock` is the monotonic clock the time cap is
+    measured on. Both exist so tests can drive back-off and time caps without waiting.
+    """
     env = os.environ if env is None else env
     gateway_key, search_key = require_keys(env)
+    register_env(env)  # keys passed in a mapping (not os.environ) are redacted too
     words, budget, search_settings = effective(leg.topic, settings)
     started = _now()
     result = LegResult(stem=leg.stem, topic=leg.topic.id, model=leg.route.model, family=leg.family,
@@ -129,9 +136,13 @@ def run_leg(repo: Path, settings: Settings, leg: Leg, *, env: Mapping[str, str] 
     try:
         with Gateway(api_key=gateway_key, base_url=env.get("OPENROUTER_BASE_URL") or None,
                      settings=settings.gateway, retry=retry) as gateway:
+            service = settings.search_service
             tools = SearchTools(api_key=search_key, base_url=env.get("TAVILY_BASE_URL") or None,
-                                settings=search_settings, topic_hint=f"{leg.topic.title} {leg.topic.scope}"[:600])
-            outcome = Researcher(gateway, tools, spec, trace=traced).run()
+                                settings=search_settings, topic_hint=f"{leg.topic.title} {leg.topic.scope}"[:600],
+                                retries=service.max_retries, timeout_s=service.timeout_s,
+                                backoff_base_s=service.backoff_base_s, backoff_max_s=service.backoff_max_s,
+                                sleep=retry.sleep if retry is not None else time.sleep)
+            outcome = Researcher(gateway, tools, spec, trace=traced, clock=clock or time.monotonic).run()
     except MissingKey:
         raise
     except Exception as exc:  # a bug or an unexpected client failure: the leg fails, loudly, others go on
@@ -150,14 +161,20 @@ def run_leg(repo: Path, settings: Settings, leg: Leg, *, env: Mapping[str, str] 
     result.cost_usd = round(sum(r.cost_usd for r in records), 6)
     reasons = list(outcome.reasons)
     stats = tools.stats
-    service_errors = {k: v for k, v in stats.error_kinds.items() if k.startswith("http_") or k == "network"}
+    service_errors = {k: v for k, v in stats.error_kinds.items() if k not in MODEL_ERROR_KINDS}
     if service_errors:
         kinds = ", ".join(f"{k}×{v}" for k, v in sorted(service_errors.items()))
         reasons.append(f"search service errors reached the researcher ({kinds})")
+    if stats.searches and stats.empty_searches == stats.searches:
+        reasons.append(f"all {stats.searches} search(es) returned no results")
+    if stats.extracts and not any(s.extracted for s in tools.registry.all()):
+        reasons.append("no page could be read in full (every extraction failed); the report rests on search "
+                       "snippets")
 
     if outcome.draft is None or not outcome.draft.strip():
         result.reasons = reasons
-        result.error = redact(outcome.failure or "no report was produced")
+        stop = f"no report was produced: {outcome.reasons[-1]}" if outcome.reasons else "no report was produced"
+        result.error = redact(outcome.failure or stop)
         result.finished_at = _now()
         _write_status(repo, settings, leg, result)
         return result

@@ -9,14 +9,34 @@ from __future__ import annotations
 
 import os
 import re
+import threading
+from collections.abc import Iterable, Mapping
 
 KEY_VARIABLES = ("OPENROUTER_API_KEY", "TAVILY_API_KEY", "GITHUB_TOKEN", "GH_TOKEN")
 _BEARER = re.compile(r"(?i)\b(authorization\s*[:=]\s*)(bearer|token|basic)\s+[^\s\"']+")
 _MIN_SECRET_LEN = 6  # shorter values would redact ordinary words
+_REGISTERED: set[str] = set()
+_LOCK = threading.Lock()
+
+
+def register_secrets(values: Iterable[str]) -> None:
+    """Redact these values too, for the rest of the process.
+
+    Stages take their keys from an `env` mapping that need not be `os.environ` (the runner and the
+    demo pass their own); a key that only lives there must be redacted all the same.
+    """
+    with _LOCK:
+        _REGISTERED.update(v for v in values if isinstance(v, str) and len(v) >= _MIN_SECRET_LEN)
+
+
+def register_env(env: Mapping[str, str]) -> None:
+    """Register the key variables' values from an environment mapping."""
+    register_secrets(env.get(name, "") for name in KEY_VARIABLES)
 
 
 def _secret_values() -> list[str]:
-    values = {os.environ.get(name, "") for name in KEY_VARIABLES}
+    with _LOCK:
+        values = {os.environ.get(name, "") for name in KEY_VARIABLES} | _REGISTERED
     return sorted((v for v in values if len(v) >= _MIN_SECRET_LEN), key=len, reverse=True)
 
 

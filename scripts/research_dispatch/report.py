@@ -2,8 +2,10 @@
 
 The researcher cites `[S<n>]` ids from its source registry. Here, deterministic code:
 renumbers citations by first use (`[1]`, `[1, 3]`), drops and counts ids that were never retrieved,
-unlinks URLs that were never retrieved, removes any reference list the model wrote, and renders
-`## References` from the cited sources only. The front matter is the report's provenance record.
+drops numeric markers the model wrote itself (`[12]` would otherwise pass for one of ours), removes
+every URL that was never retrieved wherever it stands (Markdown link, `<autolink>`, parentheses,
+`www.` form, raw HTML), removes any reference list the model wrote, and renders `## References` from
+the cited sources only. The front matter is the report's provenance record.
 """
 
 from __future__ import annotations
@@ -27,8 +29,14 @@ MAX_REPORT_BYTES = 2 * 1024 * 1024
 _CITATION = re.compile(r"\[\s*(S\d+(?:\s*[,;]\s*S\d+)*)\s*\]", re.IGNORECASE)
 _REFERENCE_HEADING = re.compile(r"^#{1,6}\s*(references|sources|bibliography|works cited|citations)\s*:?\s*$",
                                 re.IGNORECASE | re.MULTILINE)
-_MD_LINK = re.compile(r"(!?)\[([^\]\n]{0,300})\]\((<?)(https?://[^)\s>]+)(>?)(?:\s+\"[^\"]*\")?\)")
-_BARE_URL = re.compile(r"(?<![(<\[\"'=])\bhttps?://[^\s)<>\]]+")
+_MD_LINK = re.compile(r"(!?)\[([^\]\n]{0,300})\]\(\s*(<?)((?:https?:)?//[^)\s>]+)(>?)(?:\s+\"[^\"]*\")?\s*\)")
+_AUTOLINK = re.compile(r"<((?:https?://|www\.)[^\s<>]+)>", re.IGNORECASE)
+# Any URL GitHub would link, in any context (after parentheses, quotes, `=`, inside code too).
+_ANY_URL = re.compile(r"(?<![\w.@/-])(?:https?://|www\.)[^\s<>\]\[)\"'`]+", re.IGNORECASE)
+# A numeric citation marker the model wrote itself; ours are added only after this runs.
+_RAW_NUMERIC = re.compile(r"(?<![\w\]\[^])\[\s*\d{1,4}(?:\s*[,;\u2013-]\s*\d{1,4})*\s*\](?![(\[:])")
+_CODE = re.compile(r"```.*?(?:```|$)|`[^`\n]*`", re.DOTALL)
+_LINK_REMOVED = "(link removed: not a retrieved source)"
 _RAW_TAG = re.compile(r"<\s*/?\s*(script|iframe|object|embed|style|form|input|img|svg|a|link|meta)\b[^>]*>",
                       re.IGNORECASE)
 _WORD = re.compile(r"[A-Za-z0-9\u00C0-\u024F\u0370-\u03FF\u0400-\u04FF]+(?:['’.\-][A-Za-z0-9\u00C0-\u024F]+)*")
@@ -70,6 +78,25 @@ class FinalBody:
     unlinked_urls: int = 0
 
 
+def _outside_code(text: str, replace: Any) -> str:
+    """Apply `replace(str) -> str` to the parts of Markdown that are not code spans or fenced blocks."""
+    out: list[str] = []
+    position = 0
+    for match in _CODE.finditer(text):
+        out.append(replace(text[position:match.start()]))
+        out.append(match.group(0))
+        position = match.end()
+    out.append(replace(text[position:]))
+    return "".join(out)
+
+
+def _is_retrieved(url: str, registry: SourceRegistry) -> bool:
+    url = url.rstrip(".,;:!?*_~")
+    if url.startswith("//"):
+        url = "https:" + url
+    return registry.by_url(url if "://" in url else "https://" + url) is not None
+
+
 def finalize_citations(draft: str, registry: SourceRegistry) -> FinalBody:
     """Renumber `[S<n>]` by first use, drop unknown ids, unlink URLs that were never retrieved."""
     text = sanitize.for_report(split_references(draft.strip()))
@@ -77,6 +104,15 @@ def finalize_citations(draft: str, registry: SourceRegistry) -> FinalBody:
     mapping: dict[int, int] = {}
     cited: list[CitedSource] = []
     unknown: list[str] = []
+
+    def raw_numeric(part: str) -> str:
+        def drop(match: re.Match[str]) -> str:
+            unknown.append(re.sub(r"\s+", "", match.group(0)))
+            return ""
+
+        return _RAW_NUMERIC.sub(drop, part)
+
+    text = _outside_code(text, raw_numeric)
 
     def renumber(match: re.Match[str]) -> str:
         numbers: list[int] = []
@@ -100,23 +136,32 @@ def finalize_citations(draft: str, registry: SourceRegistry) -> FinalBody:
 
     def unlink(match: re.Match[str]) -> str:
         nonlocal unlinked
-        if registry.by_url(match.group(4)) is not None:
+        if _is_retrieved(match.group(4), registry):
             return match.group(0)
         unlinked += 1
         return match.group(2)
 
     text = _MD_LINK.sub(unlink, text)
 
-    def bare(match: re.Match[str]) -> str:
+    def autolink(match: re.Match[str]) -> str:
         nonlocal unlinked
-        url = match.group(0).rstrip(".,;:")
-        tail = match.group(0)[len(url):]
-        if registry.by_url(url) is not None:
+        if _is_retrieved(match.group(1), registry):
             return match.group(0)
         unlinked += 1
-        return "(link removed: not a retrieved source)" + tail
+        return _LINK_REMOVED
 
-    text = _BARE_URL.sub(bare, text)
+    text = _AUTOLINK.sub(autolink, text)
+
+    def bare(match: re.Match[str]) -> str:
+        nonlocal unlinked
+        url = match.group(0).rstrip(".,;:!?*_~")
+        tail = match.group(0)[len(url):]
+        if _is_retrieved(url, registry):
+            return match.group(0)
+        unlinked += 1
+        return _LINK_REMOVED + tail
+
+    text = _ANY_URL.sub(bare, text)
     text = re.sub(r"[ \t]+([.,;:])", r"\1", text)
     text = re.sub(r"[ \t]{2,}", " ", text)
     return FinalBody(body=text.strip(), sources=cited, dropped_citations=len(unknown),

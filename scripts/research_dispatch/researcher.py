@@ -154,7 +154,9 @@ class Researcher:
                 completion = self.gateway.complete(
                     model=spec.model, messages=self._outgoing(), tools=self.tools.schemas,
                     tool_choice="none" if writing_forced else "auto", provider=spec.provider,
-                    session_id=spec.session_id, purpose="research", deadline=deadline)
+                    session_id=spec.session_id, purpose="research",
+                    # the gateway measures on time.monotonic; our clock may be injected: pass what is left
+                    deadline=time.monotonic() + max(0.0, deadline - now))
             except (InsufficientCredits, AuthenticationFailed) as exc:
                 outcome.failure = str(exc)
                 self.trace({"event": "gateway_error", "fatal": True, "error": str(exc), "status": exc.status})

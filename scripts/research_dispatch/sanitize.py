@@ -13,7 +13,7 @@ _INVISIBLE = re.compile(
     "[\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\x9f"
     "\u200b-\u200f\u202a-\u202e\u2060-\u2064\u2066-\u206f\ufeff\ufff9-\ufffb]"
 )
-_HTML_COMMENT = re.compile(r"<!--.*?(?:-->|$)", re.DOTALL)
+_HTML_COMMENT = re.compile(r"<!--.*?-->", re.DOTALL)
 _HTML_COMMENT_FRAGMENT = re.compile(r"<!--|--!?>")
 _MENTION = re.compile(r"(?<![\w`/.@])@([A-Za-z0-9](?:[A-Za-z0-9-]{0,38})(?:/[A-Za-z0-9._-]+)?)")
 _WORKFLOW_COMMAND = re.compile(r"^(\s*)::", re.MULTILINE)
@@ -27,7 +27,12 @@ def strip_invisible(text: str) -> str:
 
 
 def strip_html_comments(text: str) -> str:
-    """Remove HTML comments, including unterminated ones and stray comment delimiters."""
+    """Remove HTML comments, and the stray delimiters of unterminated ones.
+
+    A closed comment is removed with its content (a reader never sees it; nor will the file). An
+    unterminated `<!--` loses only its delimiter: removing everything after it would let one hostile
+    sequence silently delete the rest of a report, and leaving it would hide the rest on GitHub.
+    """
     text = _HTML_COMMENT.sub("", text)
     return _HTML_COMMENT_FRAGMENT.sub("", text)
 
@@ -43,8 +48,12 @@ def neutralise_workflow_commands(text: str) -> str:
 
 
 def neutralise_expressions(text: str) -> str:
-    """`${{` has no meaning in a file, but never let one travel into YAML or a summary verbatim."""
-    return _EXPRESSION.sub("$\u200c{{", text)
+    """`${{` has no meaning in a file, but never let one travel into YAML or a summary verbatim.
+
+    Escaped as `$\\{\\{`, which Markdown renders as `${{`; not with an invisible joiner, which would
+    itself be a hidden character in the text.
+    """
+    return _EXPRESSION.sub(r"$\\{\\{", text)
 
 
 def for_model(text: str) -> str:

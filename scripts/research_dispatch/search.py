@@ -3,7 +3,10 @@
 Every result the model sees is labelled with a source id `S<n>` that is stable within the leg and
 deduplicated by normalised URL; citations are checked against this registry later, so a model cannot
 cite what was never retrieved. Failures come back to the model as explicit tool errors — never as
-silently empty results — and are counted so the leg's status can say so.
+silently empty results — and are counted by kind so the leg's status can say so. Rate limits, 5xx,
+timeouts and resets are retried with back-off (`search_service` settings); a rejected key or an
+exhausted plan (401, 403/432/433) will not heal within a leg, so after the first one the tools refuse
+further calls locally instead of spending requests on certain failures.
 
 `tavily-python` is imported lazily. A missing key is refused up front: the client would otherwise
 silently fall back to keyless mode.
@@ -25,6 +28,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from research_dispatch import chunks, sanitize
 from research_dispatch.config import SearchSettings
 from research_dispatch.errors import MissingKey, SearchError
+from research_dispatch.redact import redact, register_secrets
 
 DEFAULT_BASE_URL = "https://api.tavily.com"
 TAVILY_QUERY_LIMIT = 400
@@ -128,6 +132,21 @@ TOOL_SCHEMAS: list[dict[str, Any]] = [
 ]
 
 
+MODEL_ERROR_KINDS = frozenset({"unknown_tool", "malformed_arguments", "invalid_arguments", "extract_unknown_url",
+                               "extract_failed", "search_disabled"})
+"""Error kinds caused by the model's own calls or by pages; every other kind is a search-service fault."""
+
+
+class SearchServiceError(SearchError):
+    """A failed request to the search service, with a stable `kind` for the leg's status reasons."""
+
+    def __init__(self, message: str, *, kind: str, status: int | None = None, retryable: bool = False,
+                 fatal: bool = False) -> None:
+        super().__init__(message, status=status, retryable=retryable)
+        self.kind = kind
+        self.fatal = fatal
+
+
 @dataclass
 class ToolOutcome:
     """What a tool call returned to the model, and whether it was an error (counted per leg)."""
@@ -175,9 +194,10 @@ class SearchTools:
                  snippet_chars: int = 500, search_budget_chars: int = 5000,
                  page_budget_chars: int = 2400, extract_budget_chars: int = 7200,
                  retries: int = 2, timeout_s: float = 30.0, sleep: Callable[[float], None] = time.sleep,
-                 client: Any = None) -> None:
+                 backoff_base_s: float = 1.0, backoff_max_s: float = 8.0, client: Any = None) -> None:
         if not api_key:
             raise MissingKey("TAVILY_API_KEY", "search the web")
+        register_secrets([api_key])  # whoever holds a key makes sure it is redacted
         self.settings = settings
         self.registry = registry or SourceRegistry()
         self.stats = SearchStats()
@@ -188,7 +208,10 @@ class SearchTools:
         self.extract_budget_chars = extract_budget_chars
         self.retries = retries
         self.timeout_s = timeout_s
+        self.backoff_base_s = backoff_base_s
+        self.backoff_max_s = backoff_max_s
         self._sleep = sleep
+        self._disabled: str | None = None  # the first fatal service error, once there is one
         self._recent_queries: list[str] = []
         if client is None:
             from tavily import TavilyClient  # lazy: keeps CLI start-up fast
@@ -200,7 +223,16 @@ class SearchTools:
 
     # ------------------------------------------------------------------------------------------
     def call(self, name: str, arguments: str | None) -> ToolOutcome:
-        """Dispatch one tool call from the model. Never raises for model mistakes: they become tool errors."""
+        """Dispatch one tool call from the model. Never raises for model mistakes: they become tool errors.
+
+        The result is redacted: a service error that echoes our key back must not be shown to the model
+        (whose provider would then hold it, and whose output could repeat it).
+        """
+        outcome = self._call(name, arguments)
+        outcome.content = redact(outcome.content)
+        return outcome
+
+    def _call(self, name: str, arguments: str | None) -> ToolOutcome:
         if name not in ("web_search", "web_extract"):
             self.stats.count_error("unknown_tool")
             return ToolOutcome(name, _wrap(name[:64], "error",
@@ -214,6 +246,11 @@ class SearchTools:
             problem = exc.msg if isinstance(exc, json.JSONDecodeError) else "no arguments"
             message = f"ERROR: arguments were not valid JSON ({problem}); call {name} again with arguments like {hint}"
             return ToolOutcome(name, _wrap(name, "error", message), True, {"error": "malformed_arguments"})
+        if self._disabled is not None:
+            self.stats.count_error("search_disabled")
+            return ToolOutcome(name, _wrap(name, "error", f"ERROR: search is unavailable for the rest of this "
+                                                          f"leg ({self._disabled}); write with the sources you have"),
+                               True, {"error": "search_disabled"})
         try:
             if name == "web_search":
                 return self.web_search(SearchArgs.model_validate(raw))
@@ -321,10 +358,13 @@ class SearchTools:
         return query or self.topic_hint[:TAVILY_QUERY_LIMIT], domains
 
     def _error(self, tool: str, exc: SearchError) -> ToolOutcome:
-        kind = f"http_{exc.status}" if exc.status else "network"
-        self.stats.count_error(kind, fatal=exc.status in (401, 403, 432, 433))
+        kind = exc.kind if isinstance(exc, SearchServiceError) else (f"http_{exc.status}" if exc.status else "network")
+        fatal = exc.fatal if isinstance(exc, SearchServiceError) else exc.status in (401, 403, 432, 433)
+        self.stats.count_error(kind, fatal=fatal)
+        if fatal:
+            self._disabled = str(exc)
         advice = ("the search plan or key does not allow more requests; write with the sources you have"
-                  if exc.status in (401, 403, 432, 433) else "try again later or continue with the sources you have")
+                  if fatal else "try again later or continue with the sources you have")
         return ToolOutcome(tool, _wrap(tool, "error", f"ERROR: {exc} — {advice}"), True,
                            {"error": kind, "status": exc.status})
 
@@ -337,28 +377,37 @@ class SearchTools:
                 error = self._translate(exc)
             if not error.retryable or attempt >= self.retries:
                 raise error
-            self._sleep(min(1.0 * 2 ** attempt, 8.0))
+            self._sleep(min(self.backoff_base_s * 2 ** attempt, self.backoff_max_s))
             attempt += 1
 
     @staticmethod
-    def _translate(exc: Exception) -> SearchError:
+    def _translate(exc: Exception) -> SearchServiceError:
         import requests
         from tavily import errors as tavily_errors
 
+        def detail() -> str:
+            return sanitize.one_line(str(exc), 160)
+
         if isinstance(exc, tavily_errors.UsageLimitExceededError):
-            return SearchError(f"search rate limit or usage limit: {exc}", status=429, retryable=True)
-        if isinstance(exc, tavily_errors.ForbiddenError):
-            return SearchError(f"search plan limit or forbidden: {exc}", status=432, retryable=False)
+            return SearchServiceError(f"search rate limit (HTTP 429): {detail()}", kind="rate_limit", status=429,
+                                      retryable=True)
+        if isinstance(exc, tavily_errors.ForbiddenError):  # the client does not say which of 403/432/433
+            return SearchServiceError(f"search plan or usage limit, or access forbidden (HTTP 403/432/433): "
+                                      f"{detail()}", kind="plan_limit", status=403, fatal=True)
         if isinstance(exc, tavily_errors.InvalidAPIKeyError):
-            return SearchError("search key rejected (401)", status=401, retryable=False)
+            return SearchServiceError("search key rejected (HTTP 401)", kind="key_rejected", status=401, fatal=True)
         if isinstance(exc, tavily_errors.BadRequestError):
-            return SearchError(f"search rejected the request: {exc}", status=400, retryable=False)
+            return SearchServiceError(f"search rejected the request (HTTP 400): {detail()}", kind="bad_request",
+                                      status=400)
         if isinstance(exc, tavily_errors.TimeoutError | requests.Timeout):
-            return SearchError("search timed out", status=None, retryable=True)
+            return SearchServiceError("search timed out", kind="timeout", retryable=True)
         if isinstance(exc, requests.HTTPError):
             status = exc.response.status_code if exc.response is not None else None
-            return SearchError(f"search service error (HTTP {status})", status=status,
-                               retryable=status is None or status >= 500 or status == 429)
+            return SearchServiceError(f"search service error (HTTP {status})", kind=f"http_{status}", status=status,
+                                      retryable=status is None or status >= 500 or status == 429)
         if isinstance(exc, requests.ConnectionError):
-            return SearchError("cannot reach the search service", status=None, retryable=True)
-        return SearchError(f"search failed: {type(exc).__name__}", status=None, retryable=False)
+            return SearchServiceError("cannot reach the search service", kind="unreachable", retryable=True)
+        if isinstance(exc, ValueError):  # a 200 whose body is not JSON
+            return SearchServiceError("search service returned a malformed response", kind="malformed_response",
+                                      retryable=True)
+        return SearchServiceError(f"search failed: {type(exc).__name__}", kind="failed")

@@ -33,7 +33,8 @@ Accounting (what the benchmarks rely on):
 Scenario format (constructor `scenario=`, `set_scenario()`, or `POST /__fake__/scenario`)::
 
     {"latency_s": 0.0,                       # added delay on every completion
-     "script": {"searches": 2, "per_turn": 2, "extract_top": 3},   # scripted researcher knobs
+     "script": {"searches": 2, "per_turn": 2, "extract_top": 3,    # scripted researcher knobs
+                "gullible": false, "stubborn": false},              # misbehaviours: see script_researcher
      "pricing": {"<model glob>": {"prompt": 1.0, "completion": 4.0}},  # USD per 1M tokens
      "rules": [{"match": {"model": "<glob>", "session": "<glob>", "kind": "<glob>", "schema": "<glob>"},
                 "on_call": k | "calls": [k, ...] | (omitted: every call),
@@ -49,6 +50,7 @@ Actions (combinable where sensible):
   * `status`: 400|401|402|403|404|408|429|500|502|503 error envelope (+ `retry_after` header value,
     `message`); 404 carries `availability.code` "no_endpoints".
   * `reset`: close the connection without answering (the client sees a connection error).
+  * `raw_body`: answer HTTP 200 with exactly this text as a JSON-typed body (garbage, truncated JSON).
   * `error_in_200`: "choice" (finish_reason "error" + `choices[0].error`) or "top_level" (`error`, no
     `choices`); `code` default 502, `metadata.error_type` "provider_unavailable"; usage is zero.
   * `finish_reason`: "length" (writing output cut to ~60% on a space, native "max_tokens"; a tool turn
@@ -364,6 +366,10 @@ class FakeGateway(FakeServer):
         if rule.get("reset"):
             record["status"] = "reset"
             return FakeResponse(reset_connection=True, delay_s=delay)
+        if rule.get("raw_body") is not None:
+            record["status"] = "raw"
+            return FakeResponse(status=200, body=str(rule["raw_body"]).encode("utf-8"),
+                                headers={"Content-Type": "application/json"}, delay_s=delay)
         if rule.get("status"):
             status = int(rule["status"])
             record["status"] = status
