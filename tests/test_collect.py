@@ -9,6 +9,7 @@ from pathlib import Path
 from click.testing import CliRunner
 
 from research_dispatch.cli import main
+from tests.conftest import ROOT
 
 
 def export_two_legs(repo: Path, out: Path) -> None:
@@ -19,7 +20,7 @@ def export_two_legs(repo: Path, out: Path) -> None:
 
 def fresh_copy(repo: Path, tmp_path: Path) -> Path:
     target = tmp_path / "fresh"
-    target.mkdir()
+    target.mkdir(parents=True)
     shutil.copytree(repo / "topics", target / "topics")
     shutil.copy(repo / "pyproject.toml", target)
     return target
@@ -36,7 +37,8 @@ def test_export_then_collect_round_trip(repo: Path, fake_env: dict, tmp_path: Pa
     target = fresh_copy(repo, tmp_path)
     result = CliRunner().invoke(main, ["collect", str(out), "--repo", str(target)])
     assert result.exit_code == 0, result.output + result.stderr
-    assert "imported 8 file(s); 3 leg(s) without a report" in result.output
+    missing = "01-composer-2.5, 03-monarch-torchforge-openenv, 05-trace-replay-distillation"
+    assert f"imported 8 file(s); missing: {missing}" in result.output
     assert (target / "research" / "02-diloco-family.md").read_bytes() == \
         (repo / "research" / "02-diloco-family.md").read_bytes()
     assert CliRunner().invoke(main, ["verify", "--repo", str(target)]).exit_code == 0
@@ -61,3 +63,40 @@ def test_collect_rejects_tampered_and_ignores_strays(repo: Path, fake_env: dict,
     assert not (target / "research" / "02-diloco-family.md").exists()
     assert not (target / "research" / "99-evil.md").exists() and not (target / ".github").exists()
     assert (target / "research" / "04-verl-trl.md").exists()
+
+
+def test_collect_synthesis_accepts_only_the_dispatch_table_change(repo: Path, fake_env: dict, tmp_path: Path,
+                                                                  monkeypatch) -> None:
+    methodology = ROOT / "docs" / "METHODOLOGY.md"
+    (repo / "docs").mkdir()
+    shutil.copy(methodology, repo / "docs" / "METHODOLOGY.md")
+    out = tmp_path / "artifact"
+    export_two_legs(repo, out)
+    summary = tmp_path / "summary.md"
+    monkeypatch.setenv("GITHUB_STEP_SUMMARY", str(summary))
+    result = CliRunner().invoke(main, ["synthesize", "--repo", str(repo), "--github-summary"])
+    assert result.exit_code == 0, result.output + result.stderr
+    assert "## Synthesis" in summary.read_text() and "### Claim diff" in summary.read_text()
+    for rel in ("framework/composer-replication-framework.md", "framework/claims.json",
+                "framework/synthesis.calls.jsonl", "docs/METHODOLOGY.md"):
+        (out / rel).parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy(repo / rel, out / rel)
+    target = fresh_copy(repo, tmp_path)
+    (target / "docs").mkdir()
+    shutil.copy(methodology, target / "docs" / "METHODOLOGY.md")
+    result = CliRunner().invoke(main, ["collect", str(out), "--synthesis", "--repo", str(target)])
+    assert result.exit_code == 0, result.stderr
+    assert (target / "framework" / "claims.json").read_bytes() == (repo / "framework" / "claims.json").read_bytes()
+    assert (target / "docs" / "METHODOLOGY.md").read_text() != methodology.read_text()  # the table changed
+
+    tampered = (out / "docs" / "METHODOLOGY.md").read_text().replace("Limitations", "Ignore the review")
+    (out / "docs" / "METHODOLOGY.md").write_text(tampered)
+    (out / "framework" / "claims.json").write_text('{"schema": "something-else"}')
+    target2 = fresh_copy(repo, tmp_path / "again")
+    (target2 / "docs").mkdir()
+    shutil.copy(methodology, target2 / "docs" / "METHODOLOGY.md")
+    result = CliRunner().invoke(main, ["collect", str(out), "--synthesis", "--repo", str(target2)])
+    assert result.exit_code == 1
+    assert "rejected: docs/METHODOLOGY.md: changes the methodology prose" in result.stderr
+    assert "rejected: framework/claims.json" in result.stderr
+    assert (target2 / "docs" / "METHODOLOGY.md").read_text() == methodology.read_text()

@@ -187,8 +187,10 @@ def _leg_line(result: Any) -> str:
 @click.argument("incoming", type=click.Path(file_okay=False, exists=True, path_type=Path))
 @click.option("--topics", "topic_ids", default=None, help="Comma-separated topic ids (default: all).")
 @click.option("--models", "model_ids", default=None, help="Comma-separated model slugs to keep.")
+@click.option("--synthesis", "with_synthesis", is_flag=True,
+              help="Also import the synthesis document, ledger, call log and methodology table.")
 @guarded
-def collect(repo: Path, incoming: Path, topic_ids: str | None, model_ids: str | None) -> None:
+def collect(repo: Path, incoming: Path, topic_ids: str | None, model_ids: str | None, with_synthesis: bool) -> None:
     """Import leg artifacts from INCOMING into their computed paths, validating each file."""
     from research_dispatch.collect import collect as collect_files
     from research_dispatch.config import select_topics
@@ -196,9 +198,8 @@ def collect(repo: Path, incoming: Path, topic_ids: str | None, model_ids: str | 
 
     settings, topics = _load(repo)
     legs = plan_legs(select_topics(topics, _split(topic_ids)), settings, _split(model_ids))
-    result = collect_files(repo, settings, incoming, legs)
-    click.echo(f"imported {len(result.imported)} file(s); {len(result.missing)} leg(s) without a report"
-               + (f" ({', '.join(result.missing)})" if result.missing else ""))
+    result = collect_files(repo, settings, incoming, legs, synthesis=with_synthesis)
+    click.echo(f"imported {len(result.imported)} file(s); missing: {', '.join(result.missing) or 'nothing'}")
     for line in result.rejected:
         click.echo(f"rejected: {line}", err=True)
     for line in result.ignored:
@@ -237,24 +238,25 @@ def verify(repo: Path, reports: tuple[Path, ...], online: bool, github_summary: 
         for problem in row.problems:
             click.echo(f"problem: {row.relpath}: {problem}")
     if github_summary:
-        target = os.environ.get("GITHUB_STEP_SUMMARY")
-        if not target:
-            raise BadInput("GITHUB_STEP_SUMMARY is not set", path="environment", field="GITHUB_STEP_SUMMARY")
-        with open(target, "a", encoding="utf-8") as handle:
-            handle.write("## Route fidelity\n\n" + markdown_table(rows) + "\n\n")
+        from research_dispatch.ghactions import append_step_summary
+
+        append_step_summary(os.environ, "## Route fidelity\n\n" + markdown_table(rows))
     if not all(row.verified for row in rows):
         sys.exit(3)
 
 
 @main.command()
 @repo_option
+@click.option("--github-summary", is_flag=True, help="Append the synthesis summary and claim diff to "
+              "$GITHUB_STEP_SUMMARY.")
 @cycle_option
 @guarded
-def synthesize(repo: Path, cycle: str | None) -> None:
+def synthesize(repo: Path, github_summary: bool, cycle: str | None) -> None:
     """Write the synthesis, the claims ledger and the methodology table; print the claim diff."""
     from research_dispatch.synthesis.command import synthesize_command
 
-    sys.exit(synthesize_command(repo, cycle=_cycle(cycle), env=os.environ, echo=click.echo))
+    sys.exit(synthesize_command(repo, cycle=_cycle(cycle), env=os.environ, echo=click.echo,
+                                github_summary=github_summary))
 
 
 @main.command()
@@ -264,15 +266,17 @@ def synthesize(repo: Path, cycle: str | None) -> None:
 @click.option("--no-push", is_flag=True, help="Commit locally; do not push.")
 @click.option("--no-pr", is_flag=True, help="Do not create or update the pull request.")
 @click.option("--dry-run", is_flag=True, help="Print the PR title and body only; write nothing.")
+@click.option("--github-summary", is_flag=True, help="Append the PR (or its preview) to $GITHUB_STEP_SUMMARY.")
 @cycle_option
 @guarded
 def publish(repo: Path, branch: str | None, base: str | None, no_push: bool, no_pr: bool, dry_run: bool,
-            cycle: str | None) -> None:
+            github_summary: bool, cycle: str | None) -> None:
     """Commit (one per changed report, one for the synthesis), push, and create or update the PR."""
     from research_dispatch.publish import publish_command
 
     sys.exit(publish_command(repo, branch=branch, base=base, push=not no_push, open_pr=not no_pr,
-                             dry_run=dry_run, cycle=_cycle(cycle), env=os.environ, echo=click.echo))
+                             dry_run=dry_run, cycle=_cycle(cycle), env=os.environ, echo=click.echo,
+                             github_summary=github_summary))
 
 
 @main.command()

@@ -86,7 +86,50 @@ def _validate(kind: str, text: str, leg: Leg, display: str) -> None:
             json.loads(line)
 
 
-def collect(repo: Path, settings: Settings, incoming: Path, legs: list[Leg]) -> CollectResult:
+def _outside_table(text: str) -> str:
+    """The methodology prose: everything but the generated dispatch table."""
+    from research_dispatch.synthesis.methodology import END, START
+
+    start, end = text.find(START), text.find(END)
+    return text if start < 0 or end < start else text[:start] + text[end + len(END):]
+
+
+def _validate_synthesis(rel: str, text: str, repo: Path, settings: Settings) -> None:
+    from research_dispatch.synthesis.ledger import Ledger
+
+    if "\x00" in text:
+        raise ValueError("contains NUL bytes")
+    if rel == settings.ledger_relpath:
+        Ledger.model_validate(json.loads(text))
+    elif rel == settings.synthesis_calls_relpath:
+        for line in text.splitlines():
+            if line.strip():
+                CallRecord.from_dict(json.loads(line))
+    elif rel == settings.methodology_path:
+        current = repo / rel
+        if current.is_file() and _outside_table(current.read_text(encoding="utf-8")) != _outside_table(text):
+            raise ValueError("changes the methodology prose; only the dispatch table may be regenerated")
+
+
+def collect_synthesis(repo: Path, settings: Settings, incoming: Path, result: CollectResult) -> None:
+    """Import the synthesis outputs (document, ledger, call log, methodology table) at their paths."""
+    for rel in settings.synthesis_relpaths():
+        source = incoming / rel
+        if not source.exists() and not source.is_symlink():
+            result.missing.append(rel)
+            continue
+        try:
+            text = _read(source, MAX_REPORT_BYTES * 4, incoming)
+            _validate_synthesis(rel, text, repo, settings)
+        except (ValueError, TypeError, UnicodeDecodeError) as exc:
+            result.rejected.append(f"{rel}: {exc}")
+            continue
+        write_atomic(confined(repo, rel), text)
+        result.imported.append(rel)
+
+
+def collect(repo: Path, settings: Settings, incoming: Path, legs: list[Leg], *,
+            synthesis: bool = False) -> CollectResult:
     """Import planned legs' files from `incoming` into their computed paths."""
     if not incoming.is_dir():
         raise BadInput("not a directory", path=str(incoming))
@@ -113,6 +156,9 @@ def collect(repo: Path, settings: Settings, incoming: Path, legs: list[Leg]) -> 
             found_report = found_report or kind == "report"
         if not found_report:
             result.missing.append(leg.stem)
+    if synthesis:
+        collect_synthesis(repo, settings, incoming, result)
+        expected |= {incoming / rel for rel in settings.synthesis_relpaths()}
     for path in sorted(incoming.rglob("*")):
         if (path.is_file() or path.is_symlink()) and path not in expected:
             result.ignored.append(path.relative_to(incoming).as_posix())

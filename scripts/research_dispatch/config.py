@@ -341,6 +341,22 @@ class Settings(_Strict):
         author = model_slug.split("/", 1)[0]
         return self.families.get(author, author)
 
+    @property
+    def document_relpath(self) -> str:
+        return f"{self.framework_dir}/{self.framework_name}.md"
+
+    @property
+    def ledger_relpath(self) -> str:
+        return f"{self.framework_dir}/claims.json"
+
+    @property
+    def synthesis_calls_relpath(self) -> str:
+        return f"{self.framework_dir}/synthesis.calls.jsonl"
+
+    def synthesis_relpaths(self) -> list[str]:
+        """Every computed path the synthesis writes: document, ledger, its call log, the methodology."""
+        return [self.document_relpath, self.ledger_relpath, self.synthesis_calls_relpath, self.methodology_path]
+
 
 # --------------------------------------------------------------------------------------------------
 # Safe YAML

@@ -345,9 +345,8 @@ def _decision_table(document: str) -> dict[str, int]:
 
 def _synthesis(directory: Path, settings: Any, outcome: Any, say: Echo) -> list[Check]:
     result = outcome.synthesis
-    document = Path(getattr(result, "document_path", None) or
-                    directory / settings.framework_dir / f"{settings.framework_name}.md")
-    ledger_path = Path(getattr(result, "ledger_path", None) or directory / settings.framework_dir / "claims.json")
+    document = Path(getattr(result, "document_path", None) or directory / settings.document_relpath)
+    ledger_path = Path(getattr(result, "ledger_path", None) or directory / settings.ledger_relpath)
     document = document if document.is_absolute() else directory / document
     ledger_path = ledger_path if ledger_path.is_absolute() else directory / ledger_path
     text = document.read_text(encoding="utf-8") if document.exists() else ""

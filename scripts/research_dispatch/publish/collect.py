@@ -121,16 +121,9 @@ def _entry(repo: Path, settings: Settings, leg: Leg, cycle: str) -> LegEntry:
     return entry
 
 
-def synthesis_paths(settings: Settings) -> list[str]:
-    """The synthesis commit's computed paths: document, ledger, its call log, and the methodology."""
-    framework = settings.framework_dir
-    return [f"{framework}/{settings.framework_name}.md", f"{framework}/claims.json",
-            f"{framework}/synthesis.calls.jsonl", settings.methodology_path]
-
-
 def stray_files(repo: Path, settings: Settings, entries: Iterable[LegEntry]) -> list[str]:
     """Files in research/ and framework/ that are not computed paths: reported, never committed."""
-    computed = {rel for e in entries for rel in (e.report_rel, e.calls_rel)} | set(synthesis_paths(settings))
+    computed = {rel for e in entries for rel in (e.report_rel, e.calls_rel)} | set(settings.synthesis_relpaths())
     found: list[str] = []
     for directory in (settings.research_dir, settings.framework_dir):
         root = repo / directory
@@ -142,7 +135,7 @@ def stray_files(repo: Path, settings: Settings, entries: Iterable[LegEntry]) -> 
 
 def synthesis_cost(repo: Path, settings: Settings) -> float:
     """Sum of `cost_usd` over the synthesis call log, if there is one (best effort)."""
-    path = repo / settings.framework_dir / "synthesis.calls.jsonl"
+    path = repo / settings.synthesis_calls_relpath
     total = 0.0
     try:
         lines = path.read_text(encoding="utf-8").splitlines()

@@ -23,6 +23,7 @@ from typing import Any, Literal
 from research_dispatch.config import PRSettings, Settings, load_settings, load_topics
 from research_dispatch.errors import BadInput, PublishError
 from research_dispatch.fsio import confined, write_atomic
+from research_dispatch.ghactions import append_step_summary
 from research_dispatch.plan import Leg, plan_legs
 from research_dispatch.publish import prbody
 from research_dispatch.publish.collect import (
@@ -33,7 +34,6 @@ from research_dispatch.publish.collect import (
     stray_files,
     synthesis_cost,
     synthesis_message,
-    synthesis_paths,
 )
 from research_dispatch.publish.gitops import CommitInfo, CommitSpec, FileSpec, Git, Identity, LeaseRejected
 from research_dispatch.publish.pulls import GitHubTarget, PullRequests, Retrier, describe, require_target
@@ -117,7 +117,7 @@ def _prepare(git: Git, repo: Path, settings: Settings, entries: list[LegEntry], 
         entry.changed = False
     leg_files = {e.stem: e.files(git.repo) for e in entries}
     synth_candidates = []
-    for rel in synthesis_paths(settings):
+    for rel in settings.synthesis_relpaths():
         path = repo / rel
         if path.is_symlink():
             warnings.append(f"{rel} is a symbolic link; not committed")
@@ -148,11 +148,11 @@ def _prepare(git: Git, repo: Path, settings: Settings, entries: list[LegEntry], 
     unverified = [e for e in entries if e.unverified]
     title = prbody.render_title(cycle, reports=reports, synthesis=bool(synthesis_changed), failed=len(failed),
                                 unverified=len(unverified))
-    ledger = f"{settings.framework_dir}/claims.json"
+    ledger = settings.ledger_relpath
     diff, diff_short, note = prbody.claim_diff(git.read_blob(base_sha, git.tree_path(ledger)), repo / ledger, ledger)
     facts = prbody.BodyFacts(cycle=cycle, branch=branch, base=base, base_sha=base_sha, entries=entries,
                              synthesis_changed=synthesis_changed,
-                             framework_doc=f"{settings.framework_dir}/{settings.framework_name}.md",
+                             framework_doc=settings.document_relpath,
                              claim_diff=diff, claim_diff_short=diff_short, claim_note=note, run_link=run_link,
                              synthesis_cost_usd=synthesis_cost(repo, settings) if synthesis_changed else 0.0)
     body = prbody.render_body(facts, secrets=secrets)
@@ -418,7 +418,8 @@ def summary_lines(result: PublishResult) -> list[str]:
 
 
 def publish_command(repo: Path, *, branch: str | None, base: str | None, push: bool, open_pr: bool, dry_run: bool,
-                    cycle: str, env: Mapping[str, str], echo: Callable[[str], None]) -> int:
+                    cycle: str, env: Mapping[str, str], echo: Callable[[str], None],
+                    github_summary: bool = False) -> int:
     """The CLI's `publish`: run, print a short summary (or, with --dry-run, the title and body)."""
     settings = load_settings(repo)
     secrets = [v for k in KEY_VARIABLES if len(v := env.get(k, "")) >= 6]
@@ -437,7 +438,11 @@ def publish_command(repo: Path, *, branch: str | None, base: str | None, push: b
         for warning in result.warnings:
             say(f"warning: {warning}")
         say(result.message)
+        if github_summary:
+            append_step_summary(env, f"## Pull request preview (dry run)\n\n**{result.title}**\n\n{result.body}")
         return 0
     for line in summary_lines(result):
         say(line)
+    if github_summary:
+        append_step_summary(env, "## Pull request\n\n" + "\n".join(f"- {line}" for line in summary_lines(result)))
     return result.exit_code

@@ -12,7 +12,9 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from pathlib import Path
 
+from research_dispatch import sanitize
 from research_dispatch.config import load_settings
+from research_dispatch.ghactions import append_step_summary
 from research_dispatch.redact import redact
 from research_dispatch.synthesis.pipeline import SynthesisResult, synthesize
 
@@ -28,7 +30,8 @@ def summary_line(result: SynthesisResult) -> str:
             f"{result.cached_judgements} cached) · ${result.cost_usd:.4f}")
 
 
-def synthesize_command(repo: Path, *, cycle: str, env: Mapping[str, str], echo: Callable[[str], None]) -> int:
+def synthesize_command(repo: Path, *, cycle: str, env: Mapping[str, str], echo: Callable[[str], None],
+                       github_summary: bool = False) -> int:
     """Run the synthesis; print the summary, the files written, the claim diff and any warnings."""
     settings = load_settings(repo)
     result = synthesize(repo, settings, env=env, cycle=cycle)
@@ -41,4 +44,9 @@ def synthesize_command(repo: Path, *, cycle: str, env: Mapping[str, str], echo: 
     echo(redact(result.diff.text()))
     for warning in result.warnings:
         echo(redact(f"warning: {warning}"))
+    if github_summary:
+        lines = ["## Synthesis", "", sanitize.for_pr_body(summary_line(result)), "", "### Claim diff", "",
+                 result.diff.markdown()]
+        lines += [f"- warning: {sanitize.for_pr_body(w)}" for w in result.warnings]
+        append_step_summary(env, "\n".join(lines))
     return 0

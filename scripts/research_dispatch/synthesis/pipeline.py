@@ -349,10 +349,9 @@ def synthesize(repo: Path, settings: Settings, *, env: Mapping[str, str], cycle:
     reports = load_reports(repo, settings)
     planned = default_legs(repo, settings) if legs is None else list(legs)
     states = leg_states(repo, settings, planned, reports)
-    framework = settings.framework_dir
-    ledger_path = confined(repo, f"{framework}/claims.json")
-    document_path = confined(repo, f"{framework}/{settings.framework_name}.md")
-    calls_path = confined(repo, f"{framework}/synthesis.calls.jsonl")
+    ledger_path = confined(repo, settings.ledger_relpath)
+    document_path = confined(repo, settings.document_relpath)
+    calls_path = confined(repo, settings.synthesis_calls_relpath)
     old, problem = read_previous(ledger_path)
     if problem:
         warnings.append(problem)

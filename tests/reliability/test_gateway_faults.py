@@ -1,0 +1,398 @@
+"""Gateway faults: every failure mode of the model gateway ends in a defined state.
+
+Retried and ok, degraded with the reason in the front matter, or failed with a clear message that
+leaves the previous report intact — and the other leg, run in the same process against the same
+fake, is unaffected (its calls are not matched by the fault rules).
+"""
+
+from __future__ import annotations
+
+import socket
+
+import pytest
+from click.testing import CliRunner
+
+from research_dispatch.cli import main
+from research_dispatch.gateway import RetryPolicy
+from tests.reliability.conftest import (
+    CONTROL,
+    TARGET,
+    Sleeps,
+    assert_clean,
+    calls_of,
+    configure,
+    on_target,
+    run_legs,
+    seed_previous,
+    view,
+)
+
+reliability = pytest.mark.reliability
+
+
+def failed_cleanly(repo, previous: str, error_start: str) -> None:
+    """The target failed with a clear message, wrote no report over the previous one, and the control is ok."""
+    target = view(repo, TARGET)
+    assert target.status["status"] == "failed", target.status
+    assert target.status["error"].startswith(error_start), target.status["error"]
+    assert target.status["exit_code"] == 1
+    assert target.text == previous
+    assert_clean(repo, CONTROL)
+
+
+# -- rate limits ---------------------------------------------------------------------------------
+@reliability(area="gateway", case="429 with Retry-After",
+             expect="retried after exactly the Retry-After wait (7 s, injected sleep); leg ok; other leg ok")
+def test_429_with_retry_after(repo, fake_env, gateway) -> None:
+    configure(repo)
+    gateway.set_scenario({"rules": [on_target(on_call=2, times=1, status=429, retry_after="7")]})
+    sleeps = Sleeps()
+    run_legs(repo, fake_env, retry=RetryPolicy(max_retries=3, backoff_base_s=1.0, backoff_max_s=30.0, sleep=sleeps))
+    assert sleeps == [7.0]
+    target = assert_clean(repo, TARGET)
+    assert [c["status"] for c in calls_of(gateway, TARGET)][:3] == [200, 429, 200]
+    assert [c["retries"] for c in target.calls][:2] == [0, 1]
+    assert_clean(repo, CONTROL)
+
+
+@reliability(area="gateway", case="429 without Retry-After",
+             expect="retried after jittered exponential back-off (1.0–1.25 s); leg ok; other leg ok")
+def test_429_without_retry_after(repo, fake_env, gateway) -> None:
+    configure(repo)
+    gateway.set_scenario({"rules": [on_target(on_call=1, times=1, status=429)]})
+    sleeps = Sleeps()
+    run_legs(repo, fake_env, retry=RetryPolicy(max_retries=3, backoff_base_s=1.0, backoff_max_s=30.0, sleep=sleeps))
+    assert len(sleeps) == 1 and 1.0 <= sleeps[0] <= 1.25
+    assert assert_clean(repo, TARGET).calls[0]["retries"] == 1
+    assert_clean(repo, CONTROL)
+
+
+@reliability(area="gateway", case="429 with a Retry-After beyond the allowed wait",
+             expect="failed at once (no wait, 1 request) naming the requested wait; previous report intact")
+def test_429_with_excessive_retry_after(repo, fake_env, gateway, tavily) -> None:
+    configure(repo)
+    previous = seed_previous(repo, fake_env, gateway, tavily)
+    gateway.set_scenario({"rules": [on_target(status=429, retry_after="3600")]})
+    sleeps = Sleeps()
+    run_legs(repo, fake_env, retry=RetryPolicy(max_retries=3, backoff_base_s=1.0, backoff_max_s=30.0, sleep=sleeps))
+    assert sleeps == [] and len(calls_of(gateway, TARGET)) == 1
+    failed_cleanly(repo, previous, "gateway HTTP 429: Rate limit exceeded")
+    assert "retry after 3600 s" in view(repo, TARGET).status["error"]
+
+
+@reliability(area="gateway", case="429 on every attempt",
+             expect="4 attempts (3 retries), then failed: 'gateway HTTP 429 … (after 4 attempt(s))'; previous report "
+                    "intact; other leg ok")
+def test_429_persistent(repo, fake_env, gateway, tavily) -> None:
+    configure(repo)
+    previous = seed_previous(repo, fake_env, gateway, tavily)
+    gateway.set_scenario({"rules": [on_target(status=429, retry_after="0")]})
+    run_legs(repo, fake_env)
+    assert len(calls_of(gateway, TARGET)) == 4
+    failed_cleanly(repo, previous, "gateway HTTP 429: Rate limit exceeded: too many requests (after 4 attempt(s))")
+
+
+# -- upstream errors -----------------------------------------------------------------------------
+@reliability(area="gateway", case="502/503 burst within the retry budget",
+             expect="three failures in a row retried; leg ok with retries=3 on that call; other leg ok")
+def test_5xx_burst_is_retried(repo, fake_env, gateway) -> None:
+    configure(repo)
+    gateway.set_scenario({"rules": [on_target(on_call=1, status=502), on_target(on_call=2, status=503),
+                                    on_target(on_call=3, status=502)]})
+    run_legs(repo, fake_env)
+    target = assert_clean(repo, TARGET)
+    assert [c["status"] for c in calls_of(gateway, TARGET)][:4] == [502, 503, 502, 200]
+    assert target.calls[0]["retries"] == 3
+    assert_clean(repo, CONTROL)
+
+
+@reliability(area="gateway", case="503 burst longer than the retry budget (on the writing call)",
+             expect="failed after 4 attempts with 'gateway HTTP 503 …'; no partial report; previous report intact; "
+                    "other leg ok")
+def test_5xx_burst_beyond_retries(repo, fake_env, gateway, tavily) -> None:
+    configure(repo)
+    previous = seed_previous(repo, fake_env, gateway, tavily)
+    gateway.set_scenario({"rules": [on_target(calls=[3, 4, 5, 6], status=503)]})
+    run_legs(repo, fake_env)
+    assert [c["kind"] for c in calls_of(gateway, TARGET)] == ["search", "extract"] + ["write"] * 4
+    failed_cleanly(repo, previous, "gateway HTTP 503: No available providers for this model at the moment "
+                                   "(after 4 attempt(s))")
+
+
+@reliability(area="gateway", case="408 request timeout", expect="retried; leg ok; other leg ok")
+def test_408_is_retried(repo, fake_env, gateway) -> None:
+    configure(repo)
+    gateway.set_scenario({"rules": [on_target(on_call=2, times=1, status=408)]})
+    run_legs(repo, fake_env)
+    assert assert_clean(repo, TARGET).calls[1]["retries"] == 1
+    assert_clean(repo, CONTROL)
+
+
+@reliability(area="gateway", case="client timeout (no answer within gateway.timeout_s)",
+             expect="the hung call is abandoned at the 0.5 s client timeout and retried; leg ok; other leg ok")
+def test_client_timeout_is_retried(repo, fake_env, gateway) -> None:
+    configure(repo, gateway="timeout_s = 0.5")
+    gateway.set_scenario({"rules": [on_target(on_call=2, times=1, delay_s=5.0)]})
+    run_legs(repo, fake_env)
+    target = assert_clean(repo, TARGET)
+    assert target.calls[1]["retries"] >= 1
+    assert [c["call"] for c in calls_of(gateway, TARGET)][:3] == [1, 2, 3]
+    assert_clean(repo, CONTROL)
+
+
+@reliability(area="gateway", case="connection reset", expect="retried; leg ok; other leg ok")
+def test_connection_reset_is_retried(repo, fake_env, gateway) -> None:
+    configure(repo)
+    gateway.set_scenario({"rules": [on_target(on_call=1, times=1, reset=True)]})
+    run_legs(repo, fake_env)
+    assert assert_clean(repo, TARGET).calls[0]["retries"] == 1
+    assert [c["status"] for c in calls_of(gateway, TARGET)][:2] == ["reset", 200]
+    assert_clean(repo, CONTROL)
+
+
+@reliability(area="gateway", case="gateway unreachable (connection refused)",
+             expect="4 attempts per leg, then failed: 'connection to the gateway failed: ConnectError'; no report")
+def test_gateway_unreachable(repo, fake_env) -> None:
+    configure(repo)
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        closed = f"http://127.0.0.1:{sock.getsockname()[1]}/api/v1"
+    run_legs(repo, {**fake_env, "OPENROUTER_BASE_URL": closed})
+    for ref in (TARGET, CONTROL):
+        leg = view(repo, ref)
+        assert leg.status["status"] == "failed" and leg.text is None
+        assert leg.status["error"] == "connection to the gateway failed: ConnectError (after 4 attempt(s))"
+
+
+# -- account and request errors ------------------------------------------------------------------
+@reliability(area="gateway", case="402 insufficient credits",
+             expect="not retried (1 request); failed: 'gateway HTTP 402: Insufficient credits…'; exit 1 with one line "
+                    "per leg; previous report intact; other leg ok")
+def test_402_insufficient_credits(repo, fake_env, gateway, tavily) -> None:
+    configure(repo)
+    previous = seed_previous(repo, fake_env, gateway, tavily)
+    gateway.set_scenario({"rules": [on_target(status=402)]})
+    result = CliRunner().invoke(main, ["research", f"{TARGET.topic},{CONTROL.topic}", "--repo", str(repo)])
+    assert result.exit_code == 1
+    lines = result.stdout.splitlines()
+    assert len(lines) == 2
+    assert lines[0].startswith(f"{TARGET.stem}: failed — gateway HTTP 402: Insufficient credits")
+    assert lines[1].startswith(f"{CONTROL.stem}: ok, route exact")
+    assert len(calls_of(gateway, TARGET)) == 1
+    failed_cleanly(repo, previous, "gateway HTTP 402: Insufficient credits")
+
+
+@reliability(area="gateway", case="401 key rejected",
+             expect="not retried (1 request); failed: 'gateway HTTP 401: User not found.'; previous report intact; "
+                    "other leg ok")
+def test_401_key_rejected(repo, fake_env, gateway, tavily) -> None:
+    configure(repo)
+    previous = seed_previous(repo, fake_env, gateway, tavily)
+    gateway.set_scenario({"rules": [on_target(status=401)]})
+    run_legs(repo, fake_env)
+    assert len(calls_of(gateway, TARGET)) == 1
+    failed_cleanly(repo, previous, "gateway HTTP 401: User not found.")
+
+
+@reliability(area="gateway", case="403 moderation block",
+             expect="not retried (1 request); failed: 'gateway HTTP 403: Input was flagged by moderation'; "
+                    "other leg ok")
+def test_403_moderation(repo, fake_env, gateway, tavily) -> None:
+    configure(repo)
+    previous = seed_previous(repo, fake_env, gateway, tavily)
+    gateway.set_scenario({"rules": [on_target(on_call=3, status=403)]})
+    run_legs(repo, fake_env)
+    assert len(calls_of(gateway, TARGET)) == 3
+    failed_cleanly(repo, previous, "gateway HTTP 403: Input was flagged by moderation")
+
+
+@reliability(area="gateway", case="404 no endpoint for the pinned route",
+             expect="not retried (1 request); failed: 'gateway HTTP 404: No endpoints found…'; other leg ok")
+def test_404_no_endpoints(repo, fake_env, gateway, tavily) -> None:
+    configure(repo)
+    previous = seed_previous(repo, fake_env, gateway, tavily)
+    gateway.set_scenario({"rules": [on_target(status=404)]})
+    run_legs(repo, fake_env)
+    assert len(calls_of(gateway, TARGET)) == 1
+    failed_cleanly(repo, previous, "gateway HTTP 404: No endpoints found")
+
+
+# -- errors inside HTTP 200 ----------------------------------------------------------------------
+@reliability(area="gateway", case="HTTP-200 body with choices[].error (retryable code 502)",
+             expect="raised as an error, retried; leg ok; other leg ok")
+def test_error_in_200_choice_is_retried(repo, fake_env, gateway) -> None:
+    configure(repo)
+    gateway.set_scenario({"rules": [on_target(on_call=2, times=1, error_in_200="choice", code=502)]})
+    run_legs(repo, fake_env)
+    target = assert_clean(repo, TARGET)
+    assert target.calls[1]["retries"] == 1 and target.calls[1]["finish_reason"] != "error"
+    assert_clean(repo, CONTROL)
+
+
+@reliability(area="gateway", case="HTTP-200 body with a top-level error (non-retryable code 400)",
+             expect="not retried; failed: 'gateway returned an error in an HTTP 200 body: …'; previous report "
+                    "intact; other leg ok")
+def test_error_in_200_top_level_fails(repo, fake_env, gateway, tavily) -> None:
+    configure(repo)
+    previous = seed_previous(repo, fake_env, gateway, tavily)
+    gateway.set_scenario({"rules": [on_target(on_call=3, error_in_200="top_level", code=400,
+                                              message="context length exceeded")]})
+    run_legs(repo, fake_env)
+    assert len(calls_of(gateway, TARGET)) == 3
+    failed_cleanly(repo, previous, "gateway returned an error in an HTTP 200 body: context length exceeded")
+
+
+@reliability(area="gateway", case="HTTP-200 body that is not JSON",
+             expect="treated as a retryable malformed response: retried; leg ok; other leg ok")
+def test_garbage_200_is_retried(repo, fake_env, gateway) -> None:
+    configure(repo)
+    gateway.set_scenario({"rules": [on_target(on_call=2, times=1, raw_body="<html>502 Bad Gateway</html>"),
+                                    on_target(on_call=4, times=1, raw_body='{"choices": "x"}')]})
+    run_legs(repo, fake_env)
+    target = assert_clean(repo, TARGET)
+    assert [c["status"] for c in calls_of(gateway, TARGET)][:5] == [200, "raw", 200, "raw", 200]
+    assert [c["retries"] for c in target.calls][:3] == [0, 1, 1]
+    assert_clean(repo, CONTROL)
+
+
+@reliability(area="gateway", case="HTTP-200 body that is never valid",
+             expect="failed after 4 attempts: 'gateway returned a malformed response …'; previous report intact")
+def test_garbage_200_persistent_fails(repo, fake_env, gateway, tavily) -> None:
+    configure(repo)
+    previous = seed_previous(repo, fake_env, gateway, tavily)
+    gateway.set_scenario({"rules": [on_target(raw_body="not json{")]})
+    run_legs(repo, fake_env)
+    assert len(calls_of(gateway, TARGET)) == 4
+    failed_cleanly(repo, previous, "gateway returned a malformed response")
+
+
+@reliability(area="gateway", case="mid-stream error",
+             expect="not applicable by construction: no request ever sets stream (checked on every request of a "
+                    "full leg)")
+def test_requests_never_stream(repo, fake_env, gateway) -> None:
+    configure(repo)
+    run_legs(repo, fake_env)
+    assert gateway.completions and all(not c["request"].get("stream") for c in gateway.completions)
+    assert_clean(repo, TARGET)
+
+
+# -- finish reasons ------------------------------------------------------------------------------
+@reliability(area="gateway", case="finish_reason: length once",
+             expect="continued ('Continue exactly where you stopped'); leg ok; other leg ok")
+def test_length_once_is_continued(repo, fake_env, gateway) -> None:
+    configure(repo)
+    gateway.set_scenario({"rules": [on_target(match={"kind": "write"}, times=1, finish_reason="length")]})
+    run_legs(repo, fake_env)
+    assert "continue" in [c["kind"] for c in calls_of(gateway, TARGET)]
+    assert_clean(repo, TARGET)
+    assert_clean(repo, CONTROL)
+
+
+@reliability(area="gateway", case="finish_reason: length on every writing call",
+             expect="two continuations, then degraded with 'report truncated … (finish_reason=length)' in the "
+                    "front matter; other leg ok")
+def test_length_persistent_is_degraded(repo, fake_env, gateway) -> None:
+    configure(repo)
+    gateway.set_scenario({"rules": [on_target(match={"kind": "write"}, finish_reason="length"),
+                                    on_target(match={"kind": "continue"}, finish_reason="length")]})
+    run_legs(repo, fake_env)
+    assert [c["kind"] for c in calls_of(gateway, TARGET)][2:] == ["write", "continue", "continue"]
+    target = view(repo, TARGET)
+    truncated = "report truncated: the model hit its output limit (finish_reason=length)"
+    assert target.status["status"] == "degraded" and truncated in target.reasons
+    assert target.meta["status"] == "degraded" and truncated in target.meta["status_reasons"]
+    assert_clean(repo, CONTROL)
+
+
+@reliability(area="gateway", case="finish_reason: content_filter with no draft",
+             expect="failed: 'the provider's content filter returned no report'; previous report intact; "
+                    "other leg ok")
+def test_content_filter_without_draft_fails(repo, fake_env, gateway, tavily) -> None:
+    configure(repo)
+    previous = seed_previous(repo, fake_env, gateway, tavily)
+    gateway.set_scenario({"rules": [on_target(match={"kind": "write"}, finish_reason="content_filter")]})
+    run_legs(repo, fake_env)
+    failed_cleanly(repo, previous, "the provider's content filter returned no report")
+    assert "the provider's content filter stopped the output" in view(repo, TARGET).reasons
+
+
+@reliability(area="gateway", case="finish_reason: content_filter on a revision",
+             expect="the previous full draft is kept; degraded with the filter and the word band in the front "
+                    "matter; other leg ok")
+def test_content_filter_after_a_draft_is_degraded(repo, fake_env, gateway) -> None:
+    configure(repo)
+    gateway.set_scenario({"rules": [on_target(match={"kind": "write"}, times=1, short_draft=True),
+                                    on_target(match={"kind": "revise"}, finish_reason="content_filter")]})
+    run_legs(repo, fake_env)
+    target = view(repo, TARGET)
+    assert target.meta["status"] == "degraded"
+    assert "the provider's content filter stopped the output" in target.meta["status_reasons"]
+    assert any("outside the 2000–2500 band" in r for r in target.meta["status_reasons"])
+    assert_clean(repo, CONTROL)
+
+
+# -- model mistakes ------------------------------------------------------------------------------
+def tool_messages(gateway, call_index: int) -> list[str]:
+    request = calls_of(gateway, TARGET)[call_index]["request"]
+    return [m["content"] for m in request["messages"] if m["role"] == "tool"]
+
+
+@reliability(area="gateway", case="malformed tool arguments",
+             expect="answered with a tool error ('arguments were not valid JSON'); the model recovers; leg ok")
+def test_malformed_tool_arguments(repo, fake_env, gateway) -> None:
+    configure(repo)
+    gateway.set_scenario({"rules": [on_target(on_call=1, malformed_tool_args=True)]})
+    run_legs(repo, fake_env)
+    target = assert_clean(repo, TARGET)
+    assert target.tool_errors() == ["malformed_arguments"]
+    assert any("arguments were not valid JSON" in m for m in tool_messages(gateway, 1))
+    assert_clean(repo, CONTROL)
+
+
+@reliability(area="gateway", case="missing tool arguments",
+             expect="answered with a tool error ('invalid arguments: query: Field required'); leg ok")
+def test_missing_tool_arguments(repo, fake_env, gateway) -> None:
+    configure(repo)
+    gateway.set_scenario({"rules": [on_target(on_call=1, missing_tool_args=True)]})
+    run_legs(repo, fake_env)
+    target = assert_clean(repo, TARGET)
+    assert target.tool_errors() == ["invalid_arguments"]
+    assert any("invalid arguments: query: Field required" in m for m in tool_messages(gateway, 1))
+    assert_clean(repo, CONTROL)
+
+
+@reliability(area="gateway", case="tool call to an unknown tool",
+             expect="refused with a tool error naming the two real tools; nothing executed; leg ok")
+def test_unknown_tool(repo, fake_env, gateway) -> None:
+    configure(repo)
+    gateway.set_scenario({"rules": [on_target(on_call=1, unknown_tool="delete_repository")]})
+    run_legs(repo, fake_env)
+    target = assert_clean(repo, TARGET)
+    assert target.tool_errors() == ["unknown_tool"]
+    assert any("unknown tool 'delete_repository'; available: web_search, web_extract" in m
+               for m in tool_messages(gateway, 1))
+    assert_clean(repo, CONTROL)
+
+
+@reliability(area="gateway", case="empty completion once",
+             expect="the model is told its reply was empty and continues; leg ok")
+def test_empty_completion_once(repo, fake_env, gateway) -> None:
+    configure(repo)
+    gateway.set_scenario({"rules": [on_target(on_call=3, times=1, empty=True)]})
+    run_legs(repo, fake_env)
+    assert_clean(repo, TARGET)
+    last = calls_of(gateway, TARGET)[3]["request"]["messages"][-1]
+    assert last["role"] == "user" and last["content"].startswith("Your last reply was empty")
+    assert_clean(repo, CONTROL)
+
+
+@reliability(area="gateway", case="empty completions every time",
+             expect="failed after 2 calls: 'the model returned empty completions'; previous report intact; "
+                    "other leg ok")
+def test_empty_completions_fail(repo, fake_env, gateway, tavily) -> None:
+    configure(repo)
+    previous = seed_previous(repo, fake_env, gateway, tavily)
+    gateway.set_scenario({"rules": [on_target(empty=True)]})
+    run_legs(repo, fake_env)
+    assert len(calls_of(gateway, TARGET)) == 2
+    failed_cleanly(repo, previous, "the model returned empty completions")
