@@ -267,16 +267,24 @@ def synthesize(repo: Path, github_summary: bool, cycle: str | None) -> None:
 @click.option("--no-pr", is_flag=True, help="Do not create or update the pull request.")
 @click.option("--dry-run", is_flag=True, help="Print the PR title and body only; write nothing.")
 @click.option("--github-summary", is_flag=True, help="Append the PR (or its preview) to $GITHUB_STEP_SUMMARY.")
+@click.option("--topics", "topic_ids", default=None, help="Only these topic ids' legs (default: all).")
+@click.option("--models", "model_ids", default=None, help="Only legs routed to these model slugs.")
 @cycle_option
 @guarded
 def publish(repo: Path, branch: str | None, base: str | None, no_push: bool, no_pr: bool, dry_run: bool,
-            github_summary: bool, cycle: str | None) -> None:
+            github_summary: bool, topic_ids: str | None, model_ids: str | None, cycle: str | None) -> None:
     """Commit (one per changed report, one for the synthesis), push, and create or update the PR."""
+    from research_dispatch.config import select_topics
+    from research_dispatch.plan import plan_legs
     from research_dispatch.publish import publish_command
 
+    legs = None
+    if topic_ids or model_ids:
+        settings, topics = _load(repo)
+        legs = plan_legs(select_topics(topics, _split(topic_ids)), settings, _split(model_ids))
     sys.exit(publish_command(repo, branch=branch, base=base, push=not no_push, open_pr=not no_pr,
                              dry_run=dry_run, cycle=_cycle(cycle), env=os.environ, echo=click.echo,
-                             github_summary=github_summary))
+                             github_summary=github_summary, legs=legs))
 
 
 @main.command()

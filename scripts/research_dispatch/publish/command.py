@@ -419,7 +419,7 @@ def summary_lines(result: PublishResult) -> list[str]:
 
 def publish_command(repo: Path, *, branch: str | None, base: str | None, push: bool, open_pr: bool, dry_run: bool,
                     cycle: str, env: Mapping[str, str], echo: Callable[[str], None],
-                    github_summary: bool = False) -> int:
+                    github_summary: bool = False, legs: list[Leg] | None = None) -> int:
     """The CLI's `publish`: run, print a short summary (or, with --dry-run, the title and body)."""
     settings = load_settings(repo)
     secrets = [v for k in KEY_VARIABLES if len(v := env.get(k, "")) >= 6]
@@ -430,7 +430,7 @@ def publish_command(repo: Path, *, branch: str | None, base: str | None, push: b
         echo(redact(text))
 
     result = publish(repo, settings, cycle=cycle, branch=branch, base=base, push=push, open_pr=open_pr,
-                     dry_run=dry_run, env=env, log=say)
+                     dry_run=dry_run, env=env, legs=legs, log=say)
     if dry_run:
         say(result.title)
         say("")
