@@ -8,10 +8,12 @@ Pure functions; no I/O.
 
 from __future__ import annotations
 
+import hashlib
 import math
 import re
 from collections import Counter
 from collections.abc import Iterable
+from dataclasses import dataclass
 
 _WORD = re.compile(r"[a-z0-9]+(?:[.+-][a-z0-9]+)*")
 STOPWORDS = frozenset({
@@ -74,17 +76,51 @@ def bm25_scores(query: str, chunks: list[str], k1: float = 1.4, b: float = 0.75)
     return scores
 
 
-def best_chunks(text: str, query: str, budget_chars: int, target_chars: int = 700) -> tuple[str, int, int]:
-    """The most relevant chunks of `text` within `budget_chars`, in page order.
+@dataclass(frozen=True)
+class Selection:
+    """What `select_chunks` kept of a page."""
 
-    Returns (excerpt, chunks kept, chunks total). Chunks are joined with a visible elision marker so
-    the model knows text was left out.
+    excerpt: str  # the kept chunks in page order, gaps marked "[…]"; "" when nothing new is left
+    keys: frozenset[str]  # `chunk_key` of every kept chunk
+    kept: int
+    total: int
+    skipped: int  # chunks left out because they were shown before (in `skip`)
+
+
+_LINK = re.compile(r"\[[^\]\n]*\]\([^)\s]*\)|https?://\S+")
+
+
+def link_share(chunk: str) -> float:
+    """The share of a chunk's characters inside links: a reference or navigation list names many
+    relevant terms but carries little evidence, so its relevance score is discounted by this share."""
+    if not chunk:
+        return 0.0
+    return min(1.0, sum(len(m.group(0)) for m in _LINK.finditer(chunk)) / len(chunk))
+
+
+def chunk_key(chunk: str) -> str:
+    """A chunk's identity, insensitive to whitespace (to skip what a leg has already shown)."""
+    return hashlib.sha256(" ".join(chunk.split()).encode("utf-8")).hexdigest()[:16]
+
+
+def select_chunks(text: str, query: str, budget_chars: int, *, skip: frozenset[str] | set[str] = frozenset(),
+                  target_chars: int = 700) -> Selection:
+    """The most relevant chunks of `text` not in `skip`, within `budget_chars`, in page order.
+
+    A page that fits the budget (and has nothing in `skip`) comes back whole. Chunks are joined with a
+    visible elision marker so the model knows text was left out.
     """
-    if len(text) <= budget_chars:
-        return text, 1, 1
-    chunks = split_chunks(text, target_chars)
-    scores = bm25_scores(query, chunks)
-    order = sorted(range(len(chunks)), key=lambda i: (-scores[i], i))
+    chunks = split_chunks(text, target_chars) or ([text] if text.strip() else [])
+    keys = [chunk_key(c) for c in chunks]
+    fresh = [i for i, key in enumerate(keys) if key not in skip]
+    skipped = len(chunks) - len(fresh)
+    if not skipped and len(text) <= budget_chars:
+        return Selection(text, frozenset(keys), len(chunks), len(chunks), 0)
+    if not fresh:
+        return Selection("", frozenset(), 0, len(chunks), skipped)
+    scores = [score * (1.0 - link_share(chunks[i])) for score, i in
+              zip(bm25_scores(query, [chunks[i] for i in fresh]), fresh, strict=True)]
+    order = [fresh[j] for j in sorted(range(len(fresh)), key=lambda j: (-scores[j], fresh[j]))]
     chosen: list[int] = []
     used = 0
     for index in order:
@@ -94,7 +130,8 @@ def best_chunks(text: str, query: str, budget_chars: int, target_chars: int = 70
         chosen.append(index)
         used += size
     if not chosen:
-        return chunks[order[0]][:budget_chars], 1, len(chunks)
+        first = order[0]
+        return Selection(chunks[first][:budget_chars], frozenset({keys[first]}), 1, len(chunks), skipped)
     chosen.sort()
     parts: list[str] = []
     previous = -1
@@ -105,7 +142,31 @@ def best_chunks(text: str, query: str, budget_chars: int, target_chars: int = 70
         previous = index
     if previous != len(chunks) - 1:
         parts.append("[…]")
-    return "\n\n".join(parts), len(chosen), len(chunks)
+    return Selection("\n\n".join(parts), frozenset(keys[i] for i in chosen), len(chosen), len(chunks), skipped)
+
+
+def best_chunks(text: str, query: str, budget_chars: int, target_chars: int = 700) -> tuple[str, int, int]:
+    """The most relevant chunks of `text` within `budget_chars`, in page order: (excerpt, kept, total)."""
+    if len(text) <= budget_chars:
+        return text, 1, 1
+    selection = select_chunks(text, query, budget_chars, target_chars=target_chars)
+    return selection.excerpt, selection.kept, selection.total
+
+
+_SENTENCE_END = re.compile(r"[.!?][\"')\]]?\s")
+
+
+def lead(text: str, limit: int) -> str:
+    """The opening of `text` within `limit` characters, whitespace collapsed, cut at a sentence end when
+    one falls in the second half of the limit, else at a word boundary with an ellipsis."""
+    text = " ".join(text.split())
+    if len(text) <= limit:
+        return text
+    ends = [m.end() for m in _SENTENCE_END.finditer(text, 0, limit + 1)]
+    if ends and ends[-1] > limit // 2:
+        return text[: ends[-1]].rstrip()
+    cut = text.rfind(" ", 0, limit)
+    return text[: cut if cut > limit // 2 else limit - 1].rstrip(" ,;:") + "…"
 
 
 def query_for(*texts: Iterable[str] | str) -> str:

@@ -14,11 +14,14 @@ retries some errors and not others, and throws away the routing facts we must ke
 * every completed call yields a frozen `CallRecord` (requested vs served model and provider,
   generation id, tokens, cost, finish reason, latency, retries, verdict) — the provenance contract.
 
-The `openai` package is imported lazily so that `research-dispatch --help` stays fast.
+The `openai` package is imported lazily so that `research-dispatch --help` stays fast. Its TLS context
+(the CA bundle, ~15 ms of CPU to load) is built once per process and shared by every leg's client, so
+that starting many legs at once costs no more CPU than the legs themselves.
 """
 
 from __future__ import annotations
 
+import functools
 import json
 import random
 import time
@@ -171,6 +174,25 @@ def _shape_problem(completion: Any) -> str | None:
     return None
 
 
+@functools.cache
+def _shared_tls_context() -> Any:
+    """The TLS context the openai client's HTTP library builds by default, made once per process.
+
+    Each `openai.OpenAI()` otherwise loads the CA bundle again. The context is the library's own default
+    (same CA paths, same `SSL_CERT_FILE`/`SSL_CERT_DIR` handling), only built once; an `ssl.SSLContext`
+    is safe to share between threads and clients. None when the library is not the expected one (the
+    client then builds its own, as before).
+    """
+    try:
+        from httpx2 import create_ssl_context  # the HTTP library of openai >= 3.5
+    except ImportError:  # pragma: no cover - older openai releases use httpx
+        try:
+            from httpx import create_ssl_context
+        except ImportError:
+            return None
+    return create_ssl_context()
+
+
 class Gateway:
     """An OpenRouter-compatible chat client with provenance. One per leg or per synthesis run."""
 
@@ -187,6 +209,8 @@ class Gateway:
         self.retry = retry or RetryPolicy(self.settings.max_retries, self.settings.backoff_base_s,
                                           self.settings.backoff_max_s,
                                           max_retry_after_s=self.settings.max_retry_after_s)
+        if http_client is None and (tls := _shared_tls_context()) is not None:
+            http_client = openai.DefaultHttpxClient(verify=tls)
         self._client = openai.OpenAI(
             api_key=api_key,
             base_url=self.base_url,

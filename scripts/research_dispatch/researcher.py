@@ -6,9 +6,12 @@ records why. Model mistakes (malformed or unknown tool calls, drafts outside the
 output, empty replies) are answered, not ignored. The loop never returns an invented "success": the
 outcome carries the draft (or none) and every reason it is less than complete.
 
-Token economy: the system prompt and brief never change (a stable prefix the provider can cache),
-tool results are capped by the search tools, and once tool results in the history exceed a context
-budget the oldest are compacted in place — once, so the prefix stays stable afterwards.
+Token economy (docs/PERFORMANCE.md): the system prompt and brief never change (a stable prefix the
+provider can cache), tool results are capped and deduplicated by the search tools, and once tool results
+in the history exceed a context budget the oldest (search leads first, then read passages) are compacted
+in place, each once and in one go down to half the budget, so the prefix is rewritten rarely. A
+compacted result keeps every source id citable: its header and opening sentence, or just its id when an
+earlier result already introduced it.
 """
 
 from __future__ import annotations
@@ -21,11 +24,12 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from research_dispatch import chunks
 from research_dispatch.config import Budget, WordBand
 from research_dispatch.errors import AuthenticationFailed, GatewayError, InsufficientCredits
 from research_dispatch.gateway import CallRecord, Completion, Gateway
 from research_dispatch.report import count_words, split_references
-from research_dispatch.search import SearchTools
+from research_dispatch.search import UNTRUSTED_NOTE, SearchTools
 
 SYSTEM_PROMPT = """\
 You are a careful research analyst writing one report of a multi-model literature review.
@@ -56,6 +60,8 @@ WRITE_RESERVE_STEPS = 3  # calls kept for writing, one band correction and one c
 MAX_TOOL_CALLS_PER_TURN = 5
 MAX_BAND_CORRECTIONS = 2
 MAX_CONTINUATIONS = 2
+CONTEXT_BUDGET_CHARS = 24_000  # tool-result characters kept in the history before old ones are compacted
+COMPACT_TO = 0.5  # ...down to this share of the budget, in one go (see Researcher._outgoing)
 
 
 @dataclass
@@ -98,7 +104,8 @@ class Researcher:
     """Runs the tool loop for one leg against one gateway and one set of search tools."""
 
     def __init__(self, gateway: Gateway, tools: SearchTools, spec: LegSpec, *, trace: Trace = _noop_trace,
-                 clock: Callable[[], float] = time.monotonic, context_budget_chars: int = 36_000,
+                 clock: Callable[[], float] = time.monotonic,
+                 context_budget_chars: int = CONTEXT_BUDGET_CHARS, compact_to: float = COMPACT_TO,
                  keep_recent_tool_turns: int = 2) -> None:
         self.gateway = gateway
         self.tools = tools
@@ -106,7 +113,9 @@ class Researcher:
         self.trace = trace
         self.clock = clock
         self.context_budget_chars = context_budget_chars
+        self.compact_to = compact_to
         self.keep_recent_tool_turns = keep_recent_tool_turns
+        self._outcome: ResearchOutcome | None = None
         self.messages: list[dict[str, Any]] = [
             {"role": "system", "content": SYSTEM_PROMPT.format(min_words=spec.words.min, max_words=spec.words.max)},
             {"role": "user", "content": USER_PROMPT.format(topic_id=spec.topic_id, title=spec.title,
@@ -121,7 +130,7 @@ class Researcher:
         budget = spec.budget
         start = self.clock()
         deadline = start + budget.timeout_minutes * 60
-        outcome = ResearchOutcome(draft=None, records=[])
+        outcome = self._outcome = ResearchOutcome(draft=None, records=[])
         writing_forced = False
         partial = ""
         last_full_draft: str | None = None
@@ -269,42 +278,77 @@ class Researcher:
 
     # ------------------------------------------------------------------------------------------
     def _outgoing(self) -> list[dict[str, Any]]:
-        """The history to send, compacting old tool results in place once they exceed the budget."""
+        """The history to send, compacting old tool results in place once they exceed the budget.
+
+        Over `context_budget_chars` of tool results, the oldest results outside the last
+        `keep_recent_tool_turns` tool turns are compacted (search results, which are only leads, before
+        extracted passages) until the total is under `compact_to` of the budget. Compacting well below
+        the budget, in one go, means the history is rewritten rarely: between compactions the prompt
+        prefix stays byte-identical, so the provider's prompt cache keeps serving it.
+        """
         tool_indices = [i for i, m in enumerate(self.messages) if m.get("role") == "tool"]
         total = sum(len(self.messages[i].get("content") or "") for i in tool_indices)
-        if total > self.context_budget_chars:
-            assistant_turns = [i for i, m in enumerate(self.messages)
-                               if m.get("role") == "assistant" and m.get("tool_calls")]
-            protected_from = assistant_turns[-self.keep_recent_tool_turns] if len(assistant_turns) >= \
-                self.keep_recent_tool_turns else 0
-            for index in tool_indices:
-                if total <= self.context_budget_chars or index >= protected_from:
-                    break
-                if index in self._compacted:
-                    continue
-                before = len(self.messages[index]["content"])
-                self.messages[index] = {**self.messages[index],
-                                        "content": compact_tool_result(self.messages[index]["content"])}
-                self._compacted.add(index)
-                total -= before - len(self.messages[index]["content"])
-                self.trace({"event": "compact", "message": index, "chars_before": before,
-                            "chars_after": len(self.messages[index]["content"])})
+        if total <= self.context_budget_chars:
+            return self.messages
+        assistant_turns = [i for i, m in enumerate(self.messages)
+                           if m.get("role") == "assistant" and m.get("tool_calls")]
+        protected_from = assistant_turns[-self.keep_recent_tool_turns] if len(assistant_turns) >= \
+            self.keep_recent_tool_turns else 0
+        candidates = [i for i in tool_indices if i < protected_from and i not in self._compacted]
+        candidates.sort(key=lambda i: (not self.messages[i]["content"].startswith(_SEARCH_RESULT), i))
+        target = int(self.context_budget_chars * self.compact_to)
+        defined_before: dict[int, set[str]] = {}  # source ids an earlier tool result already introduced
+        seen: set[str] = set()
+        for index in tool_indices:
+            defined_before[index] = set(seen)
+            seen.update(_SOURCE_ID.findall(self.messages[index].get("content") or ""))
+        for index in candidates:
+            if total <= target:
+                break
+            before = len(self.messages[index]["content"])
+            self.messages[index] = {**self.messages[index],
+                                    "content": compact_tool_result(self.messages[index]["content"],
+                                                                   defined=defined_before[index])}
+            self._compacted.add(index)
+            if self._outcome is not None:
+                self._outcome.compactions += 1
+            total -= before - len(self.messages[index]["content"])
+            self.trace({"event": "compact", "message": index, "chars_before": before,
+                        "chars_after": len(self.messages[index]["content"])})
         return self.messages
 
 
-_SOURCE_BLOCK = re.compile(r'(<source id="S\d+"[^>]*>)\n(.*?)\n</source>', re.DOTALL)
+_SEARCH_RESULT = '<tool_result tool="web_search"'
+_SOURCE_BLOCK = re.compile(r'(<source id="(S\d+)"[^>]*>)\n(.*?)\n</source>\n?', re.DOTALL)
+_SOURCE_ID = re.compile(r'<source id="(S\d+)"')
+_PASSAGE_NOTE = re.compile(r"^\[\d+ of \d+ passages[^\]]*\]\s*|\[…\]")
 
 
-def compact_tool_result(content: str, keep_chars: int = 320) -> str:
-    """Shrink an old tool result to each source's header and opening lines; ids stay citable."""
+def compact_tool_result(content: str, keep_chars: int = 200, defined: set[str] | frozenset[str] = frozenset()
+                        ) -> str:
+    """Shrink an old tool result; every source id in it stays citable.
+
+    A source already defined earlier in the history (`defined`: its id, URL, title and opening are in an
+    earlier tool result) is named by id only; any other keeps its header and opening sentence. The
+    untrusted-content note goes (the system prompt states the rule, and web text stays inside
+    `<source>` elements), and one line says what was compacted.
+    """
+    if "<source id=" not in content:
+        return content
+    named: list[str] = []
 
     def shrink(match: re.Match[str]) -> str:
-        text = " ".join(match.group(2).split())
-        if len(text) > keep_chars:
-            text = text[:keep_chars].rsplit(" ", 1)[0] + " […compacted: shown in full earlier; still citable]"
-        return f"{match.group(1)}\n{text}\n</source>"
+        if match.group(2) in defined:
+            named.append(match.group(2))
+            return ""
+        text = chunks.lead(_PASSAGE_NOTE.sub(" ", match.group(3)), keep_chars)
+        return f"{match.group(1)}\n{text}\n</source>\n"
 
-    return _SOURCE_BLOCK.sub(shrink, content)
+    lines = [line for line in _SOURCE_BLOCK.sub(shrink, content).split("\n") if line != UNTRUSTED_NOTE]
+    note = "[compacted: shown in full earlier; its [S<n>] ids stay citable"
+    note += f"; it also held passages of {', '.join(named)}, introduced above]" if named else "]"
+    lines.insert(min(2, len(lines) - 1), note)
+    return "\n".join(lines)
 
 
 def input_hash(*, topic_sha256: str, model: str, provider: str | None, words: WordBand, budget: Budget,

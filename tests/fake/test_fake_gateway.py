@@ -235,6 +235,17 @@ def test_search_count_and_extract_width_follow_the_script(client: OpenAI, gw: Fa
     assert len(json.loads(extract["function"]["arguments"])["urls"]) == 4
 
 
+def test_reads_knob_reads_the_next_pages_with_the_next_question(client: OpenAI, gw: FakeGateway) -> None:
+    gw.set_scenario({"script": {"searches": 2, "extract_top": 2, "reads": 3}})
+    _, messages, _ = run_leg(client, opening())
+    assert [c["kind"] for c in gw.completions] == ["search", "extract", "extract", "extract", "write"]
+    reads = [json.loads(tc["function"]["arguments"]) for m in messages if m.get("tool_calls")
+             for tc in m["tool_calls"] if tc["function"]["name"] == "web_extract"]
+    assert [len(r["urls"]) for r in reads] == [2, 2, 2]
+    assert reads[0]["urls"] != reads[1]["urls"]  # the next pages, cycling through the retrieved ones
+    assert reads[0]["query"] == "DiLoCo family" and reads[1]["query"] != reads[2]["query"]
+
+
 def test_writing_without_tools_uses_whatever_sources_are_in_the_conversation(client: OpenAI) -> None:
     messages = opening(band=(300, 400))
     messages.append({"role": "assistant", "content": None, "tool_calls": [

@@ -120,14 +120,17 @@ def test_no_citation_to_anything_not_retrieved(hostile: HostileRun) -> None:
 
 @reliability(area="hostile", case="links to pages never retrieved (Markdown, <autolink>, (parenthesised), www., "
                                   "raw HTML, model-written reference list)",
-             expect="every URL left anywhere in the report file was returned by the search service; links_removed: 8")
+             expect="every URL left anywhere in the report file was returned by the search service; links_removed "
+                    "≥ 8 (the payload's 8, plus any in the page text it quotes)")
 def test_no_link_to_an_unretrieved_url(hostile: HostileRun) -> None:
     retrieved = hostile.retrieved_urls()
     for url in URL.findall(hostile.leg.text):
         url = url.rstrip(".,;:!?*_~")
         assert normalise_url(url if "://" in url else "https://" + url) in retrieved, url
     assert "evil.example/" not in hostile.leg.text
-    assert hostile.leg.meta["links_removed"] == 8
+    # The payload plants 8 links; the quoted hostile page text may carry more (which passages of a page
+    # are read depends on the extraction budgets), and those are never-retrieved URLs too.
+    assert hostile.leg.meta["links_removed"] >= 8
 
 
 @reliability(area="hostile", case="model text claims 'Route: exact' and another model name",

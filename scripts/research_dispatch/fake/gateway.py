@@ -33,7 +33,7 @@ Accounting (what the benchmarks rely on):
 Scenario format (constructor `scenario=`, `set_scenario()`, or `POST /__fake__/scenario`)::
 
     {"latency_s": 0.0,                       # added delay on every completion
-     "script": {"searches": 2, "per_turn": 2, "extract_top": 3,    # scripted researcher knobs
+     "script": {"searches": 2, "per_turn": 2, "extract_top": 3, "reads": 1,  # scripted researcher knobs
                 "gullible": false, "stubborn": false},              # misbehaviours: see script_researcher
      "pricing": {"<model glob>": {"prompt": 1.0, "completion": 4.0}},  # USD per 1M tokens
      "rules": [{"match": {"model": "<glob>", "session": "<glob>", "kind": "<glob>", "schema": "<glob>"},

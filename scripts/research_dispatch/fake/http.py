@@ -101,6 +101,9 @@ class _Handler(BaseHTTPRequestHandler):
 class _Server(ThreadingHTTPServer):
     daemon_threads = True
     allow_reuse_address = True
+    # socketserver's default listen backlog is 5: a burst of parallel legs connecting at once would see
+    # dropped SYNs and the kernel's 1 s retransmit, a stall no real service has.
+    request_queue_size = 128
     owner: FakeServer
 
 

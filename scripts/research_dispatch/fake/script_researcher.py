@@ -11,7 +11,9 @@ The conversation contract is docs/FAKES.md. In short, for a request with the res
 1. no `web_search` call yet (or fewer than `script.searches`) -> a turn of parallel `web_search`
    calls (`script.per_turn` at a time, default 2) with queries built from the title and brief;
 2. searched but not extracted -> one `web_extract` of the first `script.extract_top` (default 3)
-   distinct retrieved URLs;
+   distinct retrieved URLs; with `script.reads: n` (default 1), n such reading turns, each of the next
+   `extract_top` retrieved URLs (cycling through them) with the next search query as the question, so
+   a long leg reads pages again for other passages (used by the token benchmark's 30-step leg);
 3. otherwise -> the Markdown report, built from sentences of the retrieved `<source>` texts, each
    followed by its `[S<n>]`, plus connective prose and the topic's planted claims (corpus/claims.json),
    sized to the midpoint of the word band. Sources that look like prompt injection (injection markers
@@ -53,6 +55,7 @@ DEFAULT_BAND = (2000, 2500)
 DEFAULT_SEARCHES = 2
 DEFAULT_PER_TURN = 2
 DEFAULT_EXTRACT_TOP = 3
+DEFAULT_READS = 1
 CLAIMS_PATH = Path(__file__).with_name("corpus") / "claims.json"
 
 CONTINUE_PREFIX = "Continue exactly where you stopped"
@@ -777,7 +780,8 @@ def _classify(conv: Conversation, body: dict[str, Any], script: dict[str, Any]) 
     if conv.searches_done < _script_int(script, "searches", DEFAULT_SEARCHES):
         return "search"
     extract_top = _script_int(script, "extract_top", DEFAULT_EXTRACT_TOP)
-    if conv.extracts_done == 0 and "web_extract" in tools and conv.sources and extract_top > 0:
+    reads = _script_int(script, "reads", DEFAULT_READS)
+    if conv.extracts_done < reads and "web_extract" in tools and conv.sources and extract_top > 0:
         return "extract"
     return "write"
 
@@ -817,8 +821,15 @@ def plan_turn(body: dict[str, Any], script: dict[str, Any] | None = None, *, sho
         for source in readable:
             if source.url and source.url not in urls:
                 urls.append(source.url)
-        urls = urls[:min(5, _script_int(script, "extract_top", DEFAULT_EXTRACT_TOP))]
-        args = json.dumps({"urls": urls, "query": conv.title}, ensure_ascii=False)
+        top = min(5, _script_int(script, "extract_top", DEFAULT_EXTRACT_TOP))
+        query = conv.title
+        if conv.extracts_done and urls:  # a later reading turn: the next pages, and another question
+            start = (conv.extracts_done * top) % len(urls)
+            urls = (urls[start:] + urls[:start])
+            questions = search_queries(conv, max(2, _script_int(script, "searches", DEFAULT_SEARCHES)))
+            query = questions[conv.extracts_done % len(questions)]
+        urls = urls[:top]
+        args = json.dumps({"urls": urls, "query": query}, ensure_ascii=False)
         plan = f"I will read the most relevant pages in full: {', '.join(urls)}"
         calls = [ToolCall(f"{call_prefix}_0", "web_extract", args)]
         if gullible:
