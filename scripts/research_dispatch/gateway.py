@@ -80,6 +80,14 @@ class CallRecord:
         return cls(**{k: v for k, v in data.items() if k in known})
 
 
+@dataclass(frozen=True)
+class Pricing:
+    """USD per token, as the gateway's endpoints listing publishes it."""
+
+    prompt: float
+    completion: float
+
+
 @dataclass
 class Completion:
     """The assistant message of one call, as a plain dict ready to append to the history."""
@@ -223,7 +231,7 @@ class Gateway:
             },
             http_client=http_client,
         )
-        self._provider_names: dict[tuple[str, str], tuple[str, ...]] = {}
+        self._endpoint_cache: dict[str, list[dict[str, Any]]] = {}
 
     def close(self) -> None:
         self._client.close()
@@ -413,24 +421,49 @@ class Gateway:
         )
 
     # ------------------------------------------------------------------------------------------
-    def provider_display_names(self, model: str, provider_slug: str) -> tuple[str, ...]:
-        """Display names the gateway uses for a provider slug on a model (cached; empty if unknown)."""
-        key = (model, provider_slug)
-        if key not in self._provider_names:
-            names: tuple[str, ...] = ()
+    def _endpoints(self, model: str) -> list[dict[str, Any]]:
+        """The gateway's endpoints listing for a model (cached per client; empty when unavailable)."""
+        if model not in self._endpoint_cache:
+            endpoints: list[dict[str, Any]] = []
             try:
                 payload = self._client.get(f"/models/{model}/endpoints", cast_to=object)
-                endpoints = ((payload or {}).get("data") or {}).get("endpoints") or []
-                base = provider_slug.split("/", 1)[0]
-                names = tuple(sorted({
-                    str(e.get("provider_name")) for e in endpoints
-                    if isinstance(e, dict) and str(e.get("tag", "")).split("/", 1)[0] == base
-                    and e.get("provider_name")
-                }))
+                listed = ((payload or {}).get("data") or {}).get("endpoints") or []
+                endpoints = [e for e in listed if isinstance(e, dict)]
             except self._openai.APIError:
-                names = ()
-            self._provider_names[key] = names
-        return self._provider_names[key]
+                endpoints = []
+            self._endpoint_cache[model] = endpoints
+        return self._endpoint_cache[model]
+
+    def provider_display_names(self, model: str, provider_slug: str) -> tuple[str, ...]:
+        """Display names the gateway uses for a provider slug on a model (empty if unknown)."""
+        base = provider_slug.split("/", 1)[0]
+        return tuple(sorted({str(e["provider_name"]) for e in self._endpoints(model)
+                             if str(e.get("tag", "")).split("/", 1)[0] == base and e.get("provider_name")}))
+
+    def pricing(self, model: str, provider_slug: str | None = None) -> Pricing | None:
+        """USD per token for prompt and completion: the dearest endpoint that may serve the call.
+
+        Used to keep a leg inside its dollar cap *before* a call (by capping its output), instead of
+        noticing afterwards. None when the gateway publishes no prices.
+        """
+        endpoints = self._endpoints(model)
+        if provider_slug:
+            base = provider_slug.split("/", 1)[0]
+            endpoints = [e for e in endpoints if str(e.get("tag", "")).split("/", 1)[0] == base] or endpoints
+        prices: list[tuple[float, float]] = []
+        for endpoint in endpoints:
+            raw = endpoint.get("pricing")
+            if not isinstance(raw, dict):
+                continue
+            try:
+                prompt, completion = float(raw.get("prompt")), float(raw.get("completion"))
+            except (TypeError, ValueError):
+                continue
+            if prompt >= 0 and completion > 0:
+                prices.append((prompt, completion))
+        if not prices:
+            return None
+        return Pricing(prompt=max(p for p, _ in prices), completion=max(c for _, c in prices))
 
     def generation(self, generation_id: str, *, attempts: int = 4) -> dict[str, Any]:
         """`GET /generation?id=`: the gateway's own record of a call (polled briefly: it may lag)."""

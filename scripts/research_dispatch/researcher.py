@@ -27,7 +27,7 @@ from typing import Any
 from research_dispatch import chunks
 from research_dispatch.config import Budget, WordBand
 from research_dispatch.errors import AuthenticationFailed, GatewayError, InsufficientCredits
-from research_dispatch.gateway import CallRecord, Completion, Gateway
+from research_dispatch.gateway import CallRecord, Completion, Gateway, Pricing
 from research_dispatch.report import count_words, split_references
 from research_dispatch.search import UNTRUSTED_NOTE, SearchTools
 
@@ -56,6 +56,11 @@ You may make at most {max_steps} model calls in total. Start by searching."""
 
 PROMPT_VERSION = "researcher@1+" + hashlib.sha256((SYSTEM_PROMPT + USER_PROMPT).encode()).hexdigest()[:8]
 
+_UNKNOWN = object()
+MIN_CALL_OUTPUT_TOKENS = 256  # below this a call cannot even ask for a tool; stop instead
+TOKENS_PER_WORD = 1.6  # generous: Markdown, citations and non-English text cost more than 1.3
+STEP_OUTPUT_TOKENS = 300  # what a tool-calling turn typically asks for
+STEP_GROWTH_TOKENS = 2500  # how much one more tool result may add to the prompt (search/extract budgets)
 WRITE_RESERVE_STEPS = 3  # calls kept for writing, one band correction and one continuation
 MAX_TOOL_CALLS_PER_TURN = 5
 MAX_BAND_CORRECTIONS = 2
@@ -123,6 +128,8 @@ class Researcher:
                                                            max_steps=spec.budget.max_steps)},
         ]
         self._compacted: set[int] = set()
+        self._price: object = _UNKNOWN
+        self._schema_tokens: int | None = None
 
     # ------------------------------------------------------------------------------------------
     def run(self) -> ResearchOutcome:
@@ -150,6 +157,11 @@ class Researcher:
             if now >= deadline:
                 outcome.reasons.append(f"time cap reached ({budget.timeout_minutes:g} min)")
                 break
+            output_limit = self._affordable_output_tokens(outcome)
+            if output_limit is not None and output_limit < MIN_CALL_OUTPUT_TOKENS:
+                outcome.reasons.append(f"dollar cap reached (${outcome.cost_usd:.4f} spent of "
+                                       f"${budget.max_cost_usd:.2f}; the next call could not be paid for)")
+                break
             if not writing_forced and last_full_draft is None:
                 cap = self._approaching_cap(outcome, steps_used, now, start, deadline)
                 if cap:
@@ -163,7 +175,7 @@ class Researcher:
                 completion = self.gateway.complete(
                     model=spec.model, messages=self._outgoing(), tools=self.tools.schemas,
                     tool_choice="none" if writing_forced else "auto", provider=spec.provider,
-                    session_id=spec.session_id, purpose="research",
+                    session_id=spec.session_id, purpose="research", max_completion_tokens=output_limit,
                     # the gateway measures on time.monotonic; our clock may be injected: pass what is left
                     deadline=time.monotonic() + max(0.0, deadline - now))
             except (InsufficientCredits, AuthenticationFailed) as exc:
@@ -233,6 +245,9 @@ class Researcher:
         if outcome.draft is None and last_full_draft is not None:
             outcome.draft = last_full_draft
             outcome.reasons.append("the final revision did not complete; the previous full draft was kept")
+        elif outcome.draft is None and partial.strip():
+            outcome.draft = partial
+            outcome.reasons.append("report truncated: its continuation could not be completed")
         self.trace({"event": "end", "reasons": outcome.reasons, "failure": outcome.failure,
                     "calls": len(outcome.records), "cost_usd": round(outcome.cost_usd, 6)})
         return outcome
@@ -243,13 +258,48 @@ class Researcher:
         budget = self.spec.budget
         if budget.max_steps - steps_used <= min(WRITE_RESERVE_STEPS, max(1, budget.max_steps // 3)):
             return "step budget"
-        if outcome.records:
+        pricing = self._pricing()
+        if pricing is not None:
+            # Another research step must still leave enough to write: its own price, plus a report
+            # written over a prompt grown by that step's tool results.
+            step = self._prompt_tokens_estimate() * pricing.prompt + STEP_OUTPUT_TOKENS * pricing.completion
+            if outcome.cost_usd + step + self._writing_cost(pricing, STEP_GROWTH_TOKENS) >= budget.max_cost_usd:
+                return "dollar budget"
+        elif outcome.records:
             average = outcome.cost_usd / len(outcome.records)
             if outcome.cost_usd + 3 * average >= budget.max_cost_usd:
                 return "dollar budget"
         if now - start >= 0.8 * (deadline - start):
             return "time budget"
         return None
+
+    def _pricing(self) -> Pricing | None:
+        if self._price is _UNKNOWN:
+            self._price = self.gateway.pricing(self.spec.model, self.spec.provider)
+        return self._price  # type: ignore[return-value]
+
+    def _prompt_tokens_estimate(self) -> int:
+        """What the next call's prompt will cost in tokens (characters / 4, an upper-side estimate)."""
+        if self._schema_tokens is None:
+            self._schema_tokens = len(json.dumps(self.tools.schemas)) // 4
+        chars = sum(len(m.get("content") or "") + len(json.dumps(m.get("tool_calls") or []))
+                    for m in self.messages)
+        return chars // 4 + self._schema_tokens
+
+    def _writing_cost(self, pricing: Pricing, extra_prompt_tokens: int = 0) -> float:
+        """A pessimistic price for writing the report: the prompt plus a report at the band maximum."""
+        report_tokens = int(self.spec.words.max * TOKENS_PER_WORD)
+        prompt_tokens = self._prompt_tokens_estimate() + extra_prompt_tokens + 200
+        return prompt_tokens * pricing.prompt + report_tokens * pricing.completion
+
+    def _affordable_output_tokens(self, outcome: ResearchOutcome) -> int | None:
+        """The output cap that keeps the next call inside the dollar cap (None: prices unknown)."""
+        pricing = self._pricing()
+        if pricing is None:
+            return None
+        remaining = self.spec.budget.max_cost_usd - outcome.cost_usd
+        affordable = (remaining - self._prompt_tokens_estimate() * pricing.prompt) / pricing.completion
+        return max(0, min(int(affordable), self.gateway.settings.max_completion_tokens))
 
     def _say(self, text: str) -> None:
         self.messages.append({"role": "user", "content": text})

@@ -20,17 +20,11 @@ from click.testing import CliRunner
 
 from research_dispatch.cli import main
 from tests.conftest import write_topic
+from tests.test_config import GOOD
 
 reliability = pytest.mark.reliability
 MEMORY_LIMIT = 512 * 1024 * 1024
 
-GOOD = """\
-id: tiny
-title: Tiny topic
-scope: Find things.
-models:
-  - model: openai/gpt-5
-"""
 
 
 def bomb(levels: int = 12, width: int = 12) -> str:
