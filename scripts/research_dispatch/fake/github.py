@@ -398,6 +398,16 @@ class _MemoryStore:
         return self._refs.pop(ref, None) is not None
 
 
+def _comment_body(request: FakeRequest) -> str:
+    """A comment body, validated as GitHub does on create and edit."""
+    body = _json_object(request).get("body")
+    if not isinstance(body, str) or not body:
+        raise _invalid("IssueComment", "body", code="missing_field")
+    if len(body) > BODY_LIMIT:
+        raise _custom("IssueComment", f"Body is too long (maximum is {BODY_LIMIT} characters)", field="body")
+    return body
+
+
 # ----------------------------------------------------------------------------------------------
 # The server
 # ----------------------------------------------------------------------------------------------
@@ -966,13 +976,7 @@ class FakeGitHub(FakeServer):
                          if c["number"] == pr["number"]]
                 return self._paginate(request, items)
             if method == "POST":
-                data = _json_object(request)
-                body = data.get("body")
-                if not isinstance(body, str) or not body:
-                    raise _invalid("IssueComment", "body", code="missing_field")
-                if len(body) > BODY_LIMIT:
-                    raise _custom("IssueComment", f"Body is too long (maximum is {BODY_LIMIT} characters)",
-                                  field="body")
+                body = _comment_body(request)
                 now = self._tick()
                 comment = {"id": self._new_id(), "number": pr["number"], "body": body,
                            "created_at": now, "updated_at": now}
@@ -988,14 +992,7 @@ class FakeGitHub(FakeServer):
         if request.method == "GET":
             return FakeResponse.json(self._comment_json(comment))
         if request.method == "PATCH":
-            data = _json_object(request)
-            body = data.get("body")
-            if not isinstance(body, str) or not body:
-                raise _invalid("IssueComment", "body", code="missing_field")
-            if len(body) > BODY_LIMIT:
-                raise _custom("IssueComment", f"Body is too long (maximum is {BODY_LIMIT} characters)",
-                              field="body")
-            comment["body"] = body
+            comment["body"] = _comment_body(request)
             comment["updated_at"] = self._tick()
             return FakeResponse.json(self._comment_json(comment))
         if request.method == "DELETE":
