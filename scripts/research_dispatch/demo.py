@@ -37,6 +37,7 @@ from pathlib import Path
 from typing import Any
 
 from research_dispatch.errors import BadInput, DispatchError
+from research_dispatch.redact import redacting
 
 Echo = Callable[[str], None]
 MARKER = ".research-dispatch-demo"
@@ -203,16 +204,6 @@ def _no_proxy_for_localhost() -> Iterator[None]:
                 os.environ[name] = value
 
 
-def _redactor(echo: Echo) -> Echo:
-    secrets = sorted(DEMO_KEYS.values(), key=len, reverse=True)
-
-    def say(line: str) -> None:
-        for secret in secrets:
-            line = line.replace(secret, "[REDACTED]")
-        echo(line)
-
-    return say
-
 
 # ----------------------------------------------------------------------------------------------
 # The command
@@ -226,7 +217,7 @@ def demo_command(directory: Path, *, echo: Echo) -> int:
     from research_dispatch.plan import current_cycle
     from research_dispatch.runner import run_refresh
 
-    say = _redactor(echo)
+    say = redacting(echo, DEMO_KEYS)
     started = time.monotonic()
     source = source_root()
     directory, origin = prepare_directory(directory)

@@ -384,6 +384,8 @@ class Gateway:
         completion_details = getattr(usage, "completion_tokens_details", None)
         choice = completion.choices[0]
         generation_id = completion.id or (headers.get("x-generation-id") if headers is not None else None)
+        attempt = _status_of(metadata.get("attempt")) if metadata else None
+        attempts_recorded = len(attempts) if isinstance(attempts, list) else 0
         display_names = self.provider_display_names(model, provider) if provider else ()
         verdict = route.call_verdict(
             requested_model=model,
@@ -391,8 +393,8 @@ class Gateway:
             served_model=completion.model,
             served_provider=served_provider,
             metadata_present=metadata is not None,
-            attempt=_status_of(metadata.get("attempt")) if metadata else None,
-            attempts_recorded=len(attempts) if isinstance(attempts, list) else 0,
+            attempt=attempt,
+            attempts_recorded=attempts_recorded,
             cached=cached,
             provider_display_names=display_names,
         )
@@ -403,8 +405,8 @@ class Gateway:
             served_model=completion.model,
             served_provider=served_provider,
             metadata_present=metadata is not None,
-            attempt=_status_of(metadata.get("attempt")) if metadata else None,
-            attempts_recorded=len(attempts) if isinstance(attempts, list) else 0,
+            attempt=attempt,
+            attempts_recorded=attempts_recorded,
             strategy=metadata.get("strategy") if metadata else None,
             cached=cached,
             finish_reason=choice.finish_reason,

@@ -10,7 +10,7 @@ from __future__ import annotations
 import os
 import re
 import threading
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 
 KEY_VARIABLES = ("OPENROUTER_API_KEY", "TAVILY_API_KEY", "GITHUB_TOKEN", "GH_TOKEN")
 _BEARER = re.compile(r"(?i)\b(authorization\s*[:=]\s*)(bearer|token|basic)\s+[^\s\"']+")
@@ -32,6 +32,17 @@ def register_secrets(values: Iterable[str]) -> None:
 def register_env(env: Mapping[str, str]) -> None:
     """Register the key variables' values from an environment mapping."""
     register_secrets(env.get(name, "") for name in KEY_VARIABLES)
+
+
+def redacting(echo: Callable[[str], None], env: Mapping[str, str] | None = None) -> Callable[[str], None]:
+    """An `echo` that redacts every line; the keys of `env` (if given) are registered first."""
+    if env is not None:
+        register_env(env)
+
+    def say(text: str) -> None:
+        echo(redact(text))
+
+    return say
 
 
 def _secret_values() -> list[str]:

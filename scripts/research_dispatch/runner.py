@@ -39,6 +39,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from research_dispatch.errors import BadInput, DispatchError
+from research_dispatch.redact import redacting
 
 if TYPE_CHECKING:  # pragma: no cover
     from research_dispatch.config import Settings
@@ -126,7 +127,7 @@ def run_refresh(repo: Path, *, topics: list[str] | None = None, models: list[str
     from research_dispatch.plan import plan_legs
 
     started = time.monotonic()
-    echo = _redacting(echo, env)
+    echo = redacting(echo, env)  # every line `run` prints: the explicit environment's keys never show
     settings = load_settings(repo)
     all_topics = load_topics(repo, settings)
     legs = plan_legs(select_topics(all_topics, topics), settings, models)
@@ -159,19 +160,6 @@ def run_refresh(repo: Path, *, topics: list[str] | None = None, models: list[str
 # ----------------------------------------------------------------------------------------------
 # Legs
 
-
-def _redacting(echo: Echo, env: Mapping[str, str]) -> Echo:
-    """Every line `run` prints passes through here: the keys of the explicit environment never show."""
-    from research_dispatch.redact import KEY_VARIABLES, redact
-
-    secrets = sorted((v for k in KEY_VARIABLES if len(v := env.get(k, "")) >= 6), key=len, reverse=True)
-
-    def say(line: str) -> None:
-        for secret in secrets:
-            line = line.replace(secret, "[REDACTED]")
-        echo(redact(line))
-
-    return say
 
 
 def _run_url(env: Mapping[str, str]) -> str | None:

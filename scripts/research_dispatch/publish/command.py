@@ -37,7 +37,7 @@ from research_dispatch.publish.collect import (
 )
 from research_dispatch.publish.gitops import CommitInfo, CommitSpec, FileSpec, Git, Identity, LeaseRejected
 from research_dispatch.publish.pulls import GitHubTarget, PullRequests, Retrier, describe, require_target
-from research_dispatch.redact import KEY_VARIABLES, redact, register_env
+from research_dispatch.redact import KEY_VARIABLES, redacting, register_env
 
 Operation = Literal["created", "updated", "none", "blocked", "dry-run"]
 PARTIAL_LABEL = "partial"
@@ -422,12 +422,7 @@ def publish_command(repo: Path, *, branch: str | None, base: str | None, push: b
                     github_summary: bool = False, legs: list[Leg] | None = None) -> int:
     """The CLI's `publish`: run, print a short summary (or, with --dry-run, the title and body)."""
     settings = load_settings(repo)
-    secrets = [v for k in KEY_VARIABLES if len(v := env.get(k, "")) >= 6]
-
-    def say(text: str) -> None:
-        for secret in secrets:
-            text = text.replace(secret, "[REDACTED]")
-        echo(redact(text))
+    say = redacting(echo, env)
 
     result = publish(repo, settings, cycle=cycle, branch=branch, base=base, push=push, open_pr=open_pr,
                      dry_run=dry_run, env=env, legs=legs, log=say)

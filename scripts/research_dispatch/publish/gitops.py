@@ -27,7 +27,7 @@ from pathlib import Path
 from urllib.parse import urlsplit
 
 from research_dispatch.errors import BadInput, PublishError
-from research_dispatch.redact import KEY_VARIABLES, redact
+from research_dispatch.redact import KEY_VARIABLES, redact, register_env, register_secrets
 
 ZERO_SHA = "0" * 40
 NETWORK_TIMEOUT_S = 300
@@ -111,7 +111,7 @@ class Git:
     def __init__(self, repo: Path, env: Mapping[str, str], identity: Identity) -> None:
         self.repo = repo
         self.identity = identity
-        self._secrets: list[str] = [v for k in KEY_VARIABLES if len(v := env.get(k, "")) >= 6]
+        register_env(env)
         child = {k: v for k, v in env.items()
                  if (not k.startswith("GIT_") or k in _KEEP_GIT_VARS) and k not in KEY_VARIABLES}
         for name in ("PATH", "HOME", "SYSTEMROOT", "TMPDIR"):
@@ -129,13 +129,11 @@ class Git:
         """Authenticate network commands to `url` with `token` (https only). True if it applies."""
         self._auth = auth_config_env(url, token)
         if self._auth:
-            self._secrets += [token, self._auth["GIT_CONFIG_VALUE_1"].split()[-1]]
+            register_secrets([token, self._auth["GIT_CONFIG_VALUE_1"].split()[-1]])
         return bool(self._auth)
 
     def clean(self, text: str) -> str:
         """Redact keys and URL credentials from git output before it goes anywhere."""
-        for secret in self._secrets:
-            text = text.replace(secret, "[REDACTED]")
         return strip_userinfo(redact(text))
 
     def run(self, *args: str, input: str | None = None, check: bool = True, network: bool = False,

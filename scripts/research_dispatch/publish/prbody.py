@@ -18,7 +18,7 @@ from pathlib import Path
 from research_dispatch import sanitize
 from research_dispatch.publish.collect import LegEntry
 from research_dispatch.publish.gitops import CommitInfo
-from research_dispatch.redact import redact
+from research_dispatch.redact import redact, register_secrets
 
 BODY_LIMIT = 65_536
 MARKER_NAME = "research-refresh:v1"
@@ -243,11 +243,9 @@ def cap(body: str, limit: int = BODY_LIMIT) -> str:
 
 def render_body(facts: BodyFacts, *, secrets: Iterable[str] = (), limit: int = BODY_LIMIT) -> str:
     """The whole body: rendered, redacted, and capped (a shorter claim diff first, then a hard cut)."""
-    values = [s for s in secrets if len(s) >= 6]
+    register_secrets(secrets)
 
     def finish(text: str) -> str:
-        for secret in values:
-            text = text.replace(secret, "[REDACTED]")
         return redact(text)
 
     body = finish(_render(facts, facts.claim_diff))
