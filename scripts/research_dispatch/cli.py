@@ -227,10 +227,11 @@ def verify(repo: Path, reports: tuple[Path, ...], online: bool, github_summary: 
         raise BadInput("no reports to verify", path=settings.research_dir + "/")
     gateway = None
     if online:
+        from research_dispatch import environment
         from research_dispatch.gateway import Gateway
 
-        gateway = Gateway(api_key=os.environ.get("OPENROUTER_API_KEY"),
-                          base_url=os.environ.get("OPENROUTER_BASE_URL") or None, settings=settings.gateway)
+        creds = environment.require(os.environ, environment.OPENROUTER)
+        gateway = Gateway(api_key=creds.key, base_url=creds.base_url, settings=settings.gateway)
     rows = [verify_report(load_report(p if p.is_absolute() or p.exists() else repo / p, repo=repo),
                           gateway=gateway) for p in paths]
     click.echo(text_table(rows))

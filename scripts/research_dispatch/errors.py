@@ -5,17 +5,28 @@ Exit codes (FIXED): 0 ok, 1 runtime failure, 2 bad input or usage, 3 route fidel
 
 from __future__ import annotations
 
+from enum import IntEnum
+
+
+class ExitCode(IntEnum):
+    """The FIXED exit codes of every command. Use these names, never the bare numbers."""
+
+    OK = 0
+    FAILED = 1  # runtime failure (a leg failed, a service or git failed, interrupted)
+    BAD_INPUT = 2  # bad input or usage: the message names the file (or variable) and the field
+    ROUTE_UNVERIFIED = 3  # every report written, but some route is not verified
+
 
 class DispatchError(Exception):
     """Base class. `exit_code` is what the CLI exits with when this reaches it."""
 
-    exit_code = 1
+    exit_code: ExitCode = ExitCode.FAILED
 
 
 class BadInput(DispatchError):
     """Invalid configuration, topic file, report or argument. Message names the file and the field."""
 
-    exit_code = 2
+    exit_code = ExitCode.BAD_INPUT
 
     def __init__(self, message: str, *, path: str | None = None, field: str | None = None) -> None:
         self.path = path
@@ -37,7 +48,7 @@ class MissingKey(BadInput):
 class LockHeld(DispatchError):
     """Another refresh holds the repository lock."""
 
-    exit_code = 1
+    exit_code = ExitCode.FAILED
 
 
 class GatewayError(DispatchError):
@@ -90,3 +101,19 @@ class PublishError(DispatchError):
 
 class BudgetExceeded(DispatchError):
     """A run-level budget stops new work from starting."""
+
+
+class CallBoundExceeded(DispatchError):
+    """An outbound call (model, search, extract, MCP) went past a bound of `bounds.CallBounds`."""
+
+
+class CallTimedOut(CallBoundExceeded):
+    """The call's wall-clock deadline passed before the whole response arrived (not a per-read timeout)."""
+
+
+class ResponseTooLarge(CallBoundExceeded):
+    """The response grew past the per-call size cap; reading stopped there (bounded memory)."""
+
+
+class Interrupted(CallBoundExceeded):
+    """The user interrupted the run (Ctrl-C): the call and its leg stop at once."""

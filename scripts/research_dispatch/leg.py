@@ -19,8 +19,9 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from research_dispatch import route
+from research_dispatch import environment, route
 from research_dispatch.config import Settings, effective
+from research_dispatch.environment import Credentials
 from research_dispatch.errors import MissingKey
 from research_dispatch.fsio import append_line, confined, write_atomic
 from research_dispatch.gateway import CallRecord, Gateway, RetryPolicy
@@ -78,15 +79,9 @@ def _now() -> str:
     return dt.datetime.now(dt.timezone.utc).replace(microsecond=0).isoformat().replace("+00:00", "Z")
 
 
-def require_keys(env: Mapping[str, str]) -> tuple[str, str]:
-    """Both keys, or a clear error before any network call."""
-    gateway_key = env.get("OPENROUTER_API_KEY", "").strip()
-    search_key = env.get("TAVILY_API_KEY", "").strip()
-    if not gateway_key:
-        raise MissingKey("OPENROUTER_API_KEY", "call the model gateway")
-    if not search_key:
-        raise MissingKey("TAVILY_API_KEY", "search the web")
-    return gateway_key, search_key
+def require_keys(env: Mapping[str, str]) -> tuple[Credentials, Credentials]:
+    """Gateway and search credentials, checked (`environment`), or a clear error before any network call."""
+    return environment.require(env, environment.OPENROUTER), environment.require(env, environment.TAVILY)
 
 
 def leg_input_hash(leg: Leg, settings: Settings) -> str:
@@ -117,7 +112,7 @@ def run_leg(repo: Path, settings: Settings, leg: Leg, *, env: Mapping[str, str] 
     measured on. Both exist so tests can drive back-off and time caps without waiting.
     """
     env = os.environ if env is None else env
-    gateway_key, search_key = require_keys(env)
+    gateway_creds, search_creds = require_keys(env)
     register_env(env)  # keys passed in a mapping (not os.environ) are redacted too
     words, budget, search_settings = effective(leg.topic, settings)
     started = _now()
@@ -134,10 +129,10 @@ def run_leg(repo: Path, settings: Settings, leg: Leg, *, env: Mapping[str, str] 
     spec = LegSpec(topic_id=leg.topic.id, title=leg.topic.title, scope=leg.topic.scope, model=leg.route.model,
                    provider=leg.route.provider, session_id=f"{cycle}:{leg.stem}", words=words, budget=budget)
     try:
-        with Gateway(api_key=gateway_key, base_url=env.get("OPENROUTER_BASE_URL") or None,
+        with Gateway(api_key=gateway_creds.key, base_url=gateway_creds.base_url,
                      settings=settings.gateway, retry=retry) as gateway:
             service = settings.search_service
-            tools = SearchTools(api_key=search_key, base_url=env.get("TAVILY_BASE_URL") or None,
+            tools = SearchTools(api_key=search_creds.key, base_url=search_creds.base_url,
                                 settings=search_settings, topic_hint=f"{leg.topic.title} {leg.topic.scope}"[:600],
                                 retries=service.max_retries, timeout_s=service.timeout_s,
                                 backoff_base_s=service.backoff_base_s, backoff_max_s=service.backoff_max_s,

@@ -12,7 +12,7 @@ import re
 import threading
 from collections.abc import Callable, Iterable, Mapping
 
-KEY_VARIABLES = ("OPENROUTER_API_KEY", "TAVILY_API_KEY", "GITHUB_TOKEN", "GH_TOKEN")
+KEY_VARIABLES = ("OPENROUTER_API_KEY", "OPENAI_API_KEY", "TAVILY_API_KEY", "EXA_API_KEY", "GITHUB_TOKEN", "GH_TOKEN")
 _BEARER = re.compile(r"(?i)\b(authorization\s*[:=]\s*)(bearer|token|basic)\s+[^\s\"']+")
 _MIN_SECRET_LEN = 6  # shorter values would redact ordinary words
 _REGISTERED: set[str] = set()

@@ -27,6 +27,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TypeVar
 
+from research_dispatch import environment
 from research_dispatch.config import Settings
 from research_dispatch.fsio import confined, write_atomic
 from research_dispatch.gateway import CallRecord, Gateway
@@ -114,9 +115,8 @@ class _LazyGateway:
 
     def get(self) -> Gateway:
         if self._gateway is None:
-            self._gateway = Gateway(api_key=self._env.get("OPENROUTER_API_KEY", "").strip() or None,
-                                    base_url=self._env.get("OPENROUTER_BASE_URL") or None,
-                                    settings=self._settings.gateway)
+            creds = environment.require(self._env, environment.OPENROUTER)
+            self._gateway = Gateway(api_key=creds.key, base_url=creds.base_url, settings=self._settings.gateway)
             self._own = True
         return self._gateway
 
