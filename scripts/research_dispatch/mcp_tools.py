@@ -47,7 +47,8 @@ from research_dispatch.redact import redact, register_secrets
 
 MAX_STARTS = 3  # per server and leg: a server that keeps dying is not restarted for ever
 WAIT_SLICE_S = 0.1  # how often a waiting leg looks at the interrupt flag
-STOP_GRACE_S = 10.0  # the SDK's shutdown is bounded (~6 s: stdin close, SIGTERM, SIGKILL); wait a little more
+STOP_GRACE_S = 10.0
+EXIT_GRACE_S = 2.0  # a healthy server's polite session end before the forced shutdown  # the SDK's shutdown is bounded (~6 s: stdin close, SIGTERM, SIGKILL); wait a little more
 STDERR_TAIL = 600
 LINK_KEYS = ("url", "uri", "link", "href")
 TEXT_KEYS = ("context", "snippet", "summary", "description", "content", "text", "excerpt")
@@ -145,6 +146,7 @@ class _Server:
         self.queue: asyncio.Queue[_Call | None] | None = None
         self.task: asyncio.Task[None] | None = None
         self.last_error: str | None = None
+        self.starting: set[Any] = set()  # cancel scopes of runs still starting (cancelled at close)
         self._stderr: IO[str] | None = None
 
     # -- runs on the loop thread ---------------------------------------------------------------
@@ -162,22 +164,28 @@ class _Server:
         queue: asyncio.Queue[_Call | None] = asyncio.Queue()
         stderr = tempfile.TemporaryFile("w+", encoding="utf-8", errors="replace")  # noqa: SIM115 - closed below
         self.queue, self._stderr = queue, stderr
+        life = anyio.CancelScope()
         try:
-            with anyio.CancelScope() as life:
+            with life:
                 life.deadline = anyio.current_time() + timeout_s
+                self.starting.add(life)
                 async with Client(self._transport(stderr)) as client:
                     listing = await client.list_tools()
                     self.listing = {tool.name: tool for tool in listing.tools}
                     life.deadline = math.inf
+                    self.starting.discard(life)
                     ready.set_result(None)
-                    while True:
+                    healthy = True
+                    while healthy:
                         call = await queue.get()
-                        if call is None or not await self._serve(client, call):
-                            break  # asked to stop, or the server is in doubt (hung, crashed): stop it
-                        if self.queue is not queue:
+                        if call is None:
                             break
+                        healthy = await self._serve(client, call) and self.queue is queue
                     if self.queue is queue:
                         self.queue = None  # no new call reaches this server while it shuts down
+                    # Leaving the session politely can wait on a stuck server; past this deadline the
+                    # SDK's shielded shutdown (stdin closed, SIGTERM, SIGKILL to the group) takes over.
+                    life.deadline = anyio.current_time() + (EXIT_GRACE_S if healthy else 0.0)
             if life.cancelled_caught and not ready.done():
                 ready.set_exception(self._start_error(TimeoutError()))
         except BaseException as exc:  # every start failure is reported as one
@@ -186,6 +194,7 @@ class _Server:
             if isinstance(exc, asyncio.CancelledError):
                 raise
         finally:
+            self.starting.discard(life)
             if self.queue is queue:
                 self.queue = None
             while not queue.empty():  # calls that raced the shutdown: answered, never left waiting
@@ -487,11 +496,13 @@ class McpToolset:
         _OPEN.discard(self)
 
         def stop_all() -> None:
+            # Through anyio, never `Task.cancel()`: a native cancel can cut the SDK's shielded shutdown
+            # short and leave the server process running.
             for server in self._servers.values():
                 if server.queue is not None:
                     server.queue.put_nowait(None)
-                elif server.task is not None and not server.task.done():
-                    server.task.cancel()  # still starting: cancelling unwinds the SDK's shielded shutdown
+                for life in list(server.starting):
+                    life.cancel()
 
         if self._loop.is_running():
             self._loop.call_soon_threadsafe(stop_all)

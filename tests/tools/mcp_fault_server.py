@@ -47,9 +47,9 @@ async def read_page(url: str) -> str:
 @server.tool(name="lookup", description="Search the documentation index.")
 async def lookup(term: str) -> dict[str, object]:
     return {"results": [
-        {"url": "https://docs.example.test/guide/diloco", "title": "DiLoCo guide",
+        {"url": "https://docs.diloco-project.org/guide/diloco", "title": "DiLoCo guide",
          "context": f"How {term} works: outer optimiser with Nesterov momentum over local AdamW steps."},
-        {"url": "https://docs.example.test/guide/streaming", "title": "Streaming guide",
+        {"url": "https://docs.diloco-project.org/guide/streaming", "title": "Streaming guide",
          "context": "Streaming overlaps synchronisation with compute."},
     ]}
 
