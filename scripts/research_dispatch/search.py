@@ -553,9 +553,9 @@ class SearchTools:
         return query or self.topic_hint[:TAVILY_QUERY_LIMIT], domains
 
     def _error(self, tool: str, exc: SearchServiceError) -> ToolOutcome:
-        fatal = exc.fatal
-        advice = ("the search plan or key does not allow more requests; write with the sources you have"
-                  if fatal else "try again later or continue with the sources you have")
+        advice = ("the run was interrupted; stop" if exc.kind == "interrupted"
+                  else "the search plan or key does not allow more requests; write with the sources you have"
+                  if exc.fatal else "try again later or continue with the sources you have")
         return ToolOutcome(tool, _wrap(tool, "error", f"ERROR: {exc} — {advice}"), True,
                            {"error": exc.kind, "status": exc.status})
 
