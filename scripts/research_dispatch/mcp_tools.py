@@ -37,7 +37,7 @@ import time
 import weakref
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import IO, Any
+from typing import IO, Any, TextIO, cast
 
 from research_dispatch import sanitize
 from research_dispatch.bounds import CallBounds
@@ -47,8 +47,8 @@ from research_dispatch.redact import redact, register_secrets
 
 MAX_STARTS = 3  # per server and leg: a server that keeps dying is not restarted for ever
 WAIT_SLICE_S = 0.1  # how often a waiting leg looks at the interrupt flag
-STOP_GRACE_S = 10.0
-EXIT_GRACE_S = 2.0  # a healthy server's polite session end before the forced shutdown  # the SDK's shutdown is bounded (~6 s: stdin close, SIGTERM, SIGKILL); wait a little more
+STOP_GRACE_S = 10.0  # the SDK's shutdown is bounded (~6 s: stdin close, SIGTERM, SIGKILL); wait a little more
+EXIT_GRACE_S = 2.0  # a healthy server's polite session end before the forced shutdown
 STDERR_TAIL = 600
 LINK_KEYS = ("url", "uri", "link", "href")
 TEXT_KEYS = ("context", "snippet", "summary", "description", "content", "text", "excerpt")
@@ -254,7 +254,7 @@ class _Server:
                            server=self.name)
         assignments = [f"{key}={value}" for key, value in sorted(environment.items())]
         return stdio_client(StdioServerParameters(command=wrapper, args=["-i", *assignments, program, *command[1:]]),
-                            errlog=stderr)
+                            errlog=cast(TextIO, stderr))
 
     def _start_error(self, exc: BaseException) -> McpError:
         exc = _leaf(exc)
@@ -459,7 +459,8 @@ class McpToolset:
                      max_bytes=min(server.settings.max_result_bytes, bounds.max_bytes))
         self._loop.call_soon_threadsafe(queue.put_nowait, call)
         try:
-            return self._wait(call.future, call.timeout_s + STOP_GRACE_S, bounds, call=call)
+            output: McpOutput = self._wait(call.future, call.timeout_s + STOP_GRACE_S, bounds, call=call)
+            return output
         except McpError as exc:
             if exc.kind in ("mcp_timeout", "mcp_crashed", "interrupted"):
                 server.last_error = str(exc)

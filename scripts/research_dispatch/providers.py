@@ -196,9 +196,9 @@ _EXA_STATUS = re.compile(r"^Request failed with status code (\d{3}): ?(.*)$", re
 
 def _exa_client_class() -> Any:
     from exa_py import Exa
-    from exa_py.api import ExaJSONEncoder
+    from exa_py.api import ExaJSONEncoder  # type: ignore[attr-defined]
 
-    class _BoundedExa(Exa):  # type: ignore[misc]
+    class _BoundedExa(Exa):
         """exa-py's `Exa`, sending its POSTs through a bounded session (see the module docstring)."""
 
         def __init__(self, *, api_key: str, base_url: str, session: BoundedSession) -> None:

@@ -33,7 +33,7 @@ class BoundedAdapter(HTTPAdapter):
         super().__init__(max_retries=0)
         self._owner = session
 
-    def send(self, request: requests.PreparedRequest, stream: bool = False,  # type: ignore[override]
+    def send(self, request: requests.PreparedRequest, stream: bool = False,
              timeout: Any = None, verify: Any = True, cert: Any = None, proxies: Any = None) -> requests.Response:
         bounds = self._owner.bounds
         if bounds is None:  # a programming error: every call must say how long it may take

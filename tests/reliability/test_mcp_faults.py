@@ -35,8 +35,9 @@ FAULTS = [
 
 
 @pytest.mark.parametrize(("mode", "kind", "message"), FAULTS)
-def test_mcp_faults_are_tool_errors_and_the_leg_finishes(tmp_path: Path, tool_env: dict[str, str], gateway: Any,
-                                                         mode: str, kind: str | None, message: str | None) -> None:
+def test_mcp_faults_are_tool_errors_and_the_leg_finishes(
+        tmp_path: Path, tool_env: dict[str, str], gateway: Any,  # noqa: F811 - the fixture imported above
+        mode: str, kind: str | None, message: str | None) -> None:
     marker = uuid.uuid4().hex
     argv = ["no-such-mcp-server-" + marker] if mode == "missing" else fault_server(mode, marker)
     repo = mcp_repo(tmp_path, argv, ["read_page"], timeout_s=3 if mode == "hang" else 20)

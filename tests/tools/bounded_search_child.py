@@ -15,7 +15,8 @@ from research_dispatch.search import SearchTools
 
 
 def main() -> None:
-    provider_name, base_url, timeout_s, interrupt_after = sys.argv[1], sys.argv[2], float(sys.argv[3]), float(sys.argv[4])
+    provider_name, base_url = sys.argv[1], sys.argv[2]
+    timeout_s, interrupt_after = float(sys.argv[3]), float(sys.argv[4])
     provider = (ExaProvider(api_key="exa-child-key-0000", base_url=base_url) if provider_name == "exa"
                 else TavilyProvider(api_key="tvly-child-key-0000", base_url=base_url))
     interrupt = threading.Event()
@@ -27,8 +28,8 @@ def main() -> None:
     outcome = tools.call("web_search", json.dumps({"query": "DiLoCo"}))
     elapsed = time.monotonic() - started
     peak_mb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
-    print(json.dumps({"error": outcome.detail.get("error"), "seconds": round(elapsed, 2), "peak_rss_mb": round(peak_mb, 1),
-                      "content": outcome.content[:300]}))
+    print(json.dumps({"error": outcome.detail.get("error"), "seconds": round(elapsed, 2),
+                      "peak_rss_mb": round(peak_mb, 1), "content": outcome.content[:300]}))
 
 
 if __name__ == "__main__":

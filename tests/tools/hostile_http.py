@@ -27,7 +27,8 @@ def serve(connection: socket.socket, mode: str) -> None:
                 connection.sendall(b" ")
                 time.sleep(0.1)
         else:
-            connection.sendall(b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nTransfer-Encoding: chunked\r\n\r\n")
+            connection.sendall(b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\n"
+                               b"Transfer-Encoding: chunked\r\n\r\n")
             chunk = b"10000\r\n" + b"[" * 0x10000 + b"\r\n"
             while time.monotonic() - started < MAX_SECONDS:
                 connection.sendall(chunk)
@@ -48,7 +49,7 @@ def main() -> None:
     while time.monotonic() < deadline:
         try:
             connection, _ = listener.accept()
-        except socket.timeout:
+        except TimeoutError:
             continue
         threading.Thread(target=serve, args=(connection, mode), daemon=True).start()
 

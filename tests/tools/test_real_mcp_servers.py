@@ -39,7 +39,7 @@ PAGES = {
 
 
 class _Pages(BaseHTTPRequestHandler):
-    def do_GET(self) -> None:  # noqa: N802 - http.server's naming
+    def do_GET(self) -> None:
         page = PAGES.get(self.path)
         if page is None:
             self.send_error(404)
