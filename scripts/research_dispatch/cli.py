@@ -154,7 +154,7 @@ def research(repo: Path, topic: str, model: str | None, export_dir: Path | None,
 
     settings, topics = _load(repo)
     legs = resolve_legs(topics, settings, topic, model)
-    require_keys(os.environ)
+    require_keys(os.environ, settings, legs)
     cycle_id = _cycle(cycle)
     codes = []
     for leg in legs:

@@ -82,11 +82,31 @@ class Budget(_Strict):
     timeout_minutes: float = Field(12.0, gt=0, le=360)
 
 
+SEARCH_PROVIDERS = ("tavily", "exa")
+DEFAULT_PROVIDERS: tuple[str, ...] = ("tavily",)
+MCP_NAME_RE = re.compile(r"^[a-z0-9](?:[a-z0-9-]{0,30}[a-z0-9])?$")
+MCP_TOOL_RE = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
+ENV_NAME_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,127}$")
+ENV_REFERENCE_RE = re.compile(r"^\$\{([A-Za-z_][A-Za-z0-9_]{0,127})\}$")
+MAX_TOOL_NAME = 64  # what OpenAI-compatible function names allow ([A-Za-z0-9_-]{1,64})
+
+
 class SearchSettings(_Strict):
     max_results: int = Field(8, ge=1, le=20)
     depth: Literal["basic", "advanced"] = "advanced"
     include_domains: tuple[str, ...] = ()
     exclude_domains: tuple[str, ...] = ()
+    # Which search indexes a leg queries; with several, results are merged into one S<n> registry.
+    providers: tuple[Literal["tavily", "exa"], ...] = DEFAULT_PROVIDERS  # type: ignore[assignment]
+
+    @field_validator("providers")
+    @classmethod
+    def _providers(cls, value: tuple[str, ...]) -> tuple[str, ...]:
+        if not value:
+            raise ValueError(f"at least one search provider ({', '.join(SEARCH_PROVIDERS)})")
+        if len(set(value)) != len(value):
+            raise ValueError("a provider is listed twice")
+        return value
 
     @field_validator("include_domains", "exclude_domains")
     @classmethod
@@ -151,6 +171,17 @@ class Topic(_Strict):
     words: WordBand | None = None
     budget: Budget | None = None
     search: SearchSettings | None = None
+    mcp: tuple[str, ...] = Field((), max_length=16)  # MCP servers (names of [tool.research-dispatch.mcp.servers])
+
+    @field_validator("mcp")
+    @classmethod
+    def _mcp(cls, value: tuple[str, ...]) -> tuple[str, ...]:
+        for name in value:
+            if not isinstance(name, str) or not MCP_NAME_RE.fullmatch(name):
+                raise ValueError(f"{name!r} is not an MCP server name ([a-z0-9-]+)")
+        if len(set(value)) != len(value):
+            raise ValueError("a server is listed twice")
+        return value
 
     @field_validator("id")
     @classmethod
@@ -199,6 +230,105 @@ class SearchServiceSettings(_Strict):
     max_retries: int = Field(2, ge=0, le=10)
     backoff_base_s: float = Field(1.0, ge=0, le=60)
     backoff_max_s: float = Field(8.0, ge=0, le=600)
+
+
+class McpServerSettings(_Strict):
+    """One MCP server (`[tool.research-dispatch.mcp.servers.<name>]`): how to reach it and what it may see.
+
+    `command` (argv, no shell) runs it over stdio; `url` reaches it over streamable HTTP. `env` is the
+    whole environment the process gets besides PATH and HOME: a value `${NAME}` is taken from the run's
+    environment (the only way a key can reach a server). `tools` is the allow-list: the researcher sees
+    no other tool of the server. `timeout_s` bounds starting it and every call; `max_result_bytes`
+    caps one result.
+    """
+
+    command: tuple[str, ...] | None = None
+    url: str | None = None
+    env: dict[str, str] = Field(default_factory=dict)
+    tools: tuple[str, ...] = Field(min_length=1, max_length=32)
+    timeout_s: float = Field(30.0, gt=0, le=600)
+    max_result_bytes: int = Field(1_000_000, ge=1024, le=8 * 1024 * 1024)
+
+    @field_validator("command")
+    @classmethod
+    def _command(cls, value: tuple[str, ...] | None) -> tuple[str, ...] | None:
+        if value is None:
+            return value
+        if not value or not value[0].strip():
+            raise ValueError("must name the program to run (a list: program, then its arguments)")
+        for part in value:
+            if "\x00" in part or len(part) > 4096:
+                raise ValueError("arguments must be plain strings (no NUL, at most 4096 characters)")
+        return value
+
+    @field_validator("url")
+    @classmethod
+    def _url(cls, value: str | None) -> str | None:
+        from urllib.parse import urlsplit
+
+        if value is None:
+            return value
+        try:
+            parts = urlsplit(value)
+            host = parts.hostname or ""
+        except ValueError:
+            raise ValueError(f"{value[:100]!r} is not a URL") from None
+        if parts.scheme not in ("http", "https") or not host:
+            raise ValueError(f"{value[:100]!r} is not an http(s) URL")
+        if parts.username is not None or parts.password is not None:
+            raise ValueError("must not carry a user name or password")
+        loopback = host in ("localhost", "127.0.0.1", "::1") or host.startswith("127.")
+        if parts.scheme == "http" and not loopback:
+            raise ValueError("plain http is allowed only to a loopback address; use https")
+        return value
+
+    @field_validator("env")
+    @classmethod
+    def _env(cls, value: dict[str, str]) -> dict[str, str]:
+        for name, item in value.items():
+            if not ENV_NAME_RE.fullmatch(name):
+                raise ValueError(f"{name!r} is not an environment variable name")
+            if not isinstance(item, str) or "\x00" in item:
+                raise ValueError(f"{name}: the value must be a string")
+            if item.startswith("${") and not ENV_REFERENCE_RE.fullmatch(item):
+                raise ValueError(f"{name}: {item[:60]!r} must be exactly ${{VARIABLE}} to pass a variable through")
+        return value
+
+    @field_validator("tools")
+    @classmethod
+    def _tools(cls, value: tuple[str, ...]) -> tuple[str, ...]:
+        for name in value:
+            if not MCP_TOOL_RE.fullmatch(name):
+                raise ValueError(f"{name!r} is not a tool name ([A-Za-z0-9_-], at most 64 characters)")
+        if len(set(value)) != len(value):
+            raise ValueError("a tool is listed twice")
+        return value
+
+    @model_validator(mode="after")
+    def _one_transport(self) -> McpServerSettings:
+        if (self.command is None) == (self.url is None):
+            raise ValueError("give exactly one of command (stdio) or url (streamable HTTP)")
+        if self.url is not None and self.env:
+            raise ValueError("env applies to a command (stdio) server only")
+        return self
+
+
+class McpSettings(_Strict):
+    """`[tool.research-dispatch.mcp]`: the MCP servers a topic may name in its `mcp:` list."""
+
+    servers: dict[str, McpServerSettings] = Field(default_factory=dict)
+
+    @field_validator("servers")
+    @classmethod
+    def _names(cls, value: dict[str, McpServerSettings]) -> dict[str, McpServerSettings]:
+        for name, server in value.items():
+            if not MCP_NAME_RE.fullmatch(name):
+                raise ValueError(f"{name!r} is not a server name ([a-z0-9-]+, at most 32 characters)")
+            too_long = [t for t in server.tools if len(f"{name}__{t}") > MAX_TOOL_NAME]
+            if too_long:
+                raise ValueError(f"{name}__{too_long[0]} is longer than {MAX_TOOL_NAME} characters, the limit "
+                                 "for a tool name the model sees")
+        return value
 
 
 class SynthesisSettings(_Strict):
@@ -321,6 +451,7 @@ class Settings(_Strict):
     families: dict[str, str] = Field(default_factory=dict)
     gateway: GatewaySettings = GatewaySettings()
     search_service: SearchServiceSettings = SearchServiceSettings()
+    mcp: McpSettings = McpSettings()
     synthesis: SynthesisSettings = SynthesisSettings()
     pr: PRSettings = PRSettings()
 
@@ -576,6 +707,12 @@ def check_topics(repo: Path, settings: Settings) -> tuple[list[TopicFile], list[
         else:
             by_id[topic_file.topic.id] = topic_file
     unique = [t for t in topics if by_id.get(t.topic.id) is t]
+    for topic_file in unique:
+        for index, name in enumerate(topic_file.topic.mcp):
+            if name not in settings.mcp.servers:
+                known = ", ".join(sorted(settings.mcp.servers)) or "none are configured"
+                problems.append(BadInput(f"unknown MCP server {name!r} (configured in [tool.research-dispatch.mcp."
+                                         f"servers]: {known})", path=topic_file.relpath, field=f"mcp[{index}]"))
     return unique, problems
 
 
@@ -606,7 +743,11 @@ def load_settings(repo: Path) -> Settings:
 
 def effective(topic: Topic, settings: Settings) -> tuple[WordBand, Budget, SearchSettings]:
     """Per-topic overrides fall back to the configured defaults."""
-    return (topic.words or settings.words, topic.budget or settings.budget, topic.search or settings.search)
+    search = topic.search or settings.search
+    if topic.search is not None and "providers" not in topic.search.model_fields_set:
+        # A topic that tunes its search (max_results, domains) keeps the configured providers.
+        search = search.model_copy(update={"providers": settings.search.providers})
+    return (topic.words or settings.words, topic.budget or settings.budget, search)
 
 
 def select_topics(topics: Iterable[TopicFile], ids: Iterable[str] | None) -> list[TopicFile]:

@@ -10,22 +10,25 @@ Files written (atomically, at computed paths only):
 
 from __future__ import annotations
 
+import contextlib
 import datetime as dt
 import json
 import os
+import threading
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
 from research_dispatch import environment, route
-from research_dispatch.config import Settings, effective
+from research_dispatch.config import SearchSettings, Settings, effective
 from research_dispatch.environment import Credentials
 from research_dispatch.errors import MissingKey
 from research_dispatch.fsio import append_line, confined, write_atomic
 from research_dispatch.gateway import CallRecord, Gateway, RetryPolicy
 from research_dispatch.plan import Leg
+from research_dispatch.providers import ExaProvider, SearchProvider, TavilyProvider
 from research_dispatch.redact import redact, register_env
 from research_dispatch.report import (
     ReportMeta,
@@ -79,15 +82,43 @@ def _now() -> str:
     return dt.datetime.now(dt.timezone.utc).replace(microsecond=0).isoformat().replace("+00:00", "Z")
 
 
-def require_keys(env: Mapping[str, str]) -> tuple[Credentials, Credentials]:
-    """Gateway and search credentials, checked (`environment`), or a clear error before any network call."""
-    return environment.require(env, environment.OPENROUTER), environment.require(env, environment.TAVILY)
+SEARCH_SERVICES = {"tavily": environment.TAVILY, "exa": environment.EXA}
+
+
+def require_keys(env: Mapping[str, str], settings: Settings | None = None,
+                 legs: Iterable[Leg] = ()) -> tuple[Credentials, dict[str, Credentials]]:
+    """Gateway and search credentials, checked (`environment`), or a clear error before any network call.
+
+    The search services checked are those the legs use (each topic's providers), else the configured
+    providers, else Tavily.
+    """
+    gateway = environment.require(env, environment.OPENROUTER)
+    providers: set[str] = set()
+    for leg in legs:
+        providers.update(effective(leg.topic, settings)[2].providers if settings else ("tavily",))
+    if not providers:
+        providers.update(settings.search.providers if settings else ("tavily",))
+    return gateway, {name: environment.require(env, SEARCH_SERVICES[name]) for name in sorted(providers)}
+
+
+def search_providers(search: SearchSettings, credentials: Mapping[str, Credentials]) -> list[SearchProvider]:
+    """The leg's providers, in the topic's order, each with its official client on a bounded session."""
+    providers: list[SearchProvider] = []
+    for name in search.providers:
+        creds = credentials[name]
+        if name == "exa":
+            providers.append(ExaProvider(api_key=creds.key, base_url=creds.base_url))
+        else:
+            providers.append(TavilyProvider(api_key=creds.key, base_url=creds.base_url))
+    return providers
 
 
 def leg_input_hash(leg: Leg, settings: Settings) -> str:
     words, budget, search = effective(leg.topic, settings)
+    mcp = {name: settings.mcp.servers[name].model_dump(mode="json") for name in leg.topic.mcp
+           if name in settings.mcp.servers}
     return input_hash(topic_sha256=leg.topic_file.raw_sha256, model=leg.route.model, provider=leg.route.provider,
-                      words=words, budget=budget, search=search)
+                      words=words, budget=budget, search=search, mcp=mcp)
 
 
 class _TraceWriter:
@@ -105,14 +136,15 @@ class _TraceWriter:
 def run_leg(repo: Path, settings: Settings, leg: Leg, *, env: Mapping[str, str] | None = None, cycle: str,
             run_url: str | None = None, retry: RetryPolicy | None = None,
             progress: Callable[[dict[str, Any]], None] | None = None,
-            clock: Callable[[], float] | None = None) -> LegResult:
+            clock: Callable[[], float] | None = None, interrupt: threading.Event | None = None) -> LegResult:
     """Run one leg and write its files. Raises only for bad input (missing keys); failures are results.
 
     `retry` (its `sleep` too) applies to both services; `clock` is the monotonic clock the time cap is
-    measured on. Both exist so tests can drive back-off and time caps without waiting.
+    measured on. Both exist so tests can drive back-off and time caps without waiting. `interrupt`
+    (the run's Ctrl-C flag) stops tool calls at once; MCP servers are stopped whatever happens.
     """
     env = os.environ if env is None else env
-    gateway_creds, search_creds = require_keys(env)
+    gateway_creds, search_creds = require_keys(env, settings, [leg])
     register_env(env)  # keys passed in a mapping (not os.environ) are redacted too
     words, budget, search_settings = effective(leg.topic, settings)
     started = _now()
@@ -128,15 +160,25 @@ def run_leg(repo: Path, settings: Settings, leg: Leg, *, env: Mapping[str, str] 
 
     spec = LegSpec(topic_id=leg.topic.id, title=leg.topic.title, scope=leg.topic.scope, model=leg.route.model,
                    provider=leg.route.provider, session_id=f"{cycle}:{leg.stem}", words=words, budget=budget)
+    leg_deadline = time.monotonic() + budget.timeout_minutes * 60
     try:
         with Gateway(api_key=gateway_creds.key, base_url=gateway_creds.base_url,
-                     settings=settings.gateway, retry=retry) as gateway:
+                     settings=settings.gateway, retry=retry) as gateway, contextlib.ExitStack() as stack:
             service = settings.search_service
-            tools = SearchTools(api_key=search_creds.key, base_url=search_creds.base_url,
+            mcp = None
+            if leg.topic.mcp:
+                from research_dispatch.mcp_tools import McpToolset
+
+                mcp = stack.enter_context(McpToolset({n: settings.mcp.servers[n] for n in leg.topic.mcp}, env=env,
+                                                     interrupt=interrupt))
+                mcp.open(leg_deadline=leg_deadline)
+                trace({"event": "mcp_start", "tools": sorted(mcp.tools), "problems": mcp.start_problems})
+            tools = SearchTools(providers=search_providers(search_settings, search_creds), mcp=mcp,
                                 settings=search_settings, topic_hint=f"{leg.topic.title} {leg.topic.scope}"[:600],
                                 retries=service.max_retries, timeout_s=service.timeout_s,
                                 backoff_base_s=service.backoff_base_s, backoff_max_s=service.backoff_max_s,
-                                sleep=retry.sleep if retry is not None else time.sleep)
+                                sleep=retry.sleep if retry is not None else time.sleep, leg_deadline=leg_deadline,
+                                interrupt=interrupt)
             outcome = Researcher(gateway, tools, spec, trace=traced, clock=clock or time.monotonic).run()
     except MissingKey:
         raise
@@ -157,9 +199,14 @@ def run_leg(repo: Path, settings: Settings, leg: Leg, *, env: Mapping[str, str] 
     reasons = list(outcome.reasons)
     stats = tools.stats
     service_errors = {k: v for k, v in stats.error_kinds.items() if k not in MODEL_ERROR_KINDS}
-    if service_errors:
-        kinds = ", ".join(f"{k}×{v}" for k, v in sorted(service_errors.items()))
+    search_errors = {k: v for k, v in service_errors.items() if not k.startswith("mcp_")}
+    mcp_errors = {k: v for k, v in service_errors.items() if k.startswith("mcp_")}
+    if search_errors:
+        kinds = ", ".join(f"{k}×{v}" for k, v in sorted(search_errors.items()))
         reasons.append(f"search service errors reached the researcher ({kinds})")
+    if mcp_errors:
+        kinds = ", ".join(f"{k}×{v}" for k, v in sorted(mcp_errors.items()))
+        reasons.append(f"MCP tool errors reached the researcher ({kinds})")
     if stats.searches and stats.empty_searches == stats.searches:
         reasons.append(f"all {stats.searches} search(es) returned no results")
     if stats.extracts and not any(s.extracted for s in tools.registry.all()):
@@ -209,8 +256,9 @@ def run_leg(repo: Path, settings: Settings, leg: Leg, *, env: Mapping[str, str] 
         requested_provider=leg.route.provider, rationale=leg.route.rationale, status_reasons=reasons,
         word_band={"min": words.min, "max": words.max}, citations_dropped=final.dropped_citations,
         links_removed=final.unlinked_urls,
-        search={"searches": stats.searches, "extracts": stats.extracts, "retrieved": len(tools.registry),
-                "tool_errors": stats.errors},
+        search={"searches": stats.searches, "extracts": stats.extracts, "mcp_calls": stats.mcp_calls,
+                "retrieved": len(tools.registry), "tool_errors": stats.errors,
+                "providers": list(search_settings.providers), "mcp": list(leg.topic.mcp)},
         prompt_version=PROMPT_VERSION, input_hash=result.input_hash, cycle=cycle, run_url=run_url,
     )
     report_rel = leg.report_relpath(settings)

@@ -224,7 +224,7 @@ class ReportMeta(BaseModel):
     word_band: dict[str, int] | None = None
     citations_dropped: int = 0
     links_removed: int = 0
-    search: dict[str, int] | None = None
+    search: dict[str, Any] | None = None  # calls by kind (searches, extracts, mcp_calls), providers, mcp
     prompt_version: str | None = None
     input_hash: str | None = None
     cycle: str | None = None

@@ -146,7 +146,7 @@ class Researcher:
                     "prompt_version": PROMPT_VERSION, "messages": self.messages})
 
         while True:
-            steps_used = len(outcome.records)
+            steps_used = self._steps_used(outcome)
             now = self.clock()
             if steps_used >= budget.max_steps:
                 outcome.reasons.append(f"step cap reached ({budget.max_steps} calls)")
@@ -227,7 +227,7 @@ class Researcher:
             partial = ""
             words = count_words(split_references(text))
             in_band = spec.words.min <= words <= spec.words.max
-            remaining = budget.max_steps - len(outcome.records)
+            remaining = budget.max_steps - self._steps_used(outcome)
             if not in_band and outcome.corrections < MAX_BAND_CORRECTIONS and remaining > 0:
                 outcome.corrections += 1
                 last_full_draft = text
@@ -253,6 +253,10 @@ class Researcher:
         return outcome
 
     # ------------------------------------------------------------------------------------------
+    def _steps_used(self, outcome: ResearchOutcome) -> int:
+        """Model calls, plus MCP tool calls: a documentation server's calls spend the step budget too."""
+        return len(outcome.records) + self.tools.stats.mcp_calls
+
     def _approaching_cap(self, outcome: ResearchOutcome, steps_used: int, now: float, start: float,
                          deadline: float) -> str | None:
         budget = self.spec.budget
@@ -402,10 +406,20 @@ def compact_tool_result(content: str, keep_chars: int = 200, defined: set[str] |
 
 
 def input_hash(*, topic_sha256: str, model: str, provider: str | None, words: WordBand, budget: Budget,
-               search: Any) -> str:
-    """What a report depends on; an unchanged hash within a cycle means the leg need not run again."""
+               search: Any, mcp: dict[str, Any] | None = None) -> str:
+    """What a report depends on; an unchanged hash within a cycle means the leg need not run again.
+
+    The toolset (search providers other than Tavily alone, MCP servers) is part of it only when it is
+    not the default, so adding the toolset changed no existing leg's hash.
+    """
     payload = {
         "topic": topic_sha256, "model": model, "provider": provider, "prompt": PROMPT_VERSION,
-        "words": words.model_dump(), "budget": budget.model_dump(), "search": search.model_dump(mode="json"),
+        "words": words.model_dump(), "budget": budget.model_dump(),
+        "search": search.model_dump(mode="json", exclude={"providers"}),
     }
+    providers = list(getattr(search, "providers", ("tavily",)))
+    if providers != ["tavily"]:
+        payload["providers"] = providers
+    if mcp:
+        payload["mcp"] = mcp
     return hashlib.sha256(json.dumps(payload, sort_keys=True).encode()).hexdigest()[:16]

@@ -627,7 +627,7 @@ def test_serve_prints_one_json_line_and_stops_on_sigterm(tmp_path: Any) -> None:
     try:
         assert proc.stdout is not None
         urls = json.loads(proc.stdout.readline())
-        assert set(urls) == {"gateway", "tavily", "github"}
+        assert set(urls) == {"gateway", "tavily", "exa", "github"}
         assert urls["gateway"].endswith("/api/v1")
         with OpenAI(base_url=urls["gateway"], api_key="k", max_retries=0) as remote, \
                 pytest.raises(openai.APIStatusError) as info:

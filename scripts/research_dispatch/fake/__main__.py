@@ -1,8 +1,9 @@
-"""`python -m research_dispatch.fake serve`: all three fakes in one process, for subprocess-level tests.
+"""`python -m research_dispatch.fake serve`: all the fakes in one process, for subprocess-level tests.
 
 The workflow end-to-end test (and anyone poking at the CLI by hand) needs the fakes running outside
-the test process. This prints exactly ONE JSON line, `{"gateway": ..., "tavily": ..., "github": ...}`
-(the base URLs to put in OPENROUTER_BASE_URL, TAVILY_BASE_URL and GITHUB_API_URL), flushes it so a
+the test process. This prints exactly ONE JSON line, `{"gateway": ..., "tavily": ..., "exa": ...,
+"github": ...}` (the base URLs to put in OPENROUTER_BASE_URL, TAVILY_BASE_URL, EXA_BASE_URL and
+GITHUB_API_URL), flushes it so a
 parent reading the pipe is not left waiting, then blocks until SIGTERM or SIGINT and stops the servers
 cleanly (exit status 0).
 """
@@ -18,6 +19,7 @@ from pathlib import Path
 from types import FrameType
 from typing import Any
 
+from research_dispatch.fake.exa import FakeExa
 from research_dispatch.fake.gateway import FakeGateway
 from research_dispatch.fake.github import FakeGitHub
 from research_dispatch.fake.tavily import FakeTavily
@@ -37,11 +39,12 @@ def _load_json(path: str | None, what: str) -> dict[str, Any] | None:
 
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="python -m research_dispatch.fake",
-                                     description="Offline fakes of OpenRouter, Tavily and GitHub.")
+                                     description="Offline fakes of OpenRouter, Tavily, Exa and GitHub.")
     sub = parser.add_subparsers(dest="command", required=True)
-    serve = sub.add_parser("serve", help="start all three fakes, print their URLs as one JSON line, and block")
+    serve = sub.add_parser("serve", help="start all the fakes, print their URLs as one JSON line, and block")
     serve.add_argument("--gateway-scenario", metavar="FILE", help="JSON scenario for the fake gateway")
     serve.add_argument("--tavily-scenario", metavar="FILE", help="JSON scenario for the fake search server")
+    serve.add_argument("--exa-scenario", metavar="FILE", help="JSON scenario for the fake Exa server")
     serve.add_argument("--github-git-dir", metavar="DIR", help="bare git repository the fake GitHub reads refs from")
     serve.add_argument("--github-repo", metavar="OWNER/NAME", default="acme/review",
                        help="repository the fake GitHub serves (default acme/review)")
@@ -49,7 +52,7 @@ def _parser() -> argparse.ArgumentParser:
 
 
 def serve(args: argparse.Namespace) -> int:
-    """Run the three fakes until SIGTERM/SIGINT."""
+    """Run the fakes until SIGTERM/SIGINT."""
     owner, _, name = str(args.github_repo).partition("/")
     if not owner or not name or "/" in name:
         raise SystemExit(f"--github-repo: expected OWNER/NAME, got {args.github_repo!r}")
@@ -62,13 +65,14 @@ def serve(args: argparse.Namespace) -> int:
     signal.signal(signal.SIGINT, _on_signal)
     gateway = FakeGateway(scenario=_load_json(args.gateway_scenario, "--gateway-scenario"))
     tavily = FakeTavily(scenario=_load_json(args.tavily_scenario, "--tavily-scenario"))
+    exa = FakeExa(scenario=_load_json(args.exa_scenario, "--exa-scenario"))
     github = FakeGitHub(owner=owner, name=name,
                         git_dir=Path(args.github_git_dir) if args.github_git_dir else None)
-    servers = [gateway, tavily, github]
+    servers = [gateway, tavily, exa, github]
     try:
         for server in servers:
             server.start()
-        sys.stdout.write(json.dumps({"gateway": gateway.base_url, "tavily": tavily.base_url,
+        sys.stdout.write(json.dumps({"gateway": gateway.base_url, "tavily": tavily.base_url, "exa": exa.base_url,
                                      "github": github.base_url}) + "\n")
         sys.stdout.flush()
         while not stop.wait(0.5):  # a timed wait keeps the main thread responsive to signals

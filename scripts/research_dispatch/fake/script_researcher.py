@@ -14,6 +14,10 @@ The conversation contract is docs/FAKES.md. In short, for a request with the res
    distinct retrieved URLs; with `script.reads: n` (default 1), n such reading turns, each of the next
    `extract_top` retrieved URLs (cycling through them) with the next search query as the question, so
    a long leg reads pages again for other passages (used by the token benchmark's 30-step leg);
+   When the request offers MCP tools (`<server>__<tool>`), one turn before reading calls each of them
+   once (at most five), with arguments built from the tool's own JSON schema: a required string named
+   like a URL gets each URL written in the brief (one call per URL, at most three), any other required
+   string the title, a required number its minimum (or 1), a required boolean false;
 3. otherwise -> the Markdown report, built from sentences of the retrieved `<source>` texts, each
    followed by its `[S<n>]`, plus connective prose and the topic's planted claims (corpus/claims.json),
    sized to the midpoint of the word band. Sources that look like prompt injection (injection markers
@@ -130,6 +134,7 @@ class Conversation:
     sources: list[Source] = field(default_factory=list)
     searches_done: int = 0
     extracts_done: int = 0
+    mcp_done: int = 0  # calls of offered MCP tools (`<server>__<tool>`)
     assistant_turns: int = 0
     last_message_role: str = ""
     last_message_text: str = ""
@@ -156,7 +161,7 @@ class ToolCall:
 class Turn:
     """The scripted assistant turn, before any scenario effect (truncation, errors) is applied."""
 
-    kind: str  # search | extract | write | revise | continue | structured
+    kind: str  # search | mcp | extract | write | revise | continue | structured
     content: str | None = None
     tool_calls: list[ToolCall] = field(default_factory=list)
     plan_text: str = ""  # what a tool-calling turn "was saying" (used when a scenario truncates it)
@@ -242,6 +247,8 @@ def parse_conversation(messages: list[dict[str, Any]]) -> Conversation:
                     conv.searches_done += 1
                 elif name == "web_extract":
                     conv.extracts_done += 1
+                elif "__" in name:
+                    conv.mcp_done += 1
         elif role == "tool":
             for source in parse_sources(text):
                 known = by_id.get(source.id)
@@ -751,6 +758,47 @@ def _tool_names(body: dict[str, Any]) -> set[str]:
     return names
 
 
+def _mcp_tools(body: dict[str, Any]) -> list[tuple[str, dict[str, Any]]]:
+    """The offered MCP tools (`<server>__<tool>`) with their parameter schemas, in offered order."""
+    found = []
+    for tool in body.get("tools") or []:
+        function = tool.get("function") if isinstance(tool, dict) else None
+        if isinstance(function, dict) and "__" in str(function.get("name") or ""):
+            parameters = function.get("parameters")
+            found.append((str(function["name"]), parameters if isinstance(parameters, dict) else {}))
+    return found
+
+
+_BRIEF_URL_RE = re.compile(r"https?://[^\s<>\"')\]]+")
+
+
+def mcp_calls(conv: Conversation, tools: list[tuple[str, dict[str, Any]]]) -> list[tuple[str, dict[str, Any]]]:
+    """One call per offered MCP tool (one per brief URL for a tool that takes a URL), at most five."""
+    urls = list(dict.fromkeys(u.rstrip(".,;:") for u in _BRIEF_URL_RE.findall(conv.brief)))[:3]
+    calls: list[tuple[str, dict[str, Any]]] = []
+    for name, schema in tools:
+        properties = schema.get("properties") if isinstance(schema.get("properties"), dict) else {}
+        required = [r for r in schema.get("required") or [] if isinstance(r, str)]
+        url_fields = [r for r in required if re.search(r"url|uri|link", r, re.IGNORECASE)]
+        base: dict[str, Any] = {}
+        for field_name in required:
+            spec = properties.get(field_name) if isinstance(properties.get(field_name), dict) else {}
+            kind = spec.get("type")
+            if field_name in url_fields:
+                continue
+            if kind in ("integer", "number"):
+                base[field_name] = spec.get("minimum", 1)
+            elif kind == "boolean":
+                base[field_name] = False
+            else:
+                base[field_name] = conv.title
+        if url_fields:
+            calls += [(name, {**base, url_fields[0]: url}) for url in urls]
+        else:
+            calls.append((name, base))
+    return calls[:5]
+
+
 def _script_int(script: dict[str, Any], key: str, default: int) -> int:
     value = script.get(key, default)
     return value if isinstance(value, int) and value >= 0 else default
@@ -779,6 +827,8 @@ def _classify(conv: Conversation, body: dict[str, Any], script: dict[str, Any]) 
         return "write"
     if conv.searches_done < _script_int(script, "searches", DEFAULT_SEARCHES):
         return "search"
+    if not conv.mcp_done and mcp_calls(conv, _mcp_tools(body)):
+        return "mcp"
     extract_top = _script_int(script, "extract_top", DEFAULT_EXTRACT_TOP)
     reads = _script_int(script, "reads", DEFAULT_READS)
     if conv.extracts_done < reads and "web_extract" in tools and conv.sources and extract_top > 0:
@@ -814,6 +864,10 @@ def plan_turn(body: dict[str, Any], script: dict[str, Any] | None = None, *, sho
                  for i, q in enumerate(queries)]
         plan = f"I will search for sources on {conv.title}: " + "; ".join(queries)
         return Turn(kind, None, calls, plan)
+    if kind == "mcp":
+        calls = [ToolCall(f"{call_prefix}_{i}", name, json.dumps(arguments, ensure_ascii=False))
+                 for i, (name, arguments) in enumerate(mcp_calls(conv, _mcp_tools(body)))]
+        return Turn(kind, None, calls, "I will consult the documentation tools: " + ", ".join(c.name for c in calls))
     gullible = script.get("gullible") is True
     if kind == "extract":
         urls: list[str] = []
