@@ -30,7 +30,7 @@ from types import FrameType
 
 from research_dispatch.errors import ExitCode
 
-HARD_EXIT_AFTER_S = 6.0
+HARD_EXIT_AFTER_S = 5.0
 """From the first Ctrl-C to the backstop's exit. Longer than `run`'s grace for blocked legs
 (runner.LEG_STOP_GRACE_S) plus its bookkeeping, so the orderly path normally finishes first."""
 

@@ -27,7 +27,7 @@ from research_dispatch.errors import Interrupted, MissingKey
 from research_dispatch.fsio import append_line, confined, write_atomic
 from research_dispatch.gateway import CallRecord, Gateway, RetryPolicy
 from research_dispatch.plan import Leg
-from research_dispatch.records import check_record, loads_strict
+from research_dispatch.records import load_record
 from research_dispatch.redact import redact, register_env
 from research_dispatch.report import (
     ReportMeta,
@@ -262,7 +262,7 @@ _STATUS_REQUIRED = ("stem", "topic", "model", "family", "status")
 
 def parse_status(text: str) -> LegResult:
     """A status record, every field checked (`records.py`); `ValueError` names the damaged field."""
-    data = check_record(loads_strict(text), LegResult, required=_STATUS_REQUIRED)
+    data = load_record(text, LegResult, required=_STATUS_REQUIRED)
     if data["status"] not in ("ok", "degraded", "failed"):
         raise ValueError(f"status: {str(data['status'])[:40]!r} is not ok, degraded or failed")
     return LegResult(**data)

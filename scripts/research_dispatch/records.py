@@ -7,8 +7,8 @@ fail far away (a format string in the PR body, a comparison in the route check) 
 error". Here each value is checked against the annotation at the door, and the error names the field.
 
 Rules: types are exact (a bool is not an int, a string is not a number); ints and floats must be
-finite and not negative (every number in these records is a count, an amount or a duration); JSON's
-non-standard `NaN`/`Infinity` are refused when parsing.
+finite and not negative (every number in these records is a count, an amount or a duration), so the
+`NaN`/`Infinity` that Python's JSON parser accepts are refused here, naming the field.
 """
 
 from __future__ import annotations
@@ -19,16 +19,12 @@ import types
 import typing
 from typing import Any
 
-__all__ = ["check_record", "loads_strict"]
+__all__ = ["check_record", "check_value", "load_record"]
 
 
-def _refuse_constant(name: str) -> float:
-    raise ValueError(f"{name} is not a number this record may hold")
-
-
-def loads_strict(text: str) -> Any:
-    """`json.loads`, refusing `NaN`, `Infinity` and `-Infinity` (Python accepts them by default)."""
-    return json.loads(text, parse_constant=_refuse_constant)
+def load_record(text: str, cls: type[Any], *, required: typing.Iterable[str] | None = None) -> dict[str, Any]:
+    """Parse one JSON object and `check_record` it against `cls`; `ValueError` names what is wrong."""
+    return check_record(json.loads(text), cls, required=required)
 
 
 def _describe(options: tuple[Any, ...]) -> str:

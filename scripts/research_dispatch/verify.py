@@ -17,7 +17,7 @@ from typing import Any
 from research_dispatch import route, sanitize
 from research_dispatch.errors import BadInput
 from research_dispatch.gateway import CallRecord, Gateway
-from research_dispatch.records import check_record, loads_strict
+from research_dispatch.records import load_record
 from research_dispatch.report import Report
 
 
@@ -50,7 +50,7 @@ def parse_call_record(line: str) -> CallRecord:
     """One call-log line as a `CallRecord`, every field checked (`records.py`); `ValueError` names the
     field. The log is evidence read back from disk and from CI artifacts: a damaged line must be a
     clear error naming the line and the field, never an exception deep inside the route check."""
-    return CallRecord.from_dict(check_record(loads_strict(line), CallRecord))
+    return CallRecord.from_dict(load_record(line, CallRecord))
 
 
 def load_calls(path: Path, *, display: str | None = None) -> list[CallRecord]:
