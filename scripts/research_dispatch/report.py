@@ -10,6 +10,7 @@ the cited sources only. The front matter is the report's provenance record.
 
 from __future__ import annotations
 
+import functools
 import re
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
@@ -120,7 +121,8 @@ def finalize_citations(draft: str, registry: SourceRegistry) -> FinalBody:
     def renumber(match: re.Match[str]) -> str:
         numbers: list[int] = []
         for label in re.split(r"\s*[,;]\s*", match.group(1)):
-            source_id = int(label.strip()[1:])
+            digits = label.strip()[1:]
+            source_id = int(digits) if len(digits) <= 9 else -1  # `[S<5000 digits>]` is no id (nor a crash)
             source = registry.get(source_id)
             if source is None:
                 unknown.append(label.strip().upper())
@@ -329,7 +331,7 @@ def cap_report(meta: ReportMeta, body: str, sources: list[CitedSource], *, limit
 
     for unit, boundary in _BOUNDARIES:
         cuts = sorted({m.start() for m in boundary.finditer(body) if m.start() > 0})
-        best = _largest_fitting(cuts, lambda cut, unit=unit: attempt(cut, unit), fits)  # type: ignore[misc]
+        best = _largest_fitting(cuts, functools.partial(attempt, unit=unit), fits)
         if best is not None:
             return best
     return attempt(0)  # not even one word fits: front matter and the note only
