@@ -3,7 +3,7 @@ asserts happened, the test that proves it, and whether it held on this run.
 
 Why generated: a hand-written table of "what we survive" rots the day a test changes. Here the rows
 come from the tests themselves — every test marked `@pytest.mark.reliability(area=, case=, expect=)`
-in tests/reliability, plus the tests elsewhere listed in `REFERENCED` (the run and publish stages test
+in tests/reliability and tests/bounds, plus the tests elsewhere listed in `REFERENCED` (the run and publish stages test
 their own faults; they are run and reported here, not duplicated) — and "held" means the test passed
 on the run that wrote the file.
 
@@ -25,7 +25,7 @@ import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
 DOC = ROOT / "docs" / "RELIABILITY.md"
-SUITE = "tests/reliability"
+SUITES = ("tests/reliability", "tests/bounds")
 COMMAND = ".venv/bin/python scripts/reliability_report.py"
 
 AREAS: tuple[tuple[str, str], ...] = (
@@ -33,6 +33,7 @@ AREAS: tuple[tuple[str, str], ...] = (
     ("search", "Search faults"),
     ("budget", "Budgets"),
     ("crash", "Crash safety and resume"),
+    ("bounds", "Bounds: time, memory, exits"),
     ("publish", "Publish faults"),
     ("hostile", "Hostile content"),
     ("secrets", "Secrets"),
@@ -211,7 +212,7 @@ class Recorder:
 def collect(run: bool) -> tuple[int, list[Case]]:
     recorder = Recorder()
     files = sorted({_base(r.test).split("::", 1)[0] for r in REFERENCED})
-    args = ["-q", "-p", "no:cacheprovider", "-o", "addopts=", "--rootdir", str(ROOT), SUITE, *files]
+    args = ["-q", "-p", "no:cacheprovider", "-o", "addopts=", "--rootdir", str(ROOT), *SUITES, *files]
     if not run:
         args.append("--collect-only")
     code = pytest.main(args, plugins=[recorder])

@@ -32,9 +32,11 @@ def guarded(func: F) -> F:
     @functools.wraps(func)
     def wrapper(*args: Any, **kwargs: Any) -> Any:
         from research_dispatch.errors import DispatchError
+        from research_dispatch.interrupt import handling_sigint
 
         try:
-            return func(*args, **kwargs)
+            with handling_sigint():  # Ctrl-C: the command's interrupt path, with a backstop (interrupt.py)
+                return func(*args, **kwargs)
         except DispatchError as exc:
             _fail(str(exc), exc.exit_code)
         except KeyboardInterrupt:
@@ -72,8 +74,29 @@ def _run_url() -> str | None:
     return None
 
 
-def _split(value: str | None) -> list[str]:
-    return [part.strip() for part in (value or "").replace(" ", ",").split(",") if part.strip()]
+def _split(value: str | None, option: str | None = None) -> list[str]:
+    """Comma- or space-separated ids. Unset or empty means "all" (a workflow passes an empty input);
+    a value of only separators (`--topics ',,,'`, `--models ' '`) is bad input, never "all"."""
+    parts = [part.strip() for part in (value or "").replace(" ", ",").split(",") if part.strip()]
+    if value and not parts and option:
+        from research_dispatch.errors import BadInput
+
+        raise BadInput(f"{value!r} names nothing; give ids separated by commas, or leave the option out for all",
+                       path=option)
+    return parts
+
+
+def _runner_file(variable: str) -> Path:
+    """A runner file the command will append to, checked before any work (exit 2 naming it)."""
+    from research_dispatch.ghactions import require_runner_file
+
+    return require_runner_file(os.environ, variable)
+
+
+def _writable(path: Path, label: str, field: str | None = None) -> None:
+    from research_dispatch.fsio import require_writable_dir
+
+    require_writable_dir(path, label=label, field=field)
 
 
 def _load(repo: Path) -> tuple[Any, list[Any]]:
@@ -123,19 +146,16 @@ def check(repo: Path) -> None:
 def plan(repo: Path, topic_ids: str | None, model_ids: str | None, github_output: bool, cycle: str | None) -> None:
     """Print the matrix JSON {"include": [{"leg", "topic", "model"}, ...]}."""
     from research_dispatch.config import select_topics
-    from research_dispatch.errors import BadInput
     from research_dispatch.plan import matrix, matrix_json, plan_legs, write_github_output
 
+    target = _runner_file("GITHUB_OUTPUT") if github_output else None
     settings, topics = _load(repo)
-    legs = plan_legs(select_topics(topics, _split(topic_ids)), settings, _split(model_ids))
+    legs = plan_legs(select_topics(topics, _split(topic_ids, "--topics")), settings, _split(model_ids, "--models"))
     text = matrix_json(legs)
     click.echo(text)
-    if github_output:
-        target = os.environ.get("GITHUB_OUTPUT")
-        if not target:
-            raise BadInput("GITHUB_OUTPUT is not set", path="environment", field="GITHUB_OUTPUT")
-        write_github_output(Path(target), {"matrix": text, "count": str(len(matrix(legs)["include"])),
-                                           "legs": str(len(legs)), "cycle": _cycle(cycle)})
+    if target is not None:
+        write_github_output(target, {"matrix": text, "count": str(len(matrix(legs)["include"])),
+                                     "legs": str(len(legs)), "cycle": _cycle(cycle)})
 
 
 @main.command()
@@ -149,6 +169,8 @@ def plan(repo: Path, topic_ids: str | None, model_ids: str | None, github_output
 def research(repo: Path, topic: str, model: str | None, export_dir: Path | None, cycle: str | None) -> None:
     """Run one leg (or a packed batch) and write its report and call log at their computed paths."""
     from research_dispatch.collect import export_leg
+    from research_dispatch.errors import Interrupted
+    from research_dispatch.fsio import confined
     from research_dispatch.leg import require_keys, run_leg
     from research_dispatch.plan import resolve_legs
 
@@ -156,11 +178,18 @@ def research(repo: Path, topic: str, model: str | None, export_dir: Path | None,
     legs = resolve_legs(topics, settings, topic, model)
     require_keys(os.environ, settings, legs)
     cycle_id = _cycle(cycle)
+    for relative, field in ((settings.build_dir, "build_dir"), (settings.research_dir, "research_dir")):
+        _writable(confined(repo, relative), relative, field)
+    if export_dir is not None:
+        _writable(export_dir, "--export")
     codes = []
     for leg in legs:
         result = run_leg(repo, settings, leg, cycle=cycle_id, run_url=_run_url())
         codes.append(result.exit_code)
         click.echo(_leg_line(result))
+        if result.interrupted:
+            raise Interrupted(f"interrupted by the user (Ctrl-C); {leg.stem} is recorded as interrupted in "
+                              f"{leg.status_relpath(settings)}")
         if export_dir is not None:
             export_leg(repo, settings, leg, export_dir)
     if 1 in codes:
@@ -197,7 +226,7 @@ def collect(repo: Path, incoming: Path, topic_ids: str | None, model_ids: str | 
     from research_dispatch.plan import plan_legs
 
     settings, topics = _load(repo)
-    legs = plan_legs(select_topics(topics, _split(topic_ids)), settings, _split(model_ids))
+    legs = plan_legs(select_topics(topics, _split(topic_ids, "--topics")), settings, _split(model_ids, "--models"))
     result = collect_files(repo, settings, incoming, legs, synthesis=with_synthesis)
     click.echo(f"imported {len(result.imported)} file(s); missing: {', '.join(result.missing) or 'nothing'}")
     for line in result.rejected:
@@ -221,6 +250,8 @@ def verify(repo: Path, reports: tuple[Path, ...], online: bool, github_summary: 
     from research_dispatch.report import load_report
     from research_dispatch.verify import markdown_table, text_table, verify_report
 
+    if github_summary:
+        _runner_file("GITHUB_STEP_SUMMARY")
     settings = load_settings(repo)
     paths = list(reports) or sorted((repo / settings.research_dir).glob("*.md"))
     if not paths:
@@ -254,8 +285,12 @@ def verify(repo: Path, reports: tuple[Path, ...], online: bool, github_summary: 
 @guarded
 def synthesize(repo: Path, github_summary: bool, cycle: str | None) -> None:
     """Write the synthesis, the claims ledger and the methodology table; print the claim diff."""
+    from research_dispatch.preload import GATEWAY_MODULES, import_worker_modules
     from research_dispatch.synthesis.command import synthesize_command
 
+    if github_summary:
+        _runner_file("GITHUB_STEP_SUMMARY")
+    import_worker_modules(GATEWAY_MODULES)  # the synthesis calls the gateway from a thread pool (preload.py)
     sys.exit(synthesize_command(repo, cycle=_cycle(cycle), env=os.environ, echo=click.echo,
                                 github_summary=github_summary))
 
@@ -275,14 +310,20 @@ def synthesize(repo: Path, github_summary: bool, cycle: str | None) -> None:
 def publish(repo: Path, branch: str | None, base: str | None, no_push: bool, no_pr: bool, dry_run: bool,
             github_summary: bool, topic_ids: str | None, model_ids: str | None, cycle: str | None) -> None:
     """Commit (one per changed report, one for the synthesis), push, and create or update the PR."""
+    from research_dispatch import environment
     from research_dispatch.config import select_topics
     from research_dispatch.plan import plan_legs
     from research_dispatch.publish import publish_command
 
+    if github_summary:
+        _runner_file("GITHUB_STEP_SUMMARY")
+    if not (no_push or no_pr or dry_run):
+        environment.require(os.environ, environment.GITHUB)  # the token is one token; the API URL https
     legs = None
     if topic_ids or model_ids:
         settings, topics = _load(repo)
-        legs = plan_legs(select_topics(topics, _split(topic_ids)), settings, _split(model_ids))
+        legs = plan_legs(select_topics(topics, _split(topic_ids, "--topics")), settings,
+                         _split(model_ids, "--models"))
     sys.exit(publish_command(repo, branch=branch, base=base, push=not no_push, open_pr=not no_pr,
                              dry_run=dry_run, cycle=_cycle(cycle), env=os.environ, echo=click.echo,
                              github_summary=github_summary, legs=legs))
@@ -304,7 +345,7 @@ def run(repo: Path, topic_ids: str | None, model_ids: str | None, jobs: int | No
     """The whole refresh locally: legs in parallel with live progress, then verify, synthesize, publish."""
     from research_dispatch.runner import run_command
 
-    sys.exit(run_command(repo, topics=_split(topic_ids), models=_split(model_ids), jobs=jobs,
+    sys.exit(run_command(repo, topics=_split(topic_ids, "--topics"), models=_split(model_ids, "--models"), jobs=jobs,
                          publish=do_publish, push=push, fresh=fresh, cycle=_cycle(cycle), env=os.environ,
                          echo=click.echo))
 

@@ -18,12 +18,11 @@ from research_dispatch.config import Settings
 from research_dispatch.errors import BadInput
 from research_dispatch.fsio import confined, write_atomic
 from research_dispatch.gateway import CallRecord
-from research_dispatch.leg import LegResult
+from research_dispatch.leg import MAX_STATUS_BYTES, parse_status
 from research_dispatch.plan import Leg
 from research_dispatch.report import MAX_REPORT_BYTES, parse_report_text
+from research_dispatch.verify import MAX_CALLS_BYTES, parse_call_record
 
-MAX_CALLS_BYTES = 8 * 1024 * 1024
-MAX_STATUS_BYTES = 256 * 1024
 MAX_TRACE_BYTES = 64 * 1024 * 1024
 
 
@@ -72,18 +71,23 @@ def _validate(kind: str, text: str, leg: Leg, display: str) -> None:
     elif kind == "calls":
         for number, line in enumerate(text.splitlines(), start=1):
             if line.strip():
-                record = CallRecord.from_dict(json.loads(line))
+                record = _call_line(line, number)
                 if record.requested_model != leg.route.model:
                     raise ValueError(f"line {number} requested {record.requested_model}")
     elif kind == "status":
-        data = json.loads(text)
-        data.pop("exit_code", None)
-        status = LegResult(**data)
+        status = parse_status(text)
         if status.stem != leg.stem or status.model != leg.route.model:
             raise ValueError("status record is for another leg")
     elif kind == "trace":
         for line in text.splitlines()[:5]:
             json.loads(line)
+
+
+def _call_line(line: str, number: int) -> CallRecord:
+    try:
+        return parse_call_record(line)
+    except (ValueError, TypeError) as exc:
+        raise ValueError(f"line {number} is not a call record ({exc})") from None
 
 
 def _outside_table(text: str) -> str:
@@ -102,9 +106,9 @@ def _validate_synthesis(rel: str, text: str, repo: Path, settings: Settings) -> 
     if rel == settings.ledger_relpath:
         Ledger.model_validate(json.loads(text))
     elif rel == settings.synthesis_calls_relpath:
-        for line in text.splitlines():
+        for number, line in enumerate(text.splitlines(), start=1):
             if line.strip():
-                CallRecord.from_dict(json.loads(line))
+                _call_line(line, number)
     elif rel == settings.methodology_path:
         current = repo / rel
         if current.is_file() and _outside_table(current.read_text(encoding="utf-8")) != _outside_table(text):

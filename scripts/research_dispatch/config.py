@@ -753,9 +753,13 @@ def effective(topic: Topic, settings: Settings) -> tuple[WordBand, Budget, Searc
 def select_topics(topics: Iterable[TopicFile], ids: Iterable[str] | None) -> list[TopicFile]:
     """Filter by topic ids; an unknown id is bad input, not an empty plan."""
     topics = list(topics)
-    if not ids:
+    given = list(ids or [])
+    if not given:
         return topics
-    wanted = [i for i in ids if i]
+    wanted = [i.strip() for i in given if i.strip()]
+    if not wanted:  # e.g. `--topics ',,,'`: a selection of nothing is a mistake, never "all topics"
+        raise BadInput("the selection names no topic (only separators or spaces); leave the option out for "
+                       "all topics", path="--topics")
     known = {t.topic.id for t in topics}
     unknown = [i for i in wanted if i not in known]
     if unknown:

@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import contextlib
 import os
+import secrets
+import stat
 import tempfile
 from pathlib import Path
 
@@ -33,13 +35,25 @@ def confined(root: Path, path: str | Path) -> Path:
 
 
 def write_atomic(path: Path, data: str | bytes, *, root: Path | None = None) -> Path:
-    """Write `data` to `path` atomically (same-directory temp file + fsync + rename)."""
+    """Write `data` to `path` atomically (same-directory temp file + fsync + rename).
+
+    File mode: a file that already exists keeps its mode (a tracked file's mode is part of the commit);
+    a new file gets what the umask gives (0644 typically), as any editor or `git checkout` would make
+    it. (`mkstemp` would make every file 0600.) The temp file is created with mode 0666 and the kernel
+    applies the umask — reading the umask would mean changing it, which is not thread-safe.
+    """
     if root is not None:
         path = confined(root, path)
     path.parent.mkdir(parents=True, exist_ok=True)
     payload = data.encode("utf-8") if isinstance(data, str) else data
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
     try:
+        keep_mode: int | None = stat.S_IMODE(os.stat(path).st_mode)
+    except OSError:
+        keep_mode = None
+    fd, tmp = _create_temp(path)
+    try:
+        if keep_mode is not None:
+            os.fchmod(fd, keep_mode)
         with os.fdopen(fd, "wb") as handle:
             handle.write(payload)
             handle.flush()
@@ -49,6 +63,36 @@ def write_atomic(path: Path, data: str | bytes, *, root: Path | None = None) -> 
         with contextlib.suppress(FileNotFoundError):
             os.unlink(tmp)
         raise
+    return path
+
+
+def _create_temp(path: Path) -> tuple[int, str]:
+    """A new temp file beside `path` (same name pattern as `tempfile.mkstemp`, which the sweep of
+    interrupted writes matches), mode 0666 minus the umask."""
+    flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_CLOEXEC", 0)
+    for _ in range(100):
+        tmp = os.path.join(path.parent, f".{path.name}.{secrets.token_hex(6)}.tmp")
+        try:
+            return os.open(tmp, flags, 0o666), tmp
+        except FileExistsError:
+            continue
+    raise FileExistsError(f"no free temporary name beside {path}")
+
+
+def require_writable_dir(path: Path, *, label: str, field: str | None = None) -> Path:
+    """Check, before any work, that files can be created in directory `path` (or, if it does not exist
+    yet, in its nearest existing ancestor, which must be a directory). Nothing is left behind.
+    `BadInput` names `label` (the option or setting) and the reason otherwise."""
+    probe = path
+    while not probe.exists() and not probe.is_symlink() and probe.parent != probe:
+        probe = probe.parent
+    try:
+        if not probe.is_dir():
+            raise NotADirectoryError(20, f"{probe} is not a directory")
+        with tempfile.TemporaryFile(dir=probe):
+            pass
+    except OSError as exc:
+        raise BadInput(f"cannot write to {str(path)!r}: {exc.strerror or exc}", path=label, field=field) from None
     return path
 
 

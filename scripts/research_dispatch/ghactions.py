@@ -1,11 +1,18 @@
-"""The GitHub Actions runner contract: job summaries.
+"""The GitHub Actions runner contract: the runner's files (`$GITHUB_OUTPUT`, `$GITHUB_STEP_SUMMARY`).
 
-One place that knows how `$GITHUB_STEP_SUMMARY` behaves: a file we append Markdown to, limited to
+One place that knows how they behave: files we append to; the job summary is Markdown limited to
 1 MiB per step (GitHub drops the whole upload beyond that), and redacted like everything we print.
+
+`require_runner_file` is called by every command that will write one of them, *before any work*: a
+variable pointing somewhere unwritable is exit 2 naming the variable at the start, not an "internal
+error" after the PR was already updated.
 """
 
 from __future__ import annotations
 
+import contextlib
+import os
+import stat
 from collections.abc import Mapping
 from pathlib import Path
 
@@ -15,19 +22,52 @@ from research_dispatch.redact import redact
 STEP_SUMMARY_LIMIT = 900 * 1024  # below GitHub's 1 MiB per step, leaving room for other writers
 
 
+def require_runner_file(env: Mapping[str, str], variable: str) -> Path:
+    """The file `variable` names, checked appendable now (opened for append, created if missing,
+    nothing written), or `BadInput` naming the variable. A FIFO or socket is refused: appending to
+    one could block for ever."""
+    target = env.get(variable, "")
+    if not target.strip():
+        raise BadInput("is not set (the Actions runner sets it; outside Actions leave the option out)",
+                       path="environment", field=variable)
+    path = Path(target)
+    flags = os.O_WRONLY | os.O_APPEND | os.O_CREAT | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_NOCTTY", 0)
+    try:
+        fd = os.open(path, flags, 0o666)
+    except OSError as exc:
+        raise BadInput(f"cannot append to {target!r}: {exc.strerror or exc}", path="environment",
+                       field=variable) from None
+    try:
+        mode = os.fstat(fd).st_mode
+    finally:
+        os.close(fd)
+    if stat.S_ISFIFO(mode) or stat.S_ISSOCK(mode):
+        raise BadInput(f"{target!r} is a FIFO or socket, not a file", path="environment", field=variable)
+    return path
+
+
+def append_runner_file(env: Mapping[str, str], variable: str, text: str) -> Path:
+    """Append `text` to the runner file `variable` names; an OS error is `BadInput` naming it."""
+    path = require_runner_file(env, variable)
+    try:
+        with path.open("a", encoding="utf-8") as handle:
+            handle.write(text)
+    except OSError as exc:
+        raise BadInput(f"cannot append to {str(path)!r}: {exc.strerror or exc}", path="environment",
+                       field=variable) from None
+    return path
+
+
 def append_step_summary(env: Mapping[str, str], markdown: str) -> Path:
     """Append Markdown to the step summary, truncated to stay within GitHub's limit."""
-    target = env.get("GITHUB_STEP_SUMMARY")
-    if not target:
-        raise BadInput("GITHUB_STEP_SUMMARY is not set", path="environment", field="GITHUB_STEP_SUMMARY")
-    path = Path(target)
-    used = path.stat().st_size if path.exists() else 0
+    path = require_runner_file(env, "GITHUB_STEP_SUMMARY")
+    used = 0
+    with contextlib.suppress(OSError):
+        used = path.stat().st_size
     text = redact(markdown).rstrip() + "\n\n"
     room = max(0, STEP_SUMMARY_LIMIT - used)
     encoded = text.encode("utf-8")
     if len(encoded) > room:
         note = "\n\n*[summary truncated to stay within GitHub's job-summary limit]*\n\n"
         text = encoded[: max(0, room - len(note.encode()))].decode("utf-8", errors="ignore") + note
-    with path.open("a", encoding="utf-8") as handle:
-        handle.write(text)
-    return path
+    return append_runner_file(env, "GITHUB_STEP_SUMMARY", text)

@@ -24,24 +24,26 @@ from typing import Any
 from research_dispatch import environment, route
 from research_dispatch.config import SearchSettings, Settings, effective
 from research_dispatch.environment import Credentials
-from research_dispatch.errors import MissingKey
+from research_dispatch.errors import Interrupted, MissingKey
 from research_dispatch.fsio import append_line, confined, write_atomic
 from research_dispatch.gateway import CallRecord, Gateway, RetryPolicy
 from research_dispatch.plan import Leg
 from research_dispatch.providers import ExaProvider, SearchProvider, TavilyProvider
+from research_dispatch.records import load_record
 from research_dispatch.redact import redact, register_env
 from research_dispatch.report import (
     ReportMeta,
     SourceEntry,
     Usage,
+    cap_report,
     count_words,
     finalize_citations,
-    render_report,
 )
 from research_dispatch.researcher import PROMPT_VERSION, LegSpec, Researcher, input_hash
 from research_dispatch.search import MODEL_ERROR_KINDS, SearchTools
 
 MIN_CITED_SOURCES = 3
+INTERRUPTED = "interrupted by the user (Ctrl-C)"
 EXIT_OK, EXIT_FAILED, EXIT_ROUTE = 0, 1, 3
 
 
@@ -67,6 +69,7 @@ class LegResult:
     started_at: str = ""
     finished_at: str = ""
     error: str | None = None
+    interrupted: bool = False  # stopped by Ctrl-C (status "failed"; no report written)
 
     @property
     def exit_code(self) -> int:
@@ -140,8 +143,11 @@ def run_leg(repo: Path, settings: Settings, leg: Leg, *, env: Mapping[str, str] 
     """Run one leg and write its files. Raises only for bad input (missing keys); failures are results.
 
     `retry` (its `sleep` too) applies to both services; `clock` is the monotonic clock the time cap is
-    measured on. Both exist so tests can drive back-off and time caps without waiting. `interrupt`
-    (the run's Ctrl-C flag) stops tool calls at once; MCP servers are stopped whatever happens.
+    measured on. Both exist so tests can drive back-off and time caps without waiting. `interrupt` is
+    the run's Ctrl-C Event: once set, tool calls stop at once, the leg stops at its next step and its
+    status says interrupted; MCP servers are stopped whatever happens. Ctrl-C in the calling thread
+    itself (the `research` command) ends the leg the same way and raises `Interrupted` once the status
+    file is written.
     """
     env = os.environ if env is None else env
     gateway_creds, search_creds = require_keys(env, settings, [leg])
@@ -179,9 +185,14 @@ def run_leg(repo: Path, settings: Settings, leg: Leg, *, env: Mapping[str, str] 
                                 backoff_base_s=service.backoff_base_s, backoff_max_s=service.backoff_max_s,
                                 sleep=retry.sleep if retry is not None else time.sleep, leg_deadline=leg_deadline,
                                 interrupt=interrupt)
-            outcome = Researcher(gateway, tools, spec, trace=traced, clock=clock or time.monotonic).run()
+            outcome = Researcher(gateway, tools, spec, trace=traced, clock=clock or time.monotonic,
+                                 interrupt=interrupt).run()
     except MissingKey:
         raise
+    except KeyboardInterrupt:  # Ctrl-C outside the research loop (it handles its own): still recorded
+        result.error, result.interrupted, result.finished_at = INTERRUPTED, True, _now()
+        _write_status(repo, settings, leg, result)
+        raise Interrupted(f"{leg.stem}: {INTERRUPTED}") from None
     except Exception as exc:  # a bug or an unexpected client failure: the leg fails, loudly, others go on
         result.error = redact(f"{type(exc).__name__}: {exc}")
         result.reasons = ["internal error; see the trace"]
@@ -196,6 +207,11 @@ def run_leg(repo: Path, settings: Settings, leg: Leg, *, env: Mapping[str, str] 
     result.route_verified = route.is_verified(verdict)
     result.calls = len(records)
     result.cost_usd = round(sum(r.cost_usd for r in records), 6)
+    if outcome.interrupted:  # no report from an interrupted leg, even with a draft: it did not finish
+        result.error, result.interrupted, result.finished_at = INTERRUPTED, True, _now()
+        result.reasons = ["interrupted"]
+        _write_status(repo, settings, leg, result)
+        return result
     reasons = list(outcome.reasons)
     stats = tools.stats
     service_errors = {k: v for k, v in stats.error_kinds.items() if k not in MODEL_ERROR_KINDS}
@@ -263,13 +279,14 @@ def run_leg(repo: Path, settings: Settings, leg: Leg, *, env: Mapping[str, str] 
     )
     report_rel = leg.report_relpath(settings)
     calls_text = "".join(redact(r.to_json()) + "\n" for r in records)
+    capped = cap_report(meta, final.body, final.sources, finish=redact)  # never over what verify reads back
     write_atomic(confined(repo, leg.calls_relpath(settings)), calls_text)
-    write_atomic(confined(repo, report_rel), redact(render_report(meta, final.body, final.sources)))
-    result.status = status
-    result.reasons = reasons
+    write_atomic(confined(repo, report_rel), capped.text)
+    result.status = capped.meta.status
+    result.reasons = list(capped.meta.status_reasons)
     result.report = report_rel
-    result.words = words_count
-    result.sources = len(final.sources)
+    result.words = capped.meta.words
+    result.sources = len(capped.sources)
     result.finished_at = finished
     _write_status(repo, settings, leg, result)
     return result
@@ -286,11 +303,30 @@ def _write_status(repo: Path, settings: Settings, leg: Leg, result: LegResult) -
     write_atomic(confined(repo, leg.status_relpath(settings)), redact(result.to_json()))
 
 
-def read_status(repo: Path, settings: Settings, leg: Leg) -> LegResult | None:
+MAX_STATUS_BYTES = 256 * 1024
+_STATUS_REQUIRED = ("stem", "topic", "model", "family", "status")
+
+
+def parse_status(text: str) -> LegResult:
+    """A status record, every field checked (`records.py`); `ValueError` names the damaged field."""
+    data = load_record(text, LegResult, required=_STATUS_REQUIRED)
+    if data["status"] not in ("ok", "degraded", "failed"):
+        raise ValueError(f"status: {str(data['status'])[:40]!r} is not ok, degraded or failed")
+    return LegResult(**data)
+
+
+def read_status(repo: Path, settings: Settings, leg: Leg,
+                warn: Callable[[str], None] | None = None) -> LegResult | None:
+    """The leg's last status record, or None when there is none or it is damaged: a status file is a
+    record the run can go on without (the report decides), so damage is a warning, never a crash."""
     path = repo / leg.status_relpath(settings)
+    if not path.exists():
+        return None
     try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-        data.pop("exit_code", None)
-        return LegResult(**data)
-    except (OSError, ValueError, TypeError):
+        if not path.is_file() or path.stat().st_size > MAX_STATUS_BYTES:
+            raise ValueError(f"not a regular file of at most {MAX_STATUS_BYTES} bytes")
+        return parse_status(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError, TypeError) as exc:  # UnicodeDecodeError is a ValueError
+        if warn is not None:
+            warn(f"{leg.status_relpath(settings)}: ignoring a damaged status file ({exc})")
         return None

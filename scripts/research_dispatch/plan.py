@@ -49,7 +49,11 @@ class Leg:
 
 def plan_legs(topics: Iterable[TopicFile], settings: Settings, models: Iterable[str] | None = None) -> list[Leg]:
     """Expand topics into legs, optionally keeping only the given model slugs."""
-    wanted = {m for m in (models or []) if m}
+    given = list(models or [])
+    wanted = {m.strip() for m in given if m.strip()}
+    if given and not wanted:
+        raise BadInput("the selection names no model (only separators or spaces); leave the option out for "
+                       "all models", path="--models")
     legs: list[Leg] = []
     seen_models: set[str] = set()
     for topic_file in sorted(topics, key=lambda t: t.stem):
@@ -127,13 +131,22 @@ def validate_cycle(value: str) -> str:
 
 
 def write_github_output(path: Path, outputs: dict[str, str]) -> None:
-    """Append outputs with random heredoc delimiters, so no value can end its own block early."""
-    with path.open("a", encoding="utf-8") as handle:
-        for key, value in outputs.items():
+    """Append outputs with random heredoc delimiters, so no value can end its own block early.
+
+    One append of the whole block: a failure leaves either all outputs or none. The caller checks the
+    file up front (`ghactions.require_runner_file`); an error here still names the variable."""
+    blocks = []
+    for key, value in outputs.items():
+        delimiter = f"EOF_{secrets.token_hex(8)}"
+        while delimiter in value:
             delimiter = f"EOF_{secrets.token_hex(8)}"
-            while delimiter in value:
-                delimiter = f"EOF_{secrets.token_hex(8)}"
-            handle.write(f"{key}<<{delimiter}\n{value}\n{delimiter}\n")
+        blocks.append(f"{key}<<{delimiter}\n{value}\n{delimiter}\n")
+    try:
+        with path.open("a", encoding="utf-8") as handle:
+            handle.write("".join(blocks))
+    except OSError as exc:
+        raise BadInput(f"cannot append to {str(path)!r}: {exc.strerror or exc}", path="environment",
+                       field="GITHUB_OUTPUT") from None
 
 
 def matrix_json(legs: list[Leg]) -> str:

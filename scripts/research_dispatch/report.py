@@ -10,11 +10,12 @@ the cited sources only. The front matter is the report's provenance record.
 
 from __future__ import annotations
 
+import functools
 import re
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
@@ -26,6 +27,9 @@ from research_dispatch.search import SourceRegistry
 
 SCHEMA = "research-dispatch/report@1"
 MAX_REPORT_BYTES = 2 * 1024 * 1024
+"""The one size limit of a report file: what `load_report` (verify, synthesize, resume, publish) and
+`collect` read back, and what `cap_report` lets the leg write. One constant, so the product never writes
+a report it then refuses to read."""
 _CITATION = re.compile(r"\[\s*(S\d+(?:\s*[,;]\s*S\d+)*)\s*\]", re.IGNORECASE)
 _REFERENCE_HEADING = re.compile(r"^#{1,6}\s*(references|sources|bibliography|works cited|citations)\s*:?\s*$",
                                 re.IGNORECASE | re.MULTILINE)
@@ -117,7 +121,8 @@ def finalize_citations(draft: str, registry: SourceRegistry) -> FinalBody:
     def renumber(match: re.Match[str]) -> str:
         numbers: list[int] = []
         for label in re.split(r"\s*[,;]\s*", match.group(1)):
-            source_id = int(label.strip()[1:])
+            digits = label.strip()[1:]
+            source_id = int(digits) if len(digits) <= 9 else -1  # `[S<5000 digits>]` is no id (nor a crash)
             source = registry.get(source_id)
             if source is None:
                 unknown.append(label.strip().upper())
@@ -180,12 +185,19 @@ def render_references(sources: Iterable[CitedSource]) -> str:
 # Front matter
 
 
+# Numbers read back from front matter: exact types (YAML `"0.5"` or `true` is not a number), finite
+# (`.nan`, `.inf` are refused) and not negative — damage is exit 2 naming the field, never a NaN that
+# travels into sums, budgets and the PR body.
+Count = Annotated[int, Field(ge=0, strict=True)]
+Dollars = Annotated[float, Field(ge=0, allow_inf_nan=False, strict=True)]
+
+
 class Usage(BaseModel):
     model_config = ConfigDict(extra="forbid")
-    prompt_tokens: int = 0
-    completion_tokens: int = 0
-    cached_tokens: int = 0
-    cost_usd: float = 0.0
+    prompt_tokens: Count = 0
+    completion_tokens: Count = 0
+    cached_tokens: Count = 0
+    cost_usd: Dollars = 0.0
 
 
 class SourceEntry(BaseModel):
@@ -209,10 +221,10 @@ class ReportMeta(BaseModel):
     served_providers: list[str]
     route: Literal["exact", "provider_fallback", "model_fallback", "cached", "unverified"]
     route_verified: bool
-    calls: int
+    calls: Count
     generation_ids: list[str]
     status: Literal["ok", "degraded", "failed"]
-    words: int
+    words: Count
     usage: Usage
     sources: list[SourceEntry]
     started_at: str
@@ -222,8 +234,8 @@ class ReportMeta(BaseModel):
     rationale: str = ""
     status_reasons: list[str] = Field(default_factory=list)
     word_band: dict[str, int] | None = None
-    citations_dropped: int = 0
-    links_removed: int = 0
+    citations_dropped: Count = 0
+    links_removed: Count = 0
     search: dict[str, Any] | None = None  # calls by kind (searches, extracts, mcp_calls), providers, mcp
     prompt_version: str | None = None
     input_hash: str | None = None
@@ -252,6 +264,91 @@ def render_report(meta: ReportMeta, body: str, sources: list[CitedSource]) -> st
     if sources:
         parts += [render_references(sources), ""]
     return "\n".join(parts)
+
+
+# --------------------------------------------------------------------------------------------------
+# Size cap
+
+
+_BOUNDARIES = (("section", re.compile(r"^#{1,2}[ \t]", re.MULTILINE)),
+               ("subsection", re.compile(r"^#{3,6}[ \t]", re.MULTILINE)),
+               ("paragraph", re.compile(r"\n[ \t]*\n(?=\S)")),
+               ("line", re.compile(r"\n(?=\S)")),
+               ("word", re.compile(r"\s(?=\S)")))
+
+
+@dataclass(frozen=True)
+class CappedReport:
+    """The report as it will be written: `text` is at most the limit in bytes."""
+
+    text: str
+    meta: ReportMeta
+    body: str
+    sources: list[CitedSource]
+    truncated: bool
+    original_bytes: int
+
+
+def cap_report(meta: ReportMeta, body: str, sources: list[CitedSource], *, limit: int = MAX_REPORT_BYTES,
+               finish: Callable[[str], str] = lambda text: text) -> CappedReport:
+    """Render the report, and if it is over `limit` bytes cut the body to fit, marked degraded.
+
+    A model that repeats itself can write megabytes; a report over `MAX_REPORT_BYTES` would be refused
+    by `verify` and the synthesis, and fail the whole refresh after the money was spent. So the body is
+    cut at the last boundary that fits: whole `#`/`##` sections if any fit, else subsections, else
+    paragraphs, else lines (else words). A note at the end says what was cut; the front matter says
+    `status: degraded` with the reason, `words` of what remains, and only the sources still cited
+    (citations are numbered by first use, so the kept sources are exactly 1..k and keep their numbers).
+    `finish` is applied to the rendered text before measuring (the caller's redaction), so the bytes
+    measured are the bytes written. Pure: same input, same output.
+    """
+    text = finish(render_report(meta, body, sources))
+    size = len(text.encode("utf-8"))
+    if size <= limit:
+        return CappedReport(text, meta, body, sources, False, size)
+
+    def attempt(cut: int, unit: str = "section") -> CappedReport:
+        kept = body[:cut].rstrip()
+        if kept.count("```") % 2:  # cut inside a fenced block: close it, so the note is not code
+            kept += "\n```"
+        removed = count_words(body[cut:])
+        note = (f"*[Report truncated: the model wrote {size:,} bytes, over the {limit:,}-byte limit of a "
+                f"report; the last {removed:,} words were removed at a {unit} boundary.]*")
+        new_body = f"{kept}\n\n{note}"
+        cited = {int(n) for group in re.findall(r"\[(\d+(?:, \d+)*)\]", kept) for n in group.split(", ")}
+        kept_sources = [source for source in sources if source.id in cited]
+        reason = (f"report truncated to fit the {limit:,}-byte limit ({size:,} bytes written by the model; "
+                  f"{removed:,} words removed)")
+        new_meta = meta.model_copy(update={
+            "status": "degraded", "status_reasons": [*meta.status_reasons, reason],
+            "words": count_words(kept),
+            "sources": [SourceEntry(id=s.id, url=s.url, title=s.title) for s in kept_sources]})
+        return CappedReport(finish(render_report(new_meta, new_body, kept_sources)), new_meta, new_body,
+                            kept_sources, True, size)
+
+    def fits(candidate: CappedReport) -> bool:
+        return len(candidate.text.encode("utf-8")) <= limit
+
+    for unit, boundary in _BOUNDARIES:
+        cuts = sorted({m.start() for m in boundary.finditer(body) if m.start() > 0})
+        best = _largest_fitting(cuts, functools.partial(attempt, unit=unit), fits)
+        if best is not None:
+            return best
+    return attempt(0)  # not even one word fits: front matter and the note only
+
+
+def _largest_fitting(cuts: list[int], attempt: Callable[[int], CappedReport],
+                     fits: Callable[[CappedReport], bool]) -> CappedReport | None:
+    """The attempt at the largest cut that fits (sizes grow with the cut: binary search), or None."""
+    low, high, best = 0, len(cuts) - 1, None
+    while low <= high:
+        middle = (low + high) // 2
+        candidate = attempt(cuts[middle])
+        if fits(candidate):
+            best, low = candidate, middle + 1
+        else:
+            high = middle - 1
+    return best
 
 
 @dataclass

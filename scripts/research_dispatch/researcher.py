@@ -19,6 +19,7 @@ from __future__ import annotations
 import hashlib
 import json
 import re
+import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -26,7 +27,7 @@ from typing import Any
 
 from research_dispatch import chunks
 from research_dispatch.config import Budget, WordBand
-from research_dispatch.errors import AuthenticationFailed, GatewayError, InsufficientCredits
+from research_dispatch.errors import AuthenticationFailed, GatewayError, InsufficientCredits, Interrupted
 from research_dispatch.gateway import CallRecord, Completion, Gateway, Pricing
 from research_dispatch.report import count_words, split_references
 from research_dispatch.search import UNTRUSTED_NOTE, SearchTools
@@ -92,6 +93,7 @@ class ResearchOutcome:
     corrections: int = 0
     continuations: int = 0
     compactions: int = 0
+    interrupted: bool = False  # Ctrl-C: the loop stopped between steps (or a call raised `Interrupted`)
 
     @property
     def cost_usd(self) -> float:
@@ -111,8 +113,9 @@ class Researcher:
     def __init__(self, gateway: Gateway, tools: SearchTools, spec: LegSpec, *, trace: Trace = _noop_trace,
                  clock: Callable[[], float] = time.monotonic,
                  context_budget_chars: int = CONTEXT_BUDGET_CHARS, compact_to: float = COMPACT_TO,
-                 keep_recent_tool_turns: int = 2) -> None:
+                 keep_recent_tool_turns: int = 2, interrupt: threading.Event | None = None) -> None:
         self.gateway = gateway
+        self.interrupt = interrupt
         self.tools = tools
         self.spec = spec
         self.trace = trace
@@ -133,6 +136,23 @@ class Researcher:
 
     # ------------------------------------------------------------------------------------------
     def run(self) -> ResearchOutcome:
+        """Run the loop. Ctrl-C (the interrupt Event between steps, `Interrupted` from a call, or
+        KeyboardInterrupt in this thread) ends it with `interrupted` set and the calls made so far."""
+        try:
+            return self._run()
+        except (Interrupted, KeyboardInterrupt) as exc:
+            outcome = self._outcome or ResearchOutcome(draft=None, records=[])
+            outcome.interrupted = True
+            outcome.failure = str(exc) or "interrupted by the user (Ctrl-C)"
+            self.trace({"event": "interrupted", "calls": len(outcome.records),
+                        "cost_usd": round(outcome.cost_usd, 6)})
+            return outcome
+
+    def _check_interrupt(self, where: str) -> None:
+        if self.interrupt is not None and self.interrupt.is_set():
+            raise Interrupted(f"interrupted by the user (Ctrl-C) {where}")
+
+    def _run(self) -> ResearchOutcome:
         spec = self.spec
         budget = spec.budget
         start = self.clock()
@@ -146,6 +166,7 @@ class Researcher:
                     "prompt_version": PROMPT_VERSION, "messages": self.messages})
 
         while True:
+            self._check_interrupt("between steps")
             steps_used = self._steps_used(outcome)
             now = self.clock()
             if steps_used >= budget.max_steps:
@@ -324,6 +345,7 @@ class Researcher:
                 content, is_error = (f"ERROR: at most {MAX_TOOL_CALLS_PER_TURN} tool calls per turn; "
                                      "this one was not run."), True
             else:
+                self._check_interrupt("between tool calls")
                 result = self.tools.call(name, function.get("arguments"))
                 content, is_error = result.content, result.is_error
                 self.trace({"event": "tool", "name": name, "arguments": function.get("arguments"),

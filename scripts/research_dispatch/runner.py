@@ -16,9 +16,13 @@ Order of work, and why:
 6. print the summary and the route table, then synthesize, then publish to the local refresh branch
    (push and PR only with `--push`). A stage failure after the legs is reported and exits 1.
 
-Ctrl-C stops new legs from starting and makes running legs stop at their next step (their status file
-says so; no partial report is ever written: reports are written atomically, at the end of a leg),
-releases the lock and exits 1.
+Ctrl-C stops new legs from starting and makes running legs stop at their next step (the interrupt
+Event reaches `run_leg`; their status file says `interrupted`; no partial report is ever written:
+reports are written atomically, at the end of a leg). A leg blocked inside a model or search call
+cannot be cancelled from outside, so after `LEG_STOP_GRACE_S` it is recorded as interrupted and its
+daemon thread is left behind; the run releases the lock and exits 1 within seconds (`interrupt.py`
+holds the backstop if anything still blocks the exit). Worker threads start only after every heavy
+client library is imported (`preload.py`): concurrent first imports in a fresh interpreter lose legs.
 
 Exit code: 1 if any leg failed or did not start, or a later stage failed, or the run was interrupted;
 3 if every leg has its report but some route is not verified; 0 otherwise. Bad input (config, topics,
@@ -32,8 +36,7 @@ import contextlib
 import re
 import threading
 import time
-from collections.abc import Callable, Mapping
-from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -45,16 +48,13 @@ if TYPE_CHECKING:  # pragma: no cover
     from research_dispatch.config import Settings
     from research_dispatch.leg import LegResult
     from research_dispatch.plan import Leg
+    from research_dispatch.progress import Board, Display
     from research_dispatch.resume import Decision
     from research_dispatch.verify import RouteRow
 
 Echo = Callable[[str], None]
 DIFF_PREVIEW_LINES = 12
 _TEMP_FILE = re.compile(r"^\..+\.[A-Za-z0-9_]{6,}\.tmp$")  # fsio.write_atomic's temp names
-
-
-class LegInterrupted(Exception):
-    """Raised from the progress hook inside a leg after Ctrl-C, so the leg stops at its next step."""
 
 
 @dataclass
@@ -133,12 +133,14 @@ def run_refresh(repo: Path, *, topics: list[str] | None = None, models: list[str
     legs = plan_legs(select_topics(all_topics, topics), settings, models)
     if not legs:
         raise BadInput("nothing to run: the selection has no legs", path="--topics")
-    require_keys(env)
+    require_keys(env, settings, legs)
+    _require_output_dirs(repo, settings, synthesize=synthesize)
     if publish and synthesize:
-        _preflight_publish(repo, settings, env, push=push)
+        _preflight_publish(repo, settings, env, push=push, cycle=cycle)
     lock_path = confined(repo, settings.build_dir) / LOCK_NAME
     outcome = RunOutcome(cycle=cycle)
-    with RepoLock(lock_path, repo_display=str(repo), warn=lambda message: echo(f"warning: {message}")):
+    with RepoLock(lock_path, repo_display=str(repo), warn=lambda message: echo(f"warning: {message}")) as lock, \
+            _released_on_hard_exit(lock.release):
         _sweep_temp_files(repo, settings, echo)
         _run_legs(repo, settings, legs, outcome, jobs=jobs, fresh=fresh, env=env, echo=echo, live=live)
         _summarise_legs(outcome, echo)
@@ -189,9 +191,12 @@ def _sweep_temp_files(repo: Path, settings: Settings, echo: Echo) -> None:
 def _run_legs(repo: Path, settings: Settings, legs: list[Leg], outcome: RunOutcome, *, jobs: int | None,
               fresh: bool, env: Mapping[str, str], echo: Echo, live: bool | None) -> None:
     from research_dispatch.config import effective
+    from research_dispatch.leg import read_status
     from research_dispatch.progress import Board, make_display
     from research_dispatch.resume import decide_all
 
+    for leg in legs:  # a damaged status file is only a record: say so, and let the report decide
+        read_status(repo, settings, leg, warn=lambda message: echo(f"warning: {message}"))
     decisions = decide_all(repo, settings, legs, cycle=outcome.cycle, fresh=fresh)
     to_run = [d for d in decisions if d.run]
     workers = max(1, min(jobs or settings.jobs, len(to_run) or 1))
@@ -218,11 +223,8 @@ def _run_legs(repo: Path, settings: Settings, legs: list[Leg], outcome: RunOutco
     display = make_display(board, echo, live=live)
     stop = threading.Event()
     run_url = _run_url(env)
-
-    def progress(event: dict[str, Any]) -> None:
-        if stop.is_set():
-            raise LegInterrupted("interrupted by the user")
-        display.event(event)
+    finishing = threading.Lock()  # a leg's record is set once: by its thread, or by the interrupt path
+    abandoned: set[str] = set()
 
     def work(decision: Decision) -> None:
         leg = decision.leg
@@ -233,61 +235,176 @@ def _run_legs(repo: Path, settings: Settings, legs: list[Leg], outcome: RunOutco
             record.state = "not started"
             record.note = f"not started: run budget reached (${board.spent_usd:.4f} of ${cap:.2f})"
         else:
-            _run_one(repo, settings, record, env=env, cycle=outcome.cycle, run_url=run_url, progress=progress,
-                     stopped=stop)
+            _run_one(repo, settings, record, env=env, cycle=outcome.cycle, run_url=run_url, progress=display.event,
+                     interrupt=stop, finishing=finishing, abandoned=abandoned)
+        if leg.stem in abandoned:
+            return
         route = record.result.route if record.result and record.state != "failed" else ""
         display.finished(leg.stem, record.state, route,
                          record.note if record.state in ("failed", "not started", "degraded") else "")
 
+    from research_dispatch.preload import import_worker_modules
+
+    import_worker_modules()  # before the first worker thread: concurrent first imports lose legs (preload.py)
+    threads = _LegThreads(to_run, work, workers)
     display.start()
     try:
-        with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="leg") as pool:
-            futures: dict[Future[None], Decision] = {pool.submit(work, d): d for d in to_run}
-            pending = set(futures)
-            try:
-                while pending:
-                    _, pending = wait(pending, timeout=0.5, return_when=FIRST_COMPLETED)
-            except KeyboardInterrupt:
-                stop.set()
-                outcome.interrupted = True
-                for future in pending:
-                    if future.cancel():
-                        record = by_stem[futures[future].leg.stem]
-                        record.state, record.note = "not started", "not started: interrupted"
-                display.stop()
-                running = [futures[f].leg.stem for f in pending if not f.cancelled()]
-                echo("interrupted: no new legs start; waiting for " +
-                     (", ".join(running) + " to stop at their next step" if running else "nothing"))
-                wait(pending)
+        threads.start()
+        try:
+            while not threads.wait(0.5):
+                pass
+        except KeyboardInterrupt:
+            from research_dispatch.interrupt import shielded
+
+            with shielded():
+                _stop_legs(repo, settings, threads, by_stem, board, outcome, stop=stop, finishing=finishing,
+                           abandoned=abandoned, display=display, echo=echo)
     finally:
         display.stop()
     outcome.legs_cost_usd = round(sum(o.result.cost_usd for o in outcome.legs if o.result), 6)
 
 
+LEG_STOP_GRACE_S = 2.0
+"""After Ctrl-C, how long running legs get to stop at their next step before the run records them as
+interrupted and leaves their threads behind (a thread blocked in a socket read cannot be cancelled)."""
+
+
+class _LegThreads:
+    """Runs legs on `workers` daemon threads, taking the next leg from a shared queue.
+
+    Why not `ThreadPoolExecutor`: its workers are joined when the pool closes and again at interpreter
+    exit, so one leg blocked in a 40-second socket read would hold Ctrl-C for 40 seconds. Daemon threads
+    are never joined: after Ctrl-C and a short grace period the run records what is still running as
+    interrupted, releases the lock and exits, leaving the blocked reads behind.
+    """
+
+    def __init__(self, decisions: list[Decision], work: Callable[[Decision], None], workers: int) -> None:
+        self._queue = list(decisions)
+        self._work = work
+        self._workers = max(1, workers)
+        self._lock = threading.Lock()
+        self._running: dict[str, Decision] = {}
+        self._unfinished = len(decisions)
+        self._done = threading.Event()
+        if not decisions:
+            self._done.set()
+
+    def start(self) -> None:
+        for number in range(min(self._workers, len(self._queue))):
+            threading.Thread(target=self._worker, name=f"leg_{number}", daemon=True).start()
+
+    def _worker(self) -> None:
+        while True:
+            with self._lock:
+                if not self._queue:
+                    return
+                decision = self._queue.pop(0)
+                self._running[decision.leg.stem] = decision
+            try:
+                self._work(decision)
+            finally:
+                with self._lock:
+                    self._running.pop(decision.leg.stem, None)
+                    self._finished(1)
+
+    def _finished(self, count: int) -> None:
+        self._unfinished -= count
+        if self._unfinished <= 0:
+            self._done.set()
+
+    def wait(self, timeout: float | None) -> bool:
+        """True once every leg has finished or been cancelled."""
+        return self._done.wait(timeout)
+
+    def cancel_queued(self) -> list[Decision]:
+        """Take every leg that has not started off the queue; they will not start."""
+        with self._lock:
+            cancelled, self._queue = self._queue, []
+            self._finished(len(cancelled))
+        return cancelled
+
+    def running(self) -> list[Decision]:
+        with self._lock:
+            return list(self._running.values())
+
+
+def _stop_legs(repo: Path, settings: Settings, threads: _LegThreads, by_stem: dict[str, LegOutcome],
+               board: Board, outcome: RunOutcome, *, stop: threading.Event, finishing: threading.Lock,
+               abandoned: set[str], display: Display, echo: Echo) -> None:
+    """The Ctrl-C path: no new leg starts, running legs get `LEG_STOP_GRACE_S` to stop at their next
+    step, and any still blocked in a call are recorded as interrupted (status file too) and left behind."""
+    stop.set()
+    outcome.interrupted = True
+    for decision in threads.cancel_queued():
+        record = by_stem[decision.leg.stem]
+        record.state, record.note = "not started", "not started: interrupted"
+    display.stop()
+    running = [d.leg.stem for d in threads.running()]
+    echo("interrupted: no new legs start; " + (f"giving {', '.join(running)} up to {LEG_STOP_GRACE_S:g} s to stop "
+                                                "at their next step" if running else "no leg was running"))
+    with contextlib.suppress(KeyboardInterrupt):
+        threads.wait(LEG_STOP_GRACE_S)
+    blocked = []
+    rows = {row.stem: row for row in board.snapshot()}
+    with finishing:
+        for decision in threads.running():
+            record = by_stem[decision.leg.stem]
+            if record.result is not None:
+                continue
+            abandoned.add(record.stem)
+            row = rows.get(record.stem)
+            record.result = _interrupted_result(decision.leg, outcome.cycle, calls=row.step if row else 0,
+                                                cost_usd=row.cost_usd if row else 0.0)
+            record.state, record.note = "failed", "interrupted (blocked in a call; abandoned)"
+            _write_status(repo, settings, decision.leg, record.result)
+            blocked.append(record.stem)
+    if blocked:
+        echo(f"interrupted: {', '.join(blocked)} still waiting on a model or search call after "
+             f"{LEG_STOP_GRACE_S:g} s; recorded as interrupted and abandoned")
+
+
+def _interrupted_result(leg: Leg, cycle: str, *, calls: int, cost_usd: float) -> LegResult:
+    import datetime as dt
+
+    from research_dispatch.leg import LegResult
+
+    now = dt.datetime.now(dt.timezone.utc).replace(microsecond=0).isoformat().replace("+00:00", "Z")
+    return LegResult(stem=leg.stem, topic=leg.topic.id, model=leg.route.model, family=leg.family,
+                     status="failed", error="interrupted by the user (Ctrl-C) during a model or search call",
+                     reasons=["interrupted"], calls=calls, cost_usd=round(cost_usd, 6), cycle=cycle,
+                     finished_at=now, interrupted=True)
+
+
 def _run_one(repo: Path, settings: Settings, record: LegOutcome, *, env: Mapping[str, str], cycle: str,
-             run_url: str | None, progress: Callable[[dict[str, Any]], None], stopped: threading.Event) -> None:
-    """Run one leg; any exception becomes this leg's failure (with a status file), never the run's."""
+             run_url: str | None, progress: Callable[[dict[str, Any]], None], interrupt: threading.Event,
+             finishing: threading.Lock, abandoned: set[str]) -> None:
+    """Run one leg; any exception becomes this leg's failure (with a status file), never the run's.
+
+    A leg the interrupt path already recorded as abandoned keeps that record (`abandoned`)."""
     from research_dispatch.leg import LegResult, run_leg
     from research_dispatch.redact import redact
     from research_dispatch.sanitize import one_line
 
     leg = record.leg
     try:
-        result = run_leg(repo, settings, leg, env=env, cycle=cycle, run_url=run_url, progress=progress)
+        result = run_leg(repo, settings, leg, env=env, cycle=cycle, run_url=run_url, progress=progress,
+                         interrupt=interrupt)
     except Exception as exc:  # a crash outside the leg's own guard: still only this leg's failure
         result = LegResult(stem=leg.stem, topic=leg.topic.id, model=leg.route.model, family=leg.family,
                            status="failed", error=redact(f"{type(exc).__name__}: {exc}"), cycle=cycle,
                            reasons=["the leg crashed; see the trace"])
         _write_status(repo, settings, leg, result)
-    record.result = result
-    record.state = result.status
-    if result.status == "failed":
-        if stopped.is_set() and "LegInterrupted" in (result.error or ""):
+    with finishing:
+        if leg.stem in abandoned:
+            return
+        record.result = result
+        record.state = result.status
+        if result.interrupted:
             record.note = "interrupted"
-        else:
+        elif result.status == "failed":
             record.note = one_line(result.error or "; ".join(result.reasons) or "failed", 200)
-    elif result.reasons:
-        record.note = one_line("; ".join(result.reasons), 200)
+        elif result.reasons:
+            record.note = one_line("; ".join(result.reasons), 200)
 
 
 def _write_status(repo: Path, settings: Settings, leg: Leg, result: LegResult) -> None:
@@ -447,19 +564,98 @@ def _publish(repo: Path, settings: Settings, outcome: RunOutcome, *, env: Mappin
     echo("")
 
 
-def _preflight_publish(repo: Path, settings: Settings, env: Mapping[str, str], *, push: bool) -> None:
-    """What publishing will need, checked before any leg spends money: a git repository, and with
-    `--push` a remote and the GitHub token and repository (the same check the publish stage makes)."""
+@contextlib.contextmanager
+def _released_on_hard_exit(release: Callable[[], None]) -> Iterator[None]:
+    """While the run holds the lock, the Ctrl-C backstop (interrupt.py) releases it if it must end the
+    process without unwinding."""
+    from research_dispatch.interrupt import register_cleanup, unregister_cleanup
+
+    register_cleanup(release)
+    try:
+        yield
+    finally:
+        unregister_cleanup(release)
+
+
+def _require_output_dirs(repo: Path, settings: Settings, *, synthesize: bool) -> None:
+    """Every directory the run writes to, checked before any leg spends money (exit 2 naming it)."""
+    from research_dispatch.fsio import confined, require_writable_dir
+
+    places = [(settings.build_dir, "build_dir"), (settings.research_dir, "research_dir")]
+    if synthesize:
+        places += [(settings.framework_dir, "framework_dir"),
+                   (str(Path(settings.methodology_path).parent), "methodology_path")]
+    for relative, setting in places:
+        require_writable_dir(confined(repo, relative), label=relative, field=setting)
+
+
+def _preflight_publish(repo: Path, settings: Settings, env: Mapping[str, str], *, push: bool, cycle: str) -> None:
+    """What publishing will need, checked before any leg spends money — the same checks, in the same
+    terms, that the publish stage makes after the legs (publish/command.py), using its read-only git
+    helpers:
+
+    * a git work tree with a commit, and the refresh branch not checked out in a worktree;
+    * the base branch (`pr.base`): locally, or with `--push` on the remote — which must be reachable;
+    * with `--push`, the GitHub token and API URL (`environment`) and the repository name;
+    * no commit on the refresh branch (local, and remote with `--push`) that the bot did not make:
+      publish would refuse to overwrite it, so the legs' money would buy nothing.
+
+    Bad settings or environment are `BadInput` (exit 2); an unreachable remote or a branch someone else
+    committed to is `PublishError` (exit 1).
+    """
+    from research_dispatch.errors import PublishError
+    from research_dispatch.publish.command import resolve_identity
+    from research_dispatch.publish.gitops import Git
+
     if _git_rev(repo, "HEAD") is None:
         raise BadInput("not a git repository with a commit to branch from; run `git init` and commit, or pass "
                        "--no-publish", path=str(repo))
+    git = Git(repo, env, resolve_identity(settings.pr, env))
+    git.check_repository()
+    pr = settings.pr
+    branch = f"{pr.branch_prefix}{cycle}"
+    if f"refs/heads/{branch}" in git.checked_out_branches():
+        raise PublishError(f"branch {branch!r} is checked out in a worktree; switch to another branch first "
+                           "(publish never touches your working tree), or pass --no-publish")
+    remote_tip: str | None = None
     if push:
+        from research_dispatch import environment
         from research_dispatch.publish.pulls import require_target
 
+        environment.require(env, environment.GITHUB)
         require_target(env)
-        if not _git(repo, "remote", "get-url", settings.pr.remote):
-            raise BadInput(f"no git remote {settings.pr.remote!r} to push to; add one or run without --push",
+        url = git.remote_url(pr.remote)
+        if url is None:
+            raise BadInput(f"no git remote {pr.remote!r} to push to; add one or run without --push",
                            path="pr.remote")
+        git.use_token_for(url, env.get("GITHUB_TOKEN", ""))
+        try:
+            heads = git.ls_remote_heads(pr.remote, [pr.base, branch])
+        except PublishError as exc:
+            raise PublishError(f"remote {pr.remote!r} is not reachable, so the refresh could not be pushed; "
+                               f"no leg was run ({exc})") from None
+        if pr.base not in heads:
+            raise BadInput(f"base branch {pr.base!r} does not exist on remote {pr.remote!r}", path="pr.base")
+        refspecs = [f"+refs/heads/{pr.base}:refs/remotes/{pr.remote}/{pr.base}"]
+        if branch in heads:
+            refspecs.append(f"+refs/heads/{branch}:refs/remotes/{pr.remote}/{branch}")
+        git.fetch(pr.remote, refspecs)
+        base_sha = git.rev(f"refs/remotes/{pr.remote}/{pr.base}")
+        remote_tip = git.rev(f"refs/remotes/{pr.remote}/{branch}") if branch in heads else None
+    else:
+        base_sha = git.rev(f"refs/heads/{pr.base}") or git.rev(f"refs/remotes/{pr.remote}/{pr.base}")
+    if base_sha is None:
+        raise BadInput(f"base branch {pr.base!r} not found (neither refs/heads/{pr.base} nor "
+                       f"refs/remotes/{pr.remote}/{pr.base})", path="pr.base")
+    for where, tip in (("remote", remote_tip), ("local", git.rev(f"refs/heads/{branch}"))):
+        foreign = git.foreign_commits(base_sha, tip) if tip else []
+        if foreign:
+            from research_dispatch.sanitize import one_line
+
+            names = ", ".join(f"{c.sha[:8]} by {one_line(c.author_name, 60)}" for c in foreign[:5])
+            raise PublishError(f"the {where} branch {branch} has {len(foreign)} commit(s) the bot did not make "
+                               f"({names}); publish would not overwrite them, so no leg was run. Merge or "
+                               "remove them, or run with --no-publish")
 
 
 def _git(repo: Path, *args: str) -> str | None:

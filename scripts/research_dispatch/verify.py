@@ -9,7 +9,6 @@ the report's favour: the worse verdict wins, and the problem is listed.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -18,6 +17,7 @@ from typing import Any
 from research_dispatch import route, sanitize
 from research_dispatch.errors import BadInput
 from research_dispatch.gateway import CallRecord, Gateway
+from research_dispatch.records import load_record
 from research_dispatch.report import Report
 
 
@@ -43,15 +43,35 @@ class RouteRow:
         return route.is_verified(self.route) and not self.problems
 
 
-def load_calls(path: Path) -> list[CallRecord]:
-    records = []
-    for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), start=1):
+MAX_CALLS_BYTES = 8 * 1024 * 1024  # a call log: ~500 bytes a call; a leg makes tens, a synthesis hundreds
+
+
+def parse_call_record(line: str) -> CallRecord:
+    """One call-log line as a `CallRecord`, every field checked (`records.py`); `ValueError` names the
+    field. The log is evidence read back from disk and from CI artifacts: a damaged line must be a
+    clear error naming the line and the field, never an exception deep inside the route check."""
+    return CallRecord.from_dict(load_record(line, CallRecord))
+
+
+def load_calls(path: Path, *, display: str | None = None) -> list[CallRecord]:
+    """Every record of a call log; a damaged log is `BadInput` naming the file, the line and the field."""
+    from research_dispatch.config import read_text_strict
+
+    display = display or path.name
+    records: list[CallRecord] = []
+    try:
+        if path.stat().st_size == 0:
+            return records  # no evidence at all: the report's own checks say so (calls differ)
+    except OSError as exc:
+        raise BadInput(f"cannot read: {exc.strerror}", path=display) from None
+    text = read_text_strict(path, display=display, max_bytes=MAX_CALLS_BYTES)
+    for number, line in enumerate(text.splitlines(), start=1):
         if not line.strip():
             continue
         try:
-            records.append(CallRecord.from_dict(json.loads(line)))
+            records.append(parse_call_record(line))
         except (ValueError, TypeError) as exc:
-            raise BadInput(f"line {number} is not a call record ({exc})", path=path.name) from None
+            raise BadInput(f"not a call record ({exc})", path=display, field=f"line {number}") from None
     return records
 
 
@@ -100,7 +120,7 @@ def verify_report(report: Report, *, gateway: Gateway | None = None) -> RouteRow
         row.route = "unverified"
         row.problems.append("no call log next to the report")
         return row
-    records = load_calls(calls_path)
+    records = load_calls(calls_path, display=str(Path(report.relpath).with_name(calls_path.name)))
     verdicts = [recheck(r, meta.requested_model) for r in records]
     logged_ids = [r.generation_id for r in records if r.generation_id]
     if logged_ids != list(meta.generation_ids):
