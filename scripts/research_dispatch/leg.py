@@ -25,6 +25,7 @@ from research_dispatch.environment import Credentials
 from research_dispatch.errors import MissingKey
 from research_dispatch.fsio import append_line, confined, write_atomic
 from research_dispatch.gateway import CallRecord, Gateway, RetryPolicy
+from research_dispatch.gateway import credentials as gateway_credentials
 from research_dispatch.plan import Leg
 from research_dispatch.redact import redact, register_env
 from research_dispatch.report import (
@@ -79,9 +80,13 @@ def _now() -> str:
     return dt.datetime.now(dt.timezone.utc).replace(microsecond=0).isoformat().replace("+00:00", "Z")
 
 
-def require_keys(env: Mapping[str, str]) -> tuple[Credentials, Credentials]:
-    """Gateway and search credentials, checked (`environment`), or a clear error before any network call."""
-    return environment.require(env, environment.OPENROUTER), environment.require(env, environment.TAVILY)
+def require_keys(env: Mapping[str, str], settings: Settings | None = None) -> tuple[Credentials, Credentials]:
+    """Gateway and search credentials, checked (`environment`), or a clear error before any network call.
+
+    The gateway's are those of the configured kind: OPENROUTER_* by default, OPENAI_API_KEY and
+    OPENAI_BASE_URL for an `openai-compatible` gateway."""
+    gateway = gateway_credentials(env, settings.gateway if settings is not None else None)
+    return gateway, environment.require(env, environment.TAVILY)
 
 
 def leg_input_hash(leg: Leg, settings: Settings) -> str:
@@ -112,7 +117,7 @@ def run_leg(repo: Path, settings: Settings, leg: Leg, *, env: Mapping[str, str] 
     measured on. Both exist so tests can drive back-off and time caps without waiting.
     """
     env = os.environ if env is None else env
-    gateway_creds, search_creds = require_keys(env)
+    gateway_creds, search_creds = require_keys(env, settings)
     register_env(env)  # keys passed in a mapping (not os.environ) are redacted too
     words, budget, search_settings = effective(leg.topic, settings)
     started = _now()
@@ -130,7 +135,8 @@ def run_leg(repo: Path, settings: Settings, leg: Leg, *, env: Mapping[str, str] 
                    provider=leg.route.provider, session_id=f"{cycle}:{leg.stem}", words=words, budget=budget)
     try:
         with Gateway(api_key=gateway_creds.key, base_url=gateway_creds.base_url,
-                     settings=settings.gateway, retry=retry) as gateway:
+                     settings=settings.gateway, retry=retry,
+                     deadline=time.monotonic() + budget.timeout_minutes * 60) as gateway:
             service = settings.search_service
             tools = SearchTools(api_key=search_creds.key, base_url=search_creds.base_url,
                                 settings=search_settings, topic_hint=f"{leg.topic.title} {leg.topic.scope}"[:600],
@@ -151,7 +157,8 @@ def run_leg(repo: Path, settings: Settings, leg: Leg, *, env: Mapping[str, str] 
     records = outcome.records
     verdict = route.leg_verdict(r.verdict for r in records)
     result.route = verdict
-    result.route_verified = route.is_verified(verdict)
+    result.route_verified = route.is_verified(verdict,
+                                              trust_self_reported=settings.gateway.trust_self_reported)
     result.calls = len(records)
     result.cost_usd = round(sum(r.cost_usd for r in records), 6)
     reasons = list(outcome.reasons)

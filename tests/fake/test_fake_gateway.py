@@ -141,15 +141,24 @@ class FakeSearch:
         return f'<tool_result tool="{name}" status="ok">\n{header}\n{body}\n</tool_result>'
 
 
+def assistant_turn(message: dict[str, Any]) -> dict[str, Any]:
+    """The turn as a careful client sends it back: no null content, no fields outside the documented ones."""
+    turn = {k: v for k, v in message.items() if k in ("role", "content", "tool_calls", "reasoning_details")
+            and v is not None}
+    for call in turn.get("tool_calls") or []:
+        call.pop("index", None)
+    return turn
+
+
 def run_leg(client: OpenAI, messages: list[dict[str, Any]], session: str = "2026-H1:02-diloco-family",
             model: str = MODEL, max_steps: int = 12) -> tuple[Any, list[dict[str, Any]], FakeSearch]:
     search = FakeSearch()
     for _ in range(max_steps):
         completion = client.chat.completions.create(
             model=model, messages=messages, tools=TOOLS, tool_choice="auto",  # type: ignore[arg-type]
-            max_completion_tokens=16000, extra_body={"session_id": session, "provider": PINNED})
+            max_tokens=16000, extra_body={"session_id": session, "provider": PINNED})
         message = completion.choices[0].message
-        messages.append(message.to_dict())
+        messages.append(assistant_turn(message.to_dict()))
         if completion.choices[0].finish_reason != "tool_calls":
             return completion, messages, search
         for call in message.tool_calls or []:
@@ -248,7 +257,7 @@ def test_reads_knob_reads_the_next_pages_with_the_next_question(client: OpenAI, 
 
 def test_writing_without_tools_uses_whatever_sources_are_in_the_conversation(client: OpenAI) -> None:
     messages = opening(band=(300, 400))
-    messages.append({"role": "assistant", "content": None, "tool_calls": [
+    messages.append({"role": "assistant", "tool_calls": [
         {"id": "c1", "type": "function", "function": {"name": "web_search", "arguments": '{"query": "x"}'}}]})
     result = FakeSearch().answer("web_search", '{"query": "x"}')
     messages.append({"role": "tool", "tool_call_id": "c1", "content": result})
