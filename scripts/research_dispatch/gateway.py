@@ -239,19 +239,23 @@ def _error_facts(body: Any, fallback: str) -> _ErrorFacts:
 
     `error_type` is where the docs put it: `error.error_type` (availability errors) or
     `error.metadata.error_type` (provider errors); `error.availability.code` names the availability
-    condition and `availability.retryable` decides whether an identical retry can succeed.
+    condition and `availability.retryable` decides whether an identical retry can succeed; a provider's
+    own message is in `error.metadata.raw`.
     """
     if not isinstance(body, Mapping):
         return _ErrorFacts(fallback[:500], None, None)
     message = str(body.get("message") or fallback)
     metadata = _mapping(body.get("metadata"))
+    raw = metadata.get("raw")
+    if isinstance(raw, str) and raw.strip():  # "Provider returned error": the provider's own words are here
+        message = f"{message}: {' '.join(raw.split())[:400]}"
     error_type = body.get("error_type") or metadata.get("error_type")
     availability = _mapping(body.get("availability"))
     retryable = availability.get("retryable") if isinstance(availability.get("retryable"), bool) else None
     if availability.get("code"):
         message = f"{message} (availability: {availability['code']})"
         error_type = error_type or str(availability["code"])
-    return _ErrorFacts(message[:500], str(error_type) if error_type else None, retryable)
+    return _ErrorFacts(message[:700], str(error_type) if error_type else None, retryable)
 
 
 def _status_of(code: Any) -> int | None:

@@ -77,10 +77,12 @@ import copy
 import fnmatch
 import json
 import math
+import os
 import re
 import threading
 from dataclasses import dataclass
 from datetime import datetime, timezone
+from pathlib import Path
 from typing import Any
 
 from research_dispatch.fake import strict
@@ -88,6 +90,7 @@ from research_dispatch.fake.http import FakeRequest, FakeResponse, FakeServer
 from research_dispatch.fake.script_researcher import ToolCall, Turn, classify, plan_turn
 from research_dispatch.fake.script_structured import structured_name
 
+REQUEST_LOG_VARIABLE = "RESEARCH_DISPATCH_FAKE_GATEWAY_LOG"
 EPOCH = 1767225600  # 2026-01-01T00:00:00Z: `created` = EPOCH + generation number, never the wall clock
 DATED_SUFFIX = "-20260401"
 DEFAULT_PRICE_PROMPT = 1.0  # USD per 1M tokens
@@ -98,7 +101,7 @@ TRUNCATE_SHARE = 0.6
 
 _STD = strict.STANDARD_PARAMETERS
 CATALOGUE: dict[str, tuple[tuple[str, str, tuple[str, ...]], ...]] = {
-    "google": (("Google Vertex", "google-vertex", _STD), ("Google AI Studio", "google-ai-studio", _STD)),
+    "google": (("Google", "google-vertex", _STD), ("Google AI Studio", "google-ai-studio", _STD)),
     # DeepSeek's own endpoints list the output cap only as `max_tokens` (api-facts §0.0)
     "deepseek": (("DeepSeek", "deepseek", strict.MAX_TOKENS_ONLY_PARAMETERS), ("DeepInfra", "deepinfra", _STD)),
     "openai": (("OpenAI", "openai", _STD), ("Azure", "azure", _STD)),
@@ -210,8 +213,10 @@ class FakeGateway(FakeServer):
     """Fake OpenRouter: scripted researcher answers, OpenRouter metadata, and scripted faults."""
 
     def __init__(self, scenario: dict[str, Any] | None = None, valid_keys: set[str] | None = None,
-                 host: str = "127.0.0.1", port: int = 0) -> None:
+                 host: str = "127.0.0.1", port: int = 0, request_log: str | os.PathLike[str] | None = None) -> None:
         super().__init__(host, port)
+        log = request_log if request_log is not None else os.environ.get(REQUEST_LOG_VARIABLE)
+        self.request_log = Path(log) if log else None
         self._initial_scenario: dict[str, Any] = copy.deepcopy(scenario or {})
         self.valid_keys = set(valid_keys) if valid_keys is not None else None
         self._state = threading.RLock()
@@ -304,6 +309,9 @@ class FakeGateway(FakeServer):
 
     # -- chat completions ------------------------------------------------------------------
     def _chat(self, request: FakeRequest) -> FakeResponse:
+        if self.request_log is not None:  # every chat request body as sent, one JSON line (module doc)
+            with self._state, self.request_log.open("ab") as log:
+                log.write(request.body.replace(b"\n", b" ") + b"\n")
         denied = self._auth(request)
         if denied is not None:
             return denied
