@@ -32,7 +32,7 @@ from research_dispatch.fake.gateway import FakeGateway
 from research_dispatch.gateway import Gateway, RetryPolicy, canonical_assistant_turn, credentials
 from research_dispatch.search import TOOL_SCHEMAS
 from tests.conftest import CANARY
-from tests.reliability.conftest import CONTROL, TARGET, configure, run_legs, set_topic_budget, view
+from tests.reliability.conftest import CONTROL, TARGET, configure, run_legs, view
 
 KEY = "sk-or-test-wire"
 USER = [{"role": "user", "content": "Topic id: t\nTitle: T\nResearch brief:\nDiLoCo\n"}]
@@ -220,22 +220,6 @@ def test_gateway_reads_overrides_from_the_listing(gateway_server: FakeGateway) -
     assert math.isclose(pricing.at(1001).completion, 4e-5)
 
 
-@pytest.mark.reliability(area="budget", case="long-context price override",
-                         expect="the pre-call bound prices the prompt at the override that applies: the leg never "
-                                "spends past max_cost_usd although prices jump tenfold past 1000 prompt tokens")
-def test_dollar_cap_holds_under_long_context_override(repo: Path, fake_env: dict[str, str], gateway: Any) -> None:
-    configure(repo)
-    set_topic_budget(repo, TARGET, "{max_cost_usd: 0.6}")
-    gateway.set_scenario({"script": {"searches": 6, "per_turn": 1, "reads": 3}, "pricing": {"*": {
-        "prompt": 10.0, "completion": 40.0,
-        "overrides": [{"min_prompt_tokens": 1000, "prompt": 100.0, "completion": 400.0}]}}})
-    run_legs(repo, fake_env, [TARGET])
-    leg = view(repo, TARGET)
-    assert sum(call["cost_usd"] for call in leg.calls) <= 0.6
-    assert any(usage["prompt_tokens"] > 1000 for usage in
-               (c["usage"] for c in gateway.completions if c["usage"]))
-
-
 def test_byok_cost_records_fee_and_provider_charge(gateway_server: FakeGateway) -> None:
     gateway_server.set_scenario({"byok": True})
     with product(gateway_server) as gw:
@@ -246,9 +230,6 @@ def test_byok_cost_records_fee_and_provider_charge(gateway_server: FakeGateway) 
 
 
 @pytest.mark.parametrize("cost", ["NaN", -0.5, "free", True])
-@pytest.mark.reliability(area="gateway", case="usage.cost NaN, negative or not a number",
-                         expect="UnusableUsage (a typed gateway error naming the field), never a bare ValueError; "
-                                "the leg fails saying the dollar cap cannot be enforced")
 def test_unusable_cost_is_a_typed_error(gateway_server: FakeGateway, cost: Any) -> None:
     gateway_server.set_scenario({"rules": [{"usage_cost": cost}]})
     with product(gateway_server) as gw, pytest.raises(UnusableUsage, match=r"usage\.cost"):

@@ -416,7 +416,7 @@ class Gateway:
             started = time.monotonic()
             try:
                 if leg_deadline is not None and leg_deadline - started <= 0:
-                    raise RetryableGatewayError("leg deadline reached before the call", status=None)
+                    raise CallTimedOut(f"model call to {model}: the leg's deadline was reached before the call")
                 bounds = self._bounds(self.settings.timeout_s, leg_deadline)
                 bounds.check(f"model call to {model}")
                 raw, completion = self._send(kwargs, bounds, model)
