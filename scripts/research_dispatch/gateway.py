@@ -150,11 +150,14 @@ def _mapping(value: Any) -> Mapping[str, Any]:
     return value if isinstance(value, Mapping) else {}
 
 
-def canonical_assistant_turn(message: Mapping[str, Any]) -> dict[str, Any]:
+def canonical_assistant_turn(message: Mapping[str, Any], *, tool_turn_content: str | None = None
+                             ) -> dict[str, Any]:
     """The assistant turn as it goes back into the history (DESIGN.md § Route verdicts).
 
     `content` only when it is a non-empty string (null is refused by strict servers, an empty text block
-    by some providers; a turn that only calls tools has no content key); `tool_calls` reduced to `id`,
+    by some providers; a turn that only calls tools has no content key — or, with `tool_turn_content=""`,
+    an empty string: llama-cpp-python's chat templates read `message.content` of every assistant turn
+    and fail on a missing key, so the `openai-compatible` gateway sends ""); `tool_calls` reduced to `id`,
     `type` and `function` {`name`, `arguments`}; `reasoning_details` verbatim (Gemini 3 refuses the next
     call without its thought signatures). Nothing else: no `function_call`, `refusal`, `annotations`,
     `audio` or `index` — fields a strict server rejects as unknown or deprecated. An empty reply (no
@@ -177,6 +180,8 @@ def canonical_assistant_turn(message: Mapping[str, Any]) -> dict[str, Any]:
                                    json.dumps(arguments if arguments is not None else {})}})
     if calls:
         turn["tool_calls"] = calls
+        if "content" not in turn and tool_turn_content is not None:
+            turn["content"] = tool_turn_content
     details = message.get("reasoning_details")
     if isinstance(details, list) and details:
         turn["reasoning_details"] = details
@@ -573,7 +578,8 @@ class Gateway:
         if choice.message is None:
             raise _malformed("choices[0] has no message")
         record = self._record(completion, headers, model, provider, purpose, latency, retries)
-        message = canonical_assistant_turn(choice.message.to_dict())
+        message = canonical_assistant_turn(choice.message.to_dict(),
+                                           tool_turn_content="" if self.kind == OPENAI_COMPATIBLE else None)
         return Completion(message=message, finish_reason=choice.finish_reason, record=record)
 
     def _usage_facts(self, usage: Any, generation_id: str | None) -> dict[str, Any]:

@@ -13,10 +13,24 @@ The assistant's words come from `script_researcher` (the scripted researcher) an
 (structured output); this module adds routing, accounting and the scripted faults.
 
 Routing. Every `author/name` slug exists. Each author has a catalogue of endpoints (display name,
-tag); `provider.order[0]` (base slug before any `/`) selects one, `only`/`ignore` filter, and a pinned
-tag absent from the catalogue with `allow_fallbacks: false` is a 404 `no_endpoints` envelope. Otherwise
-the first catalogue entry serves. `models` lists, `~aliases`, `openrouter/*` routers and `stream: true`
-are answered 400.
+tag, `supported_parameters`; the scenario's `endpoints` replaces it per model glob); `provider.order[0]`
+(base slug before any `/`) selects one, `only`/`ignore` filter, and a pinned tag absent from the
+catalogue with `allow_fallbacks: false` is a 404 `no_endpoints` envelope. Otherwise the first catalogue
+entry serves. `models` lists, `~aliases`, `openrouter/*` routers and `stream: true` are answered 400.
+
+Strict like the real services (module `strict`, docs/REAL-SERVICES.md):
+  * `provider.require_parameters: true` keeps only endpoints listing every parameter sent; none left is
+    OpenRouter's 404 "No endpoints found that can handle the requested parameters." (`error_type`
+    not_found, `availability.code` constraint_filtered, `excluded_by: ["require_parameters"]`). DeepSeek's
+    own endpoint lists the output cap as `max_tokens` only; a `json_schema` response_format needs
+    `structured_outputs`;
+  * the serving provider answers 400 "Provider returned error" (the reason in `error.metadata.raw`) to an
+    assistant turn with `content: null`, an unknown or deprecated field (`function_call`, ...), no content
+    and no tool calls, tool-call arguments that are not a string, an empty text-only turn for
+    `anthropic/*`, tool results that do not answer the turn before them, and — for `google/gemini-3*` —
+    tool-call turns without the `reasoning_details` thought signatures it returned (or with altered ones);
+  * `google/gemini-3*` tool-call turns carry `reasoning_details` (one `reasoning.encrypted` signature per
+    call, id = the call's id).
 
 Accounting (what the benchmarks rely on):
   * prompt_tokens = ceil(chars / 4) over every message `content` string, every tool-call `arguments`
@@ -26,7 +40,11 @@ Accounting (what the benchmarks rely on):
     of `canonical_json(messages)` of this request and of the previous successful one, // 4, counted only
     when >= 1024 tokens (and never above prompt_tokens);
   * cost = uncached prompt x price + cached x price x 0.25 + completion x price, rounded to 8 decimals;
-    default prices $1/M prompt and $4/M completion, overridable per model glob in the scenario.
+    default prices $1/M prompt and $4/M completion, overridable per model glob in the scenario; past an
+    override's `min_prompt_tokens` its prices apply (google/* models: 2x prompt, 1.5x completion past
+    200k tokens, as listed in `pricing.overrides`);
+  * with `"byok": true` the provider's charge is `usage.cost_details.upstream_inference_cost` and
+    `usage.cost` is OpenRouter's 5% fee, `is_byok: true`.
   * `max_completion_tokens` (or `max_tokens`) is honoured: longer output is cut (finish_reason `length`).
 `canonical_json` is `json.dumps(value, ensure_ascii=False, separators=(",", ":"), sort_keys=True)`.
 
@@ -35,7 +53,11 @@ Scenario format (constructor `scenario=`, `set_scenario()`, or `POST /__fake__/s
     {"latency_s": 0.0,                       # added delay on every completion
      "script": {"searches": 2, "per_turn": 2, "extract_top": 3, "reads": 1,  # scripted researcher knobs
                 "gullible": false, "stubborn": false},              # misbehaviours: see script_researcher
-     "pricing": {"<model glob>": {"prompt": 1.0, "completion": 4.0}},  # USD per 1M tokens
+     "pricing": {"<model glob>": {"prompt": 1.0, "completion": 4.0,     # USD per 1M tokens
+                                  "overrides": [{"min_prompt_tokens": 1000, "prompt": 10.0}]}},
+     "endpoints": {"<model glob>": [{"provider": "Acme", "tag": "acme",
+                                     "supported_parameters": ["max_tokens", "tools"]}]},
+     "byok": false,
      "rules": [{"match": {"model": "<glob>", "session": "<glob>", "kind": "<glob>", "schema": "<glob>"},
                 "on_call": k | "calls": [k, ...] | (omitted: every call),
                 "times": n,                  # apply at most n times
@@ -66,6 +88,12 @@ Actions (combinable where sensible):
   * `no_metadata`: no `openrouter_metadata` and no top-level `provider`.
   * `delay_s`: extra delay; `short_draft`: the report is 40% of the band minimum; `invent_citation`: the
     report also cites `[S99]` next to an invented URL.
+  * `usage_cost: VALUE`: `usage.cost` is VALUE as is (a broken or hostile gateway): "NaN" and
+    "Infinity" go out as those JSON number tokens, any other value verbatim.
+
+With `RESEARCH_DISPATCH_FAKE_GATEWAY_LOG=<file>` in its environment (or `request_log=`), the fake appends
+every chat request body, as sent, as one JSON line (how a demo run's requests are checked against
+OpenRouter's published schema).
 
 `set_scenario` resets the rules' `times` counters but not the per-session call numbers;
 `reset()` clears everything and restores the constructor's scenario.

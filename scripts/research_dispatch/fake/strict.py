@@ -12,7 +12,7 @@ real services as they are documented"). Each rule cites where it comes from:
 * Assistant turns (OpenRouter OpenAPI `ChatAssistantMessage`, and strict OpenAI-compatible servers such
   as llama-cpp-python's, whose request models reject unknown fields and `content: null`): only the
   documented fields; `content` a string or content parts, never null; a turn without content must call
-  tools; Anthropic refuses empty or whitespace-only text blocks.
+  tools; Anthropic refuses an empty or whitespace-only text turn.
 * Tool results (OpenAI / OpenRouter): every `tool` message answers a `tool_call_id` of the assistant turn
   right before it, and every tool call of that turn is answered before the conversation goes on.
 * Thought signatures (public issue threads of many projects hitting Google's 400 through OpenRouter):
@@ -163,7 +163,8 @@ def message_problem(messages: list[Any], model: str) -> str | None:
                 return f"{where}.content: null is not accepted; omit the key when the turn only calls tools"
             if not isinstance(content, (str, list)):
                 return f"{where}.content: must be a string or a list of content parts"
-            if model.lower().startswith("anthropic/") and isinstance(content, str) and not content.strip():
+            if model.lower().startswith("anthropic/") and isinstance(content, str) and not content.strip() \
+                    and not calls:  # an empty text-only turn can only become an empty text block
                 return f"{where}: text content blocks must contain non-whitespace text"
         elif not calls:
             return f"{where}: an assistant message needs content or tool_calls"
