@@ -1,12 +1,19 @@
 # research-dispatch — the two commands a newcomer needs: `make demo` and `make test`.
-# Both bootstrap .venv themselves on a fresh clone.
+# Both bootstrap .venv themselves on a fresh clone. `make interop` also builds .venv-interop
+# (llama-cpp-python, compiled: ~10+ minutes the first time) and fetches a 98 MB model.
 
 PYTHON ?= python3
 VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed-stamp
 
-.PHONY: install test lint demo bench reliability-doc clean
+# The real independent server of `make interop`: llama-cpp-python's OpenAI-compatible server.
+INTEROP_VENV  := .venv-interop
+INTEROP_STAMP := $(INTEROP_VENV)/.installed-stamp
+INTEROP_MODEL := build/interop/SmolLM2-135M-Instruct.Q4_1.gguf
+LLAMA_CPP_PYTHON ?= llama-cpp-python[server]==0.3.36
+
+.PHONY: install test lint demo bench reliability-doc clean interop
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -20,7 +27,20 @@ lint: $(STAMP)
 
 test: $(STAMP)
 	$(BIN)/ruff check .
-	$(BIN)/python -m pytest -n 2 --dist loadfile
+	$(BIN)/python -m pytest -n 2 --dist loadfile --ignore=tests/interop
+
+$(INTEROP_STAMP):
+	$(PYTHON) -m venv $(INTEROP_VENV)
+	$(INTEROP_VENV)/bin/python -m pip install --quiet --disable-pip-version-check '$(LLAMA_CPP_PYTHON)'
+	@touch $@
+
+$(INTEROP_MODEL): scripts/interop_model.py $(STAMP)
+	$(BIN)/python scripts/interop_model.py $@
+
+# A leg with kind = "openai-compatible" against llama-cpp-python's server (tests/interop), bound to 127.0.0.1.
+interop: $(STAMP) $(INTEROP_STAMP) $(INTEROP_MODEL)
+	INTEROP_PYTHON=$(INTEROP_VENV)/bin/python INTEROP_MODEL=$(INTEROP_MODEL) \
+		$(BIN)/python -m pytest -p no:cacheprovider tests/interop
 
 demo: $(STAMP)
 	$(BIN)/research-dispatch demo

@@ -258,13 +258,12 @@ def verify(repo: Path, reports: tuple[Path, ...], online: bool, github_summary: 
         raise BadInput("no reports to verify", path=settings.research_dir + "/")
     gateway = None
     if online:
-        from research_dispatch import environment
-        from research_dispatch.gateway import Gateway
+        from research_dispatch.verify import online_gateway
 
-        creds = environment.require(os.environ, environment.OPENROUTER)
-        gateway = Gateway(api_key=creds.key, base_url=creds.base_url, settings=settings.gateway)
+        gateway = online_gateway(settings, os.environ)
     rows = [verify_report(load_report(p if p.is_absolute() or p.exists() else repo / p, repo=repo),
-                          gateway=gateway) for p in paths]
+                          gateway=gateway, trust_self_reported=settings.gateway.trust_self_reported)
+            for p in paths]
     click.echo(text_table(rows))
     for row in rows:
         for problem in row.problems:

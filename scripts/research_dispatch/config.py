@@ -211,6 +211,13 @@ class Topic(_Strict):
 
 
 class GatewaySettings(_Strict):
+    """The model gateway. `kind` (FIXED, DESIGN.md § Gateways): `openrouter` (the default: pinned routes,
+    router metadata, `/generation` records) or `openai-compatible` (a local or self-hosted server such as
+    LiteLLM, vLLM, llama.cpp or Ollama, reached with OPENAI_API_KEY/OPENAI_BASE_URL: it can only report
+    which model answered, so its routes are `self_reported`, verified only with `trust_self_reported`)."""
+
+    kind: Literal["openrouter", "openai-compatible"] = "openrouter"
+    trust_self_reported: bool = False
     timeout_s: float = Field(180.0, gt=0, le=1800)
     max_retries: int = Field(3, ge=0, le=10)
     backoff_base_s: float = Field(1.0, ge=0, le=60)

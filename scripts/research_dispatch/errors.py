@@ -117,3 +117,26 @@ class ResponseTooLarge(CallBoundExceeded):
 
 class Interrupted(CallBoundExceeded):
     """The user interrupted the run (Ctrl-C): the call and its leg stop at once."""
+
+
+class GatewayCallTimedOut(CallTimedOut, GatewayError):
+    """A model call ran past its wall-clock deadline: both a bound error and a gateway error, so a
+    caller that handles either stops the leg honestly. Retryable only while the leg has time left."""
+
+
+class GatewayResponseTooLarge(ResponseTooLarge, GatewayError):
+    """A model response grew past the size cap; never retried (a fault, and another attempt costs money)."""
+
+
+class GatewayInterrupted(Interrupted, GatewayError):
+    """The run was interrupted during a model call."""
+
+
+class UnusableUsage(GatewayError):
+    """A completed call reported usage the product cannot account for (a cost that is NaN, negative or
+    not a number): the dollar cap can no longer be enforced, so the leg stops instead of guessing."""
+
+
+class UnsupportedParameters(GatewayError):
+    """The pinned model's endpoints do not list a parameter the call cannot do without (tools for a
+    researcher, response_format for structured output): refused before any money is spent."""

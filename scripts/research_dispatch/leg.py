@@ -27,6 +27,7 @@ from research_dispatch.environment import Credentials
 from research_dispatch.errors import Interrupted, MissingKey
 from research_dispatch.fsio import append_line, confined, write_atomic
 from research_dispatch.gateway import CallRecord, Gateway, RetryPolicy
+from research_dispatch.gateway import credentials as gateway_credentials
 from research_dispatch.plan import Leg
 from research_dispatch.providers import ExaProvider, SearchProvider, TavilyProvider
 from research_dispatch.records import load_record
@@ -92,10 +93,11 @@ def require_keys(env: Mapping[str, str], settings: Settings | None = None,
                  legs: Iterable[Leg] = ()) -> tuple[Credentials, dict[str, Credentials]]:
     """Gateway and search credentials, checked (`environment`), or a clear error before any network call.
 
-    The search services checked are those the legs use (each topic's providers), else the configured
-    providers, else Tavily.
+    The gateway's are those of the configured kind: OPENROUTER_* by default, OPENAI_API_KEY and
+    OPENAI_BASE_URL for an `openai-compatible` gateway. The search services checked are those the legs
+    use (each topic's providers), else the configured providers, else Tavily.
     """
-    gateway = environment.require(env, environment.OPENROUTER)
+    gateway = gateway_credentials(env, settings.gateway if settings is not None else None)
     providers: set[str] = set()
     for leg in legs:
         providers.update(effective(leg.topic, settings)[2].providers if settings else ("tavily",))
@@ -169,7 +171,8 @@ def run_leg(repo: Path, settings: Settings, leg: Leg, *, env: Mapping[str, str] 
     leg_deadline = time.monotonic() + budget.timeout_minutes * 60
     try:
         with Gateway(api_key=gateway_creds.key, base_url=gateway_creds.base_url,
-                     settings=settings.gateway, retry=retry) as gateway, contextlib.ExitStack() as stack:
+                     settings=settings.gateway, retry=retry, deadline=leg_deadline,
+                     interrupt=interrupt) as gateway, contextlib.ExitStack() as stack:
             service = settings.search_service
             mcp = None
             if leg.topic.mcp:
@@ -204,7 +207,8 @@ def run_leg(repo: Path, settings: Settings, leg: Leg, *, env: Mapping[str, str] 
     records = outcome.records
     verdict = route.leg_verdict(r.verdict for r in records)
     result.route = verdict
-    result.route_verified = route.is_verified(verdict)
+    result.route_verified = route.is_verified(verdict,
+                                              trust_self_reported=settings.gateway.trust_self_reported)
     result.calls = len(records)
     result.cost_usd = round(sum(r.cost_usd for r in records), 6)
     if outcome.interrupted:  # no report from an interrupted leg, even with a draft: it did not finish

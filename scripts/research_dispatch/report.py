@@ -219,7 +219,7 @@ class ReportMeta(BaseModel):
     family: str
     served_models: list[str]
     served_providers: list[str]
-    route: Literal["exact", "provider_fallback", "model_fallback", "cached", "unverified"]
+    route: Literal["exact", "provider_fallback", "model_fallback", "cached", "unverified", "self_reported"]
     route_verified: bool
     calls: Count
     generation_ids: list[str]

@@ -301,7 +301,10 @@ class Researcher:
     def _pricing(self) -> Pricing | None:
         if self._price is _UNKNOWN:
             self._price = self.gateway.pricing(self.spec.model, self.spec.provider)
-        return self._price  # type: ignore[return-value]
+        if not isinstance(self._price, Pricing):
+            return None
+        # the price that applies to the next prompt: long-context overrides raise it past their threshold
+        return self._price.at(self._prompt_tokens_estimate() + STEP_GROWTH_TOKENS)
 
     def _prompt_tokens_estimate(self) -> int:
         """What the next call's prompt will cost in tokens (characters / 4, an upper-side estimate)."""
@@ -330,9 +333,7 @@ class Researcher:
         self.messages.append({"role": "user", "content": text})
 
     def _answer_tools(self, completion: Completion, *, closed: bool) -> None:
-        assistant = dict(completion.message)
-        assistant.setdefault("content", None)
-        self.messages.append(assistant)
+        self.messages.append(dict(completion.message))  # canonical: no null content, no unknown fields
         for index, call in enumerate(completion.tool_calls):
             call_id = str(call.get("id") or f"call_{len(self.messages)}_{index}")
             function = call.get("function") or {}

@@ -7,9 +7,12 @@ Pure functions over the facts a gateway response carries. A verdict per call, th
 * `model_fallback` — any call served by another model;
 * `provider_fallback` — same model, but another provider than pinned, or a fallback attempt recorded;
 * `cached` — a response-cache hit (no provider was called, nothing to verify);
-* `unverified` — the response lacked the metadata needed to decide.
+* `unverified` — the response lacked the metadata needed to decide;
+* `self_reported` — an `openai-compatible` gateway (DESIGN.md § Gateways) said the requested model
+  answered; it has no router metadata and no `/generation` record, so nothing can confirm it.
 
-Only `exact` counts as verified.
+Only `exact` counts as verified, and `self_reported` when the configuration says
+`trust_self_reported = true` (the user vouches for their own gateway).
 """
 
 from __future__ import annotations
@@ -17,7 +20,8 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable
 
-VERDICTS = ("exact", "cached", "unverified", "provider_fallback", "model_fallback")
+# Best first: a leg takes the worst verdict of its calls.
+VERDICTS = ("exact", "self_reported", "cached", "unverified", "provider_fallback", "model_fallback")
 _SEVERITY = {verdict: rank for rank, verdict in enumerate(VERDICTS)}
 _DATE_SUFFIX = re.compile(r"-(?:\d{8}|\d{4}-\d{2}-\d{2})$")
 
@@ -85,5 +89,12 @@ def leg_verdict(call_verdicts: Iterable[str]) -> str:
     return max(verdicts, key=lambda v: _SEVERITY.get(v, _SEVERITY["unverified"]))
 
 
-def is_verified(verdict: str) -> bool:
-    return verdict == "exact"
+def self_reported_verdict(*, requested_model: str, served_model: str | None) -> str:
+    """The verdict for one call through an `openai-compatible` gateway: only the model can be compared."""
+    if not served_model:
+        return "unverified"
+    return "self_reported" if same_model(requested_model, served_model) else "model_fallback"
+
+
+def is_verified(verdict: str, *, trust_self_reported: bool = False) -> bool:
+    return verdict == "exact" or (trust_self_reported and verdict == "self_reported")

@@ -5,18 +5,23 @@ verdict from the logged facts, checks that the front matter agrees with the log 
 same requested model, same verdict) and, with `--online`, asks the gateway's `/generation` record
 whether the logged model and provider are what it has on file. A disagreement is never resolved in
 the report's favour: the worse verdict wins, and the problem is listed.
+
+Calls made through an `openai-compatible` gateway carry only the model the server said it was
+(`self_reported`): nothing online can confirm them, so `--online` refuses such a gateway with one clear
+line, and such a route counts as verified only when the configuration trusts it (`trust_self_reported`).
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from research_dispatch import route, sanitize
+from research_dispatch.config import Settings
 from research_dispatch.errors import BadInput
-from research_dispatch.gateway import CallRecord, Gateway
+from research_dispatch.gateway import OPENAI_COMPATIBLE, CallRecord, Gateway, credentials
 from research_dispatch.records import load_record
 from research_dispatch.report import Report
 
@@ -37,10 +42,11 @@ class RouteRow:
     cost_usd: float
     calls: int
     problems: list[str] = field(default_factory=list)
+    trust_self_reported: bool = False
 
     @property
     def verified(self) -> bool:
-        return route.is_verified(self.route) and not self.problems
+        return route.is_verified(self.route, trust_self_reported=self.trust_self_reported) and not self.problems
 
 
 MAX_CALLS_BYTES = 8 * 1024 * 1024  # a call log: ~500 bytes a call; a leg makes tens, a synthesis hundreds
@@ -79,6 +85,9 @@ def recheck(record: CallRecord, requested_model: str) -> str:
     """A call's verdict from its logged facts, never better than the verdict logged at call time."""
     if record.requested_model != requested_model:
         return "unverified"
+    if record.gateway_kind == OPENAI_COMPATIBLE:
+        facts = route.self_reported_verdict(requested_model=requested_model, served_model=record.served_model)
+        return route.leg_verdict([facts, record.verdict])
     facts = route.call_verdict(
         requested_model=requested_model, pinned_provider=None, served_model=record.served_model,
         served_provider=record.served_provider, metadata_present=record.metadata_present,
@@ -109,12 +118,25 @@ def online_verdict(data: dict[str, Any], requested_model: str, record: CallRecor
     return verdict, problems
 
 
-def verify_report(report: Report, *, gateway: Gateway | None = None) -> RouteRow:
+def online_gateway(settings: Settings, env: Mapping[str, str]) -> Gateway:
+    """The gateway `verify --online` asks, or one `BadInput` line when the configured kind keeps no record."""
+    if settings.gateway.kind == OPENAI_COMPATIBLE:
+        raise BadInput("cannot re-check an openai-compatible gateway: it keeps no /generation record, so its "
+                       "routes are self-reported and only the call logs can be checked (run verify without "
+                       "--online)", path="--online")
+    creds = credentials(env, settings.gateway)
+    return Gateway(api_key=creds.key, base_url=creds.base_url, settings=settings.gateway)
+
+
+def verify_report(report: Report, *, gateway: Gateway | None = None, trust_self_reported: bool = False) -> RouteRow:
+    """The route row of one report. `trust_self_reported` is the configuration's
+    `[tool.research-dispatch.gateway] trust_self_reported` (a `self_reported` route counts as verified)."""
     meta = report.meta
     row = RouteRow(stem=report.stem, relpath=report.relpath, topic=meta.topic, requested_model=meta.requested_model,
                    requested_provider=meta.requested_provider, served_models=list(meta.served_models),
                    served_providers=list(meta.served_providers), claimed_route=meta.route, route=meta.route,
-                   status=meta.status, words=meta.words, cost_usd=meta.usage.cost_usd, calls=meta.calls)
+                   status=meta.status, words=meta.words, cost_usd=meta.usage.cost_usd, calls=meta.calls,
+                   trust_self_reported=trust_self_reported)
     calls_path = report.path.with_name(f"{report.stem}.calls.jsonl")
     if not calls_path.exists():
         row.route = "unverified"
@@ -129,6 +151,11 @@ def verify_report(report: Report, *, gateway: Gateway | None = None) -> RouteRow
         row.problems.append(f"front matter says {meta.calls} calls, the log has {len(records)}")
     if gateway is not None:
         for record in records:
+            if record.gateway_kind == OPENAI_COMPATIBLE:
+                verdicts.append("unverified")
+                row.problems.append(f"{record.generation_id or 'a call'}: made through an openai-compatible "
+                                    "gateway, which keeps no /generation record; it cannot be re-checked online")
+                continue
             if not record.generation_id:
                 verdicts.append("unverified")
                 continue

@@ -15,6 +15,7 @@ import signal
 import subprocess
 import sys
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import httpx2
@@ -141,15 +142,24 @@ class FakeSearch:
         return f'<tool_result tool="{name}" status="ok">\n{header}\n{body}\n</tool_result>'
 
 
+def assistant_turn(message: dict[str, Any]) -> dict[str, Any]:
+    """The turn as a careful client sends it back: no null content, no fields outside the documented ones."""
+    turn = {k: v for k, v in message.items() if k in ("role", "content", "tool_calls", "reasoning_details")
+            and v is not None}
+    for call in turn.get("tool_calls") or []:
+        call.pop("index", None)
+    return turn
+
+
 def run_leg(client: OpenAI, messages: list[dict[str, Any]], session: str = "2026-H1:02-diloco-family",
             model: str = MODEL, max_steps: int = 12) -> tuple[Any, list[dict[str, Any]], FakeSearch]:
     search = FakeSearch()
     for _ in range(max_steps):
         completion = client.chat.completions.create(
             model=model, messages=messages, tools=TOOLS, tool_choice="auto",  # type: ignore[arg-type]
-            max_completion_tokens=16000, extra_body={"session_id": session, "provider": PINNED})
+            max_tokens=16000, extra_body={"session_id": session, "provider": PINNED})
         message = completion.choices[0].message
-        messages.append(message.to_dict())
+        messages.append(assistant_turn(message.to_dict()))
         if completion.choices[0].finish_reason != "tool_calls":
             return completion, messages, search
         for call in message.tool_calls or []:
@@ -248,7 +258,7 @@ def test_reads_knob_reads_the_next_pages_with_the_next_question(client: OpenAI, 
 
 def test_writing_without_tools_uses_whatever_sources_are_in_the_conversation(client: OpenAI) -> None:
     messages = opening(band=(300, 400))
-    messages.append({"role": "assistant", "content": None, "tool_calls": [
+    messages.append({"role": "assistant", "tool_calls": [
         {"id": "c1", "type": "function", "function": {"name": "web_search", "arguments": '{"query": "x"}'}}]})
     result = FakeSearch().answer("web_search", '{"query": "x"}')
     messages.append({"role": "tool", "tool_call_id": "c1", "content": result})
@@ -593,7 +603,7 @@ def test_catalogue_endpoints(client: OpenAI, gw: FakeGateway) -> None:
     assert [(e["provider_name"], e["tag"], e["status"]) for e in endpoints["endpoints"]] == [
         ("Moonshot AI", "moonshotai", 0), ("Together", "together", 0)]
     providers = httpx2.get(gw.base_url + "/providers").json()["data"]
-    assert {"name": "Google Vertex", "slug": "google-vertex"}.items() <= next(
+    assert {"name": "Google", "slug": "google-vertex"}.items() <= next(
         p for p in providers if p["slug"] == "google-vertex").items()
     chat(client)
     key = client.get("/key", cast_to=object)
@@ -639,3 +649,159 @@ def test_serve_prints_one_json_line_and_stops_on_sigterm(tmp_path: Any) -> None:
         if proc.poll() is None:
             proc.kill()
             proc.wait()
+
+
+# ---------------------------------------------------------------------------------------------
+# strict like the real services (module `fake.strict`): each rule, refused as the real thing refuses
+# ---------------------------------------------------------------------------------------------
+SCHEMAS = Path(__file__).resolve().parent.parent / "data" / "openrouter"
+GEMINI = "google/gemini-3.1-pro-preview"
+CALL = {"id": "c1", "type": "function", "function": {"name": "web_search", "arguments": '{"query": "x"}'}}
+
+
+def refusal(excinfo: pytest.ExceptionInfo[openai.APIStatusError]) -> dict[str, Any]:
+    """The error object of an OpenRouter envelope (`exc.body` is already unwrapped by the client)."""
+    body = excinfo.value.body
+    assert isinstance(body, dict)
+    return body
+
+
+def test_require_parameters_refuses_a_parameter_the_pinned_endpoint_does_not_list(client: OpenAI) -> None:
+    """DeepSeek's endpoint lists `max_tokens` only: `max_completion_tokens` + require_parameters → 404."""
+    with pytest.raises(openai.NotFoundError,
+                       match="No endpoints found that can handle the requested parameters") as refused:
+        chat(client, max_completion_tokens=500, extra_body={"provider": PINNED})
+    error = refusal(refused)
+    assert error["error_type"] == "not_found" and error["http_status"] == 404
+    assert error["availability"]["code"] == "constraint_filtered"
+    assert error["availability"]["excluded_by"] == ["require_parameters"]
+    assert "max_completion_tokens" in error["availability"]["constraint"]["detail"]
+    assert chat(client, max_tokens=500, extra_body={"provider": PINNED}).choices  # the listed name is served
+    loose = {"order": ["deepseek"], "allow_fallbacks": False}  # without require_parameters: served, ignored
+    assert chat(client, max_completion_tokens=500, extra_body={"provider": loose}).choices
+
+
+def test_require_parameters_unpinned_routes_to_an_endpoint_that_lists_everything(client: OpenAI) -> None:
+    served = chat(client, max_completion_tokens=500, extra_body={"provider": {"require_parameters": True}})
+    assert served.model_extra["provider"] == "DeepInfra"  # the one DeepSeek endpoint that lists it
+
+
+def test_json_schema_needs_structured_outputs(client: OpenAI, gw: FakeGateway) -> None:
+    gw.set_scenario({"endpoints": {"acme/*": [{"provider": "Acme", "tag": "acme",
+                                               "supported_parameters": ["max_tokens", "response_format"]}]}})
+    schema = {"type": "json_schema", "json_schema": {"name": "x", "strict": True, "schema": {"type": "object"}}}
+    with pytest.raises(openai.NotFoundError, match="requested parameters"):
+        chat(client, model="acme/m", response_format=schema, extra_body={"provider": {"require_parameters": True}})
+    assert chat(client, model="acme/m", response_format={"type": "json_object"},
+                extra_body={"provider": {"require_parameters": True}}).choices
+
+
+def test_endpoints_listing_matches_the_published_public_endpoint_schema(gw: FakeGateway) -> None:
+    import jsonschema
+
+    schema = json.loads((SCHEMAS / "public-endpoint.schema.json").read_text(encoding="utf-8"))
+    listed = httpx2.get(gw.base_url + "/models/google/gemini-3.1-pro-preview/endpoints").json()["data"]["endpoints"]
+    for endpoint in listed:
+        jsonschema.validate(endpoint, schema)
+    assert listed[0]["pricing"]["overrides"] == [{"min_prompt_tokens": 200000, "prompt": "0.000002",
+                                                  "completion": "0.000006"}]
+    deepseek = httpx2.get(gw.base_url + "/models/deepseek/deepseek-v4-pro/endpoints").json()["data"]["endpoints"]
+    own = next(e for e in deepseek if e["tag"] == "deepseek")
+    assert "max_tokens" in own["supported_parameters"] and "max_completion_tokens" not in own["supported_parameters"]
+
+
+def test_price_override_is_billed_past_its_threshold(client: OpenAI, gw: FakeGateway) -> None:
+    gw.set_scenario({"pricing": {"*": {"prompt": 1.0, "completion": 4.0,
+                                       "overrides": [{"min_prompt_tokens": 100, "prompt": 10.0}]}}})
+    short = chat(client, "hi").usage
+    long = chat(client, "word " * 200).usage
+    assert short is not None and long is not None and long.prompt_tokens > 100 >= short.prompt_tokens
+    assert math.isclose(short.model_extra["cost"],
+                        round((short.prompt_tokens * 1.0 + short.completion_tokens * 4.0) / 1e6, 8))
+    assert math.isclose(long.model_extra["cost"],
+                        round((long.prompt_tokens * 10.0 + long.completion_tokens * 4.0) / 1e6, 8))
+
+
+def test_byok_usage_is_fee_plus_upstream(client: OpenAI, gw: FakeGateway) -> None:
+    gw.set_scenario({"byok": True})
+    usage = chat(client).usage
+    assert usage is not None
+    extra = usage.model_extra
+    assert extra["is_byok"] is True
+    upstream = extra["cost_details"]["upstream_inference_cost"]
+    assert upstream > 0 and math.isclose(extra["cost"], round(upstream * 0.05, 8))
+
+
+def test_scripted_unusable_cost_goes_out_as_is(client: OpenAI, gw: FakeGateway) -> None:
+    gw.set_scenario({"rules": [{"on_call": 1, "usage_cost": "NaN"}, {"on_call": 2, "usage_cost": "free"}]})
+    assert math.isnan(chat(client).usage.model_extra["cost"])  # type: ignore[union-attr]
+    assert chat(client).usage.model_extra["cost"] == "free"  # type: ignore[union-attr]
+
+
+def test_gemini_3_returns_and_demands_thought_signatures(client: OpenAI) -> None:
+    messages = opening()
+    first = client.chat.completions.create(model=GEMINI, messages=messages, tools=TOOLS)  # type: ignore[arg-type]
+    message = first.choices[0].message.to_dict()
+    details = message["reasoning_details"]
+    assert [d["id"] for d in details] == [c["id"] for c in message["tool_calls"]]
+    assert all(d["type"] == "reasoning.encrypted" and d["format"] == "google-gemini-v1" for d in details)
+    answers = [{"role": "tool", "tool_call_id": c["id"], "content": "nothing"} for c in message["tool_calls"]]
+    echoed = assistant_turn(message)
+    assert client.chat.completions.create(model=GEMINI, messages=[*messages, echoed, *answers],  # type: ignore
+                                          tools=TOOLS).choices
+    stripped = {k: v for k, v in echoed.items() if k != "reasoning_details"}
+    with pytest.raises(openai.BadRequestError, match="Provider returned error") as missing:
+        client.chat.completions.create(model=GEMINI, messages=[*messages, stripped, *answers],  # type: ignore
+                                       tools=TOOLS)
+    assert "missing a thought_signature" in refusal(missing)["metadata"]["raw"]
+    forged = json.loads(json.dumps(echoed))
+    forged["reasoning_details"][0]["data"] = "AAAA" + forged["reasoning_details"][0]["data"][4:]
+    with pytest.raises(openai.BadRequestError) as corrupted:
+        client.chat.completions.create(model=GEMINI, messages=[*messages, forged, *answers],  # type: ignore
+                                       tools=TOOLS)
+    assert refusal(corrupted)["metadata"]["raw"] == "Corrupted thought signature."
+    other = client.chat.completions.create(model=MODEL, messages=[*messages, stripped, *answers],  # type: ignore
+                                           tools=TOOLS)
+    assert other.choices and other.choices[0].message.model_extra.get("reasoning_details") is None
+
+
+@pytest.mark.parametrize(("model", "turn", "complaint"), [
+    (MODEL, {"role": "assistant", "content": None, "tool_calls": [CALL]}, "null is not accepted"),
+    (MODEL, {"role": "assistant", "content": "x", "function_call": None}, "function_call"),
+    (MODEL, {"role": "assistant", "content": "x", "annotations": []}, "annotations"),
+    (MODEL, {"role": "assistant"}, "needs content or tool_calls"),
+    ("anthropic/claude-sonnet-4.6", {"role": "assistant", "content": " "}, "non-whitespace text"),
+    (MODEL, {"role": "assistant", "tool_calls": [{**CALL, "function": {"name": "web_search", "arguments": {}}}]},
+     "arguments a JSON string"),
+], ids=["content null", "function_call", "unknown field", "empty turn", "anthropic empty text", "arguments object"])
+def test_strict_servers_refuse_these_assistant_turns(client: OpenAI, model: str, turn: dict[str, Any],
+                                                     complaint: str) -> None:
+    messages = [*opening(), turn]
+    if turn.get("tool_calls"):
+        messages.append({"role": "tool", "tool_call_id": "c1", "content": "nothing"})
+    messages.append({"role": "user", "content": "Go on."})
+    with pytest.raises(openai.BadRequestError) as refused:
+        client.chat.completions.create(model=model, messages=messages)  # type: ignore[arg-type]
+    assert complaint in refusal(refused)["metadata"]["raw"]
+    assert refusal(refused)["metadata"]["error_type"] == "invalid_request"
+
+
+def test_tool_results_must_answer_the_turn_before(client: OpenAI) -> None:
+    unanswered = [*opening(), {"role": "assistant", "tool_calls": [CALL]}, {"role": "user", "content": "Go on."}]
+    with pytest.raises(openai.BadRequestError) as refused:
+        client.chat.completions.create(model=MODEL, messages=unanswered)  # type: ignore[arg-type]
+    assert "did not have response messages: c1" in refusal(refused)["metadata"]["raw"]
+    orphan = [*opening(), {"role": "tool", "tool_call_id": "c9", "content": "x"}]
+    with pytest.raises(openai.BadRequestError) as stray:
+        client.chat.completions.create(model=MODEL, messages=orphan)  # type: ignore[arg-type]
+    assert "must be a response to a preceding message" in refusal(stray)["metadata"]["raw"]
+
+
+def test_request_log_keeps_every_body(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    log = tmp_path / "requests.jsonl"
+    monkeypatch.setenv("RESEARCH_DISPATCH_FAKE_GATEWAY_LOG", str(log))
+    with FakeGateway() as server, OpenAI(base_url=server.base_url, api_key="k", max_retries=0) as c:
+        chat(c, "one")
+        chat(c, "two")
+    bodies = [json.loads(line) for line in log.read_text(encoding="utf-8").splitlines()]
+    assert [b["messages"][0]["content"] for b in bodies] == ["one", "two"]

@@ -438,3 +438,82 @@ def test_scenario_from_constructor_and_latency() -> None:
                 tc.search("DiLoCo")
             assert tc.extract("https://arxiv.org/abs/2311.08105")["results"]
         assert json.loads(fake.requests_to("/search")[0].body) == {"query": "DiLoCo"}
+
+
+# --------------------------------------------------------------------------------------------
+# Tavily's documented limits: the fake refuses what the real API refuses (its OpenAPI description)
+# --------------------------------------------------------------------------------------------
+REFUSED_SEARCHES: list[tuple[str, dict[str, Any], str]] = [
+    ("query over 400 characters", {"query": "q" * 401}, "Query is too long. Max query length is 400 characters."),
+    ("empty query", {"query": "   "}, "Query is missing"),
+    ("max_results above 20", {"query": "DiLoCo", "max_results": 21}, "max_results"),
+    ("max_results below 0", {"query": "DiLoCo", "max_results": -1}, "max_results"),
+    ("unknown search_depth", {"query": "DiLoCo", "search_depth": "deep"}, "search_depth"),
+    ("unknown topic", {"query": "DiLoCo", "topic": "sports"}, "topic"),
+    ("unknown time_range", {"query": "DiLoCo", "time_range": "decade"}, "time_range"),
+    ("chunks_per_source above 3", {"query": "DiLoCo", "search_depth": "advanced", "chunks_per_source": 4},
+     "chunks_per_source"),
+    ("301 include_domains", {"query": "DiLoCo", "include_domains": [f"d{i}.org" for i in range(301)]},
+     "include_domains"),
+    ("151 exclude_domains", {"query": "DiLoCo", "exclude_domains": [f"d{i}.org" for i in range(151)]},
+     "exclude_domains"),
+]
+PAGE = "https://arxiv.org/abs/2311.08105"
+REFUSED_EXTRACTS: list[tuple[str, dict[str, Any], str]] = [
+    ("21 URLs", {"urls": [f"{PAGE}?v={i}" for i in range(21)]}, "Max 20 URLs are allowed."),
+    ("no URL", {"urls": []}, "urls"),
+    ("timeout above 60 s", {"urls": [PAGE], "timeout": 61}, "timeout"),
+    ("timeout below 1 s", {"urls": [PAGE], "timeout": 0.5}, "timeout"),
+    ("unknown extract_depth", {"urls": [PAGE], "extract_depth": "deep"}, "extract_depth"),
+    ("unknown format", {"urls": [PAGE], "format": "html"}, "format"),
+    ("chunks_per_source above 5", {"urls": [PAGE], "query": "outer", "chunks_per_source": 6}, "chunks_per_source"),
+]
+
+
+@pytest.mark.parametrize(("rule", "arguments", "message"), REFUSED_SEARCHES, ids=[r[0] for r in REFUSED_SEARCHES])
+def test_search_limits_are_refused_like_the_real_api(client: TavilyClient, rule: str, arguments: dict[str, Any],
+                                                     message: str) -> None:
+    with pytest.raises(BadRequestError, match=message.replace(".", r"\.")):
+        client.search(**arguments)
+
+
+@pytest.mark.parametrize(("rule", "arguments", "message"), REFUSED_EXTRACTS, ids=[r[0] for r in REFUSED_EXTRACTS])
+def test_extract_limits_are_refused_like_the_real_api(client: TavilyClient, rule: str, arguments: dict[str, Any],
+                                                      message: str) -> None:
+    with pytest.raises(BadRequestError, match=message.replace(".", r"\.")):
+        client.extract(**arguments)
+
+
+def test_limits_themselves_are_accepted(client: TavilyClient) -> None:
+    """The edges of every documented range are allowed, so the fake is not stricter than the real API."""
+    assert client.search("q" * 400, max_results=20, search_depth="advanced", chunks_per_source=3,
+                         time_range="year", include_domains=[f"d{i}.org" for i in range(300)],
+                         exclude_domains=[f"e{i}.org" for i in range(150)]) is not None
+    assert client.search("DiLoCo", max_results=0)["results"] == []
+    for timeout in (1, 1.0, 60, 60.0):
+        assert client.extract([PAGE], timeout=timeout)["results"]
+    assert len(client.extract([PAGE] * 20, query="outer", chunks_per_source=5)["results"]) == 20
+
+
+def test_error_envelope_is_detail_error(fake: FakeTavily) -> None:
+    """`{"detail": {"error": ...}}`, the shape tavily-python reads its exception message from."""
+    response = requests.post(fake.base_url + "/extract", json={"urls": [PAGE], "timeout": 90},
+                             headers={"Authorization": f"Bearer {KEY}"}, timeout=5)
+    assert response.status_code == 400
+    assert set(response.json()) == {"detail"} and "between 1.0 and 60.0" in response.json()["detail"]["error"]
+
+
+def test_product_search_tools_send_only_requests_tavily_accepts(fake: FakeTavily) -> None:
+    """The product's own search layer, with its defaults, never trips a documented limit."""
+    from research_dispatch.config import SearchSettings
+    from research_dispatch.search import ExtractArgs, SearchArgs, SearchTools
+
+    tools = SearchTools(api_key=KEY, base_url=fake.base_url, settings=SearchSettings(), retries=0)
+    found = tools.web_search(SearchArgs(query="DiLoCo site:arxiv.org " + "distributed training " * 40))
+    assert not found.is_error
+    urls = [s.url for s in tools.registry.all()][:5]
+    assert not tools.web_extract(ExtractArgs(urls=urls, query="outer optimizer")).is_error
+    statuses = [response.status for _request, response in fake.requests]
+    assert statuses and set(statuses) == {200}
+    extract_bodies = [body for endpoint, body in fake.calls if endpoint == "extract"]
+    assert all(1.0 <= body["timeout"] <= 60.0 for body in extract_bodies)

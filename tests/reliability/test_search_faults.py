@@ -130,7 +130,8 @@ def test_5xx_on_extract_is_degraded(repo, fake_env, tavily) -> None:
 @reliability(area="search", case="Tavily timeout",
              expect="the hung request is abandoned at the 0.5 s client timeout and retried; leg ok")
 def test_timeout_is_retried(repo, fake_env, tavily) -> None:
-    configure(repo, search_service="timeout_s = 0.5")
+    # 1 s: the extract call sends the same number as Tavily's `timeout`, which must be 1-60 s
+    configure(repo, search_service="timeout_s = 1.0")
     tavily.set_scenario({"rules": [{"endpoint": "search", "on_call": 1, "times": 1, "delay_s": 5.0}]})
     run_legs(repo, fake_env, [TARGET])
     assert len(statuses(tavily, "search")) == 3

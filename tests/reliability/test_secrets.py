@@ -107,8 +107,9 @@ def test_search_error_echoing_the_key(repo, gateway, tavily) -> None:
     assert_repo_is_clean(repo, *model_saw)
 
 
-@reliability(area="secrets", case="crash: an unexpected exception whose text carries the key",
-             expect="the leg fails as 'internal error; see the trace' with the key [REDACTED]; the other leg ok")
+@reliability(area="secrets", case="a usage field carrying the key instead of a number",
+             expect="the leg fails with a typed error naming the field (unusable usage, never a bare ValueError) "
+                    "and the key [REDACTED]; the other leg ok")
 def test_crash_with_the_key_in_the_exception(repo, gateway, tavily) -> None:
     configure(repo)
     body = ('{"id": "gen-x", "model": "deepseek/deepseek-v4-pro", "choices": [{"index": 0, "finish_reason": "stop", '
@@ -117,8 +118,8 @@ def test_crash_with_the_key_in_the_exception(repo, gateway, tavily) -> None:
     gateway.set_scenario({"rules": [on_target(on_call=2, raw_body=body)]})
     run_legs(repo, canary_env(gateway, tavily))
     target = view(repo, TARGET)
-    assert target.status["status"] == "failed" and target.reasons == ["internal error; see the trace"]
-    assert "[REDACTED]" in target.status["error"]
+    assert target.status["status"] == "failed"
+    assert "unusable usage.prompt_tokens" in target.status["error"] and "[REDACTED]" in target.status["error"]
     assert view(repo, CONTROL).status["status"] == "ok"
     assert_repo_is_clean(repo)
 

@@ -13,10 +13,24 @@ The assistant's words come from `script_researcher` (the scripted researcher) an
 (structured output); this module adds routing, accounting and the scripted faults.
 
 Routing. Every `author/name` slug exists. Each author has a catalogue of endpoints (display name,
-tag); `provider.order[0]` (base slug before any `/`) selects one, `only`/`ignore` filter, and a pinned
-tag absent from the catalogue with `allow_fallbacks: false` is a 404 `no_endpoints` envelope. Otherwise
-the first catalogue entry serves. `models` lists, `~aliases`, `openrouter/*` routers and `stream: true`
-are answered 400.
+tag, `supported_parameters`; the scenario's `endpoints` replaces it per model glob); `provider.order[0]`
+(base slug before any `/`) selects one, `only`/`ignore` filter, and a pinned tag absent from the
+catalogue with `allow_fallbacks: false` is a 404 `no_endpoints` envelope. Otherwise the first catalogue
+entry serves. `models` lists, `~aliases`, `openrouter/*` routers and `stream: true` are answered 400.
+
+Strict like the real services (module `strict`, docs/REAL-SERVICES.md):
+  * `provider.require_parameters: true` keeps only endpoints listing every parameter sent; none left is
+    OpenRouter's 404 "No endpoints found that can handle the requested parameters." (`error_type`
+    not_found, `availability.code` constraint_filtered, `excluded_by: ["require_parameters"]`). DeepSeek's
+    own endpoint lists the output cap as `max_tokens` only; a `json_schema` response_format needs
+    `structured_outputs`;
+  * the serving provider answers 400 "Provider returned error" (the reason in `error.metadata.raw`) to an
+    assistant turn with `content: null`, an unknown or deprecated field (`function_call`, ...), no content
+    and no tool calls, tool-call arguments that are not a string, an empty text-only turn for
+    `anthropic/*`, tool results that do not answer the turn before them, and — for `google/gemini-3*` —
+    tool-call turns without the `reasoning_details` thought signatures it returned (or with altered ones);
+  * `google/gemini-3*` tool-call turns carry `reasoning_details` (one `reasoning.encrypted` signature per
+    call, id = the call's id).
 
 Accounting (what the benchmarks rely on):
   * prompt_tokens = ceil(chars / 4) over every message `content` string, every tool-call `arguments`
@@ -26,7 +40,11 @@ Accounting (what the benchmarks rely on):
     of `canonical_json(messages)` of this request and of the previous successful one, // 4, counted only
     when >= 1024 tokens (and never above prompt_tokens);
   * cost = uncached prompt x price + cached x price x 0.25 + completion x price, rounded to 8 decimals;
-    default prices $1/M prompt and $4/M completion, overridable per model glob in the scenario.
+    default prices $1/M prompt and $4/M completion, overridable per model glob in the scenario; past an
+    override's `min_prompt_tokens` its prices apply (google/* models: 2x prompt, 1.5x completion past
+    200k tokens, as listed in `pricing.overrides`);
+  * with `"byok": true` the provider's charge is `usage.cost_details.upstream_inference_cost` and
+    `usage.cost` is OpenRouter's 5% fee, `is_byok: true`.
   * `max_completion_tokens` (or `max_tokens`) is honoured: longer output is cut (finish_reason `length`).
 `canonical_json` is `json.dumps(value, ensure_ascii=False, separators=(",", ":"), sort_keys=True)`.
 
@@ -35,7 +53,11 @@ Scenario format (constructor `scenario=`, `set_scenario()`, or `POST /__fake__/s
     {"latency_s": 0.0,                       # added delay on every completion
      "script": {"searches": 2, "per_turn": 2, "extract_top": 3, "reads": 1,  # scripted researcher knobs
                 "gullible": false, "stubborn": false},              # misbehaviours: see script_researcher
-     "pricing": {"<model glob>": {"prompt": 1.0, "completion": 4.0}},  # USD per 1M tokens
+     "pricing": {"<model glob>": {"prompt": 1.0, "completion": 4.0,     # USD per 1M tokens
+                                  "overrides": [{"min_prompt_tokens": 1000, "prompt": 10.0}]}},
+     "endpoints": {"<model glob>": [{"provider": "Acme", "tag": "acme",
+                                     "supported_parameters": ["max_tokens", "tools"]}]},
+     "byok": false,
      "rules": [{"match": {"model": "<glob>", "session": "<glob>", "kind": "<glob>", "schema": "<glob>"},
                 "on_call": k | "calls": [k, ...] | (omitted: every call),
                 "times": n,                  # apply at most n times
@@ -66,6 +88,12 @@ Actions (combinable where sensible):
   * `no_metadata`: no `openrouter_metadata` and no top-level `provider`.
   * `delay_s`: extra delay; `short_draft`: the report is 40% of the band minimum; `invent_citation`: the
     report also cites `[S99]` next to an invented URL.
+  * `usage_cost: VALUE`: `usage.cost` is VALUE as is (a broken or hostile gateway): "NaN" and
+    "Infinity" go out as those JSON number tokens, any other value verbatim.
+
+With `RESEARCH_DISPATCH_FAKE_GATEWAY_LOG=<file>` in its environment (or `request_log=`), the fake appends
+every chat request body, as sent, as one JSON line (how a demo run's requests are checked against
+OpenRouter's published schema).
 
 `set_scenario` resets the rules' `times` counters but not the per-session call numbers;
 `reset()` clears everything and restores the constructor's scenario.
@@ -77,16 +105,20 @@ import copy
 import fnmatch
 import json
 import math
+import os
 import re
 import threading
 from dataclasses import dataclass
 from datetime import datetime, timezone
+from pathlib import Path
 from typing import Any
 
+from research_dispatch.fake import strict
 from research_dispatch.fake.http import FakeRequest, FakeResponse, FakeServer
 from research_dispatch.fake.script_researcher import ToolCall, Turn, classify, plan_turn
 from research_dispatch.fake.script_structured import structured_name
 
+REQUEST_LOG_VARIABLE = "RESEARCH_DISPATCH_FAKE_GATEWAY_LOG"
 EPOCH = 1767225600  # 2026-01-01T00:00:00Z: `created` = EPOCH + generation number, never the wall clock
 DATED_SUFFIX = "-20260401"
 DEFAULT_PRICE_PROMPT = 1.0  # USD per 1M tokens
@@ -95,13 +127,20 @@ CACHED_PRICE_FACTOR = 0.25
 CACHE_MIN_TOKENS = 1024
 TRUNCATE_SHARE = 0.6
 
-CATALOGUE: dict[str, tuple[tuple[str, str], ...]] = {
-    "google": (("Google Vertex", "google-vertex"), ("Google AI Studio", "google-ai-studio")),
-    "deepseek": (("DeepSeek", "deepseek"), ("DeepInfra", "deepinfra")),
-    "openai": (("OpenAI", "openai"), ("Azure", "azure")),
-    "anthropic": (("Anthropic", "anthropic"), ("Amazon Bedrock", "amazon-bedrock")),
-    "moonshotai": (("Moonshot AI", "moonshotai"), ("Together", "together")),
+_STD = strict.STANDARD_PARAMETERS
+CATALOGUE: dict[str, tuple[tuple[str, str, tuple[str, ...]], ...]] = {
+    "google": (("Google", "google-vertex", _STD), ("Google AI Studio", "google-ai-studio", _STD)),
+    # DeepSeek's own endpoints list the output cap only as `max_tokens` (api-facts §0.0)
+    "deepseek": (("DeepSeek", "deepseek", strict.MAX_TOKENS_ONLY_PARAMETERS), ("DeepInfra", "deepinfra", _STD)),
+    "openai": (("OpenAI", "openai", _STD), ("Azure", "azure", _STD)),
+    "anthropic": (("Anthropic", "anthropic", _STD), ("Amazon Bedrock", "amazon-bedrock", _STD)),
+    "moonshotai": (("Moonshot AI", "moonshotai", _STD), ("Together", "together", _STD)),
 }
+# Long-context prices, like Gemini's published ones: past 200k prompt tokens, 2x prompt and 1.5x completion.
+LONG_CONTEXT_OVERRIDES: dict[str, list[dict[str, float]]] = {
+    "google/*": [{"min_prompt_tokens": 200_000, "prompt_factor": 2.0, "completion_factor": 1.5}],
+}
+BYOK_FEE_SHARE = 0.05  # OpenRouter's fee on a BYOK call, as a share of the provider's charge
 KNOWN_MODELS = (
     "google/gemini-3.1-pro-preview",
     "deepseek/deepseek-v4-pro",
@@ -110,8 +149,6 @@ KNOWN_MODELS = (
     "anthropic/claude-sonnet-4.6",
     "moonshotai/kimi-k2-thinking",
 )
-SUPPORTED_PARAMETERS = ["max_tokens", "response_format", "structured_outputs", "temperature", "tool_choice",
-                        "tools", "top_p", "seed", "stop"]
 _STATUS_DEFAULTS: dict[int, tuple[str, str]] = {
     400: ("Invalid request (scripted by the fake)", "invalid_request"),
     401: ("User not found.", "authentication"),
@@ -184,21 +221,30 @@ def error_envelope(status: int, message: str | None = None, **extra_metadata: An
 class Endpoint:
     name: str  # display name, as responses report it
     tag: str  # routing slug, as requests name it
+    parameters: tuple[str, ...] = strict.STANDARD_PARAMETERS  # its `supported_parameters`
 
 
-def endpoints_for(model: str) -> list[Endpoint]:
-    """The catalogue of endpoints serving a model: by author; unknown authors get one of their own."""
+def endpoints_for(model: str, scenario: dict[str, Any] | None = None) -> list[Endpoint]:
+    """The endpoints serving a model: the scenario's `endpoints` entry for it, else the catalogue by
+    author; unknown authors get one endpoint of their own."""
+    for glob, entries in ((scenario or {}).get("endpoints") or {}).items():
+        if fnmatch.fnmatchcase(model, glob) and isinstance(entries, list):
+            return [Endpoint(str(e["provider"]), str(e["tag"]),
+                             tuple(e.get("supported_parameters") or strict.STANDARD_PARAMETERS))
+                    for e in entries if isinstance(e, dict)]
     author = model.split("/", 1)[0]
-    entries = CATALOGUE.get(author) or ((author.replace("-", " ").title(), author),)
-    return [Endpoint(name, tag) for name, tag in entries]
+    entries = CATALOGUE.get(author) or ((author.replace("-", " ").title(), author, strict.STANDARD_PARAMETERS),)
+    return [Endpoint(name, tag, params) for name, tag, params in entries]
 
 
 class FakeGateway(FakeServer):
     """Fake OpenRouter: scripted researcher answers, OpenRouter metadata, and scripted faults."""
 
     def __init__(self, scenario: dict[str, Any] | None = None, valid_keys: set[str] | None = None,
-                 host: str = "127.0.0.1", port: int = 0) -> None:
+                 host: str = "127.0.0.1", port: int = 0, request_log: str | os.PathLike[str] | None = None) -> None:
         super().__init__(host, port)
+        log = request_log if request_log is not None else os.environ.get(REQUEST_LOG_VARIABLE)
+        self.request_log = Path(log) if log else None
         self._initial_scenario: dict[str, Any] = copy.deepcopy(scenario or {})
         self.valid_keys = set(valid_keys) if valid_keys is not None else None
         self._state = threading.RLock()
@@ -291,6 +337,9 @@ class FakeGateway(FakeServer):
 
     # -- chat completions ------------------------------------------------------------------
     def _chat(self, request: FakeRequest) -> FakeResponse:
+        if self.request_log is not None:  # every chat request body as sent, one JSON line (module doc)
+            with self._state, self.request_log.open("ab") as log:
+                log.write(request.body.replace(b"\n", b" ") + b"\n")
         denied = self._auth(request)
         if denied is not None:
             return denied
@@ -391,6 +440,11 @@ class FakeGateway(FakeServer):
             route.delay_s = delay
             return route
         served_model, served_provider, endpoints, failed_provider = route
+        refused = self._refuse_conversation(body, requested, served_provider)
+        if refused is not None:
+            record["status"] = refused.status
+            refused.delay_s = delay
+            return refused
 
         turn = plan_turn(body, script, short_draft=bool(rule.get("short_draft")),
                          invent_citation=bool(rule.get("invent_citation")))
@@ -403,7 +457,8 @@ class FakeGateway(FakeServer):
         cache_hit = bool(rule.get("cache_hit"))
         error_mode = rule.get("error_in_200")
         # A failed generation is not billed and does not warm the prompt cache.
-        usage = self._zero_usage() if error_mode else self._usage(body, turn, served_model, counter_key, cache_hit)
+        usage = self._zero_usage() if error_mode else self._usage(body, turn, served_model, counter_key, cache_hit,
+                                                                   rule)
         record.update(generation_id=gen_id, served_model=served_model, served_provider=served_provider,
                       finish_reason="error" if error_mode else finish_reason, usage=usage,
                       cache_status="HIT" if cache_hit else "MISS")
@@ -429,6 +484,9 @@ class FakeGateway(FakeServer):
                     {"id": call.id, "type": "function", "index": i,
                      "function": {"name": call.name, "arguments": call.arguments}}
                     for i, call in enumerate(turn.tool_calls)]
+                if strict.requires_thought_signatures(served_model):
+                    message["reasoning_details"] = strict.reasoning_details_for(
+                        (call.id, call.name, call.arguments) for call in turn.tool_calls)
             choice: dict[str, Any] = {"index": 0, "logprobs": None, "message": message}
             if error_mode:
                 message["content"] = ""
@@ -443,7 +501,7 @@ class FakeGateway(FakeServer):
             payload["openrouter_metadata"] = {
                 "requested": requested, "strategy": "direct", "region": "iad",
                 "summary": f"available={len(endpoints)}, selected={served_provider}",
-                "attempt": len(attempts), "is_byok": False,
+                "attempt": len(attempts), "is_byok": bool(usage.get("is_byok")),
                 "endpoints": {"total": len(endpoints), "available": [
                     {"provider": name, "model": served_model, "selected": name == served_provider}
                     for name in endpoints]},
@@ -460,10 +518,29 @@ class FakeGateway(FakeServer):
                             "X-OpenRouter-Cache-Source-Id": cache_source or ""})
         return FakeResponse.json(payload, 200, headers=headers, delay_s=delay)
 
+    @staticmethod
+    def _refuse_conversation(body: dict[str, Any], model: str, provider: str) -> FakeResponse | None:
+        """The serving provider's 400 for a conversation a strict server refuses (module `strict`):
+        unknown or deprecated assistant fields, `content: null`, unanswered tool calls, and for
+        `google/gemini-3*` tool-call turns without their thought signatures."""
+        problem = strict.message_problem(body["messages"], model)
+        if problem is None and strict.requires_thought_signatures(model):
+            problem = strict.signature_problem(body["messages"])
+        if problem is None:
+            return None
+        envelope = error_envelope(400, "Provider returned error", raw=problem, provider_name=provider)
+        envelope["error"]["metadata"]["error_type"] = "invalid_request"
+        return FakeResponse.json(envelope, 400)
+
     # -- routing ---------------------------------------------------------------------------
     def _route(self, body: dict[str, Any], rule: dict[str, Any]
                ) -> FakeResponse | tuple[str, str, list[str], str | None]:
-        """(served model, served provider, available provider names, failed first attempt) or a 404."""
+        """(served model, served provider, available provider names, failed first attempt) or a 404.
+
+        `provider.require_parameters: true` keeps only endpoints whose `supported_parameters` list every
+        parameter sent (module `strict`); when that leaves none of the allowed ones, the answer is
+        OpenRouter's 404 "No endpoints found that can handle the requested parameters."
+        """
         requested = str(body["model"])
         base_model = requested.split(":", 1)[0]
         prefs = body.get("provider") if isinstance(body.get("provider"), dict) else {}
@@ -472,25 +549,35 @@ class FakeGateway(FakeServer):
             return [str(t).split("/", 1)[0] for t in (prefs.get(key) or [])]
 
         order, only, ignore = tags("order"), tags("only"), tags("ignore")
-        candidates = [e for e in endpoints_for(base_model) if (not only or e.tag in only) and e.tag not in ignore]
+        allowed = [e for e in endpoints_for(base_model, self.scenario) if (not only or e.tag in only)
+                   and e.tag not in ignore]
+        candidates = allowed
+        if prefs.get("require_parameters") is True:
+            needed = strict.sent_parameters(body)
+            candidates = [e for e in allowed if needed <= set(e.parameters)]
         chosen = next((e for tag in order for e in candidates if e.tag == tag), None)
         if chosen is None:
-            if (order and prefs.get("allow_fallbacks") is False) or not candidates:
+            pinned_only = bool(order) and prefs.get("allow_fallbacks") is False
+            pool = [] if pinned_only else candidates
+            if not pool:
+                before = [e for e in allowed if e.tag in order] if pinned_only else allowed
+                if before:  # there were endpoints: require_parameters removed them all
+                    return self._no_endpoints_for_parameters(requested, body, before)
                 envelope = error_envelope(404, f"No endpoints found for {requested} matching your provider "
                                                "routing constraints", previous_errors=[])
                 envelope["error"]["availability"] = {
                     "code": "no_endpoints", "retryable": False, "requested_models": [requested],
-                    "affected_providers": order or only, "excluded_by": "provider.order" if order else
-                    "provider.only", "fallback_models": []}
+                    "affected_providers": order or only, "excluded_by": ["allowed_providers"],
+                    "docs_url": "https://openrouter.ai/docs/errors#no_endpoints"}
                 envelope["error"]["error_type"] = "not_found"
                 envelope["error"]["http_status"] = 404
                 return FakeResponse.json(envelope, 404)
-            chosen = candidates[0]
+            chosen = pool[0]
 
         served_model = str(rule.get("serve_model") or base_model)
         if rule.get("dated_model"):
             served_model += DATED_SUFFIX
-        served_catalogue = endpoints_for(served_model)
+        served_catalogue = endpoints_for(served_model, self.scenario)
         if all(e.tag != chosen.tag for e in served_catalogue):
             chosen = served_catalogue[0]
         served_provider = str(rule.get("serve_provider") or chosen.name)
@@ -501,6 +588,23 @@ class FakeGateway(FakeServer):
         if rule.get("fallback_attempt"):
             failed = next((name for name in names if name != served_provider), served_provider)
         return served_model, served_provider, names, failed
+
+    @staticmethod
+    def _no_endpoints_for_parameters(requested: str, body: dict[str, Any], endpoints: list[Endpoint]
+                                     ) -> FakeResponse:
+        """OpenRouter's answer when `require_parameters` leaves no endpoint (availability `constraint_filtered`)."""
+        needed = strict.sent_parameters(body)
+        missing = sorted({p for e in endpoints for p in needed - set(e.parameters)})
+        envelope = error_envelope(404, strict.NO_ENDPOINTS_FOR_PARAMETERS, previous_errors=[])
+        envelope["error"]["error_type"] = "not_found"
+        envelope["error"]["http_status"] = 404
+        envelope["error"]["availability"] = {
+            "code": "constraint_filtered", "retryable": False, "requested_models": [requested],
+            "affected_providers": sorted({e.tag for e in endpoints}), "excluded_by": ["require_parameters"],
+            "constraint": {"field": "require_parameters",
+                           "detail": f"no endpoint supports every parameter sent (missing: {', '.join(missing)})"},
+            "docs_url": "https://openrouter.ai/docs/errors#constraint_filtered"}
+        return FakeResponse.json(envelope, 404)
 
     @staticmethod
     def _metadata_enabled(request: FakeRequest) -> bool:
@@ -570,6 +674,29 @@ class FakeGateway(FakeServer):
                         float(price.get("completion", DEFAULT_PRICE_COMPLETION)))
         return DEFAULT_PRICE_PROMPT, DEFAULT_PRICE_COMPLETION
 
+    def _overrides(self, model: str) -> list[dict[str, float]]:
+        """`pricing.overrides` (USD per 1M tokens): the scenario's for the model, else the catalogue's
+        long-context ones (factors of the base price)."""
+        for glob, price in (self.scenario.get("pricing") or {}).items():
+            if fnmatch.fnmatchcase(model, glob) and isinstance(price, dict) and "overrides" in price:
+                return [dict(o) for o in price["overrides"] or [] if isinstance(o, dict)]
+        base_in, base_out = self._prices(model)
+        for glob, entries in LONG_CONTEXT_OVERRIDES.items():
+            if fnmatch.fnmatchcase(model, glob):
+                return [{"min_prompt_tokens": e["min_prompt_tokens"], "prompt": base_in * e["prompt_factor"],
+                         "completion": base_out * e["completion_factor"]} for e in entries]
+        return []
+
+    def _prices_at(self, model: str, prompt_tokens: int) -> tuple[float, float]:
+        """USD per 1M tokens for a prompt of this size: overrides whose `min_prompt_tokens` is strictly
+        exceeded apply, later entries winning per price key."""
+        price_in, price_out = self._prices(model)
+        for entry in self._overrides(model):
+            if prompt_tokens > float(entry.get("min_prompt_tokens", 0)):
+                price_in = float(entry.get("prompt", price_in))
+                price_out = float(entry.get("completion", price_out))
+        return price_in, price_out
+
     @staticmethod
     def _zero_usage() -> dict[str, Any]:
         return {"prompt_tokens": 0, "completion_tokens": 0, "total_tokens": 0,
@@ -580,8 +707,8 @@ class FakeGateway(FakeServer):
                 "cost_details": {"upstream_inference_cost": None, "upstream_inference_prompt_cost": 0.0,
                                  "upstream_inference_completions_cost": 0.0}}
 
-    def _usage(self, body: dict[str, Any], turn: Turn, model: str, cache_key: str, cache_hit: bool
-               ) -> dict[str, Any]:
+    def _usage(self, body: dict[str, Any], turn: Turn, model: str, cache_key: str, cache_hit: bool,
+               rule: dict[str, Any] | None = None) -> dict[str, Any]:
         if cache_hit:
             return self._zero_usage()
         prompt_tokens = max(1, math.ceil(prompt_chars(body) / 4))
@@ -592,7 +719,7 @@ class FakeGateway(FakeServer):
         common = common_prefix_len(serial, previous) // 4
         cached = min(common, prompt_tokens) if common >= CACHE_MIN_TOKENS else 0
         self._last_prompt[cache_key] = serial
-        price_in, price_out = self._prices(model)
+        price_in, price_out = self._prices_at(model, prompt_tokens)
         prompt_cost = ((prompt_tokens - cached) * price_in + cached * price_in * CACHED_PRICE_FACTOR) / 1e6
         completion_cost = completion_tokens * price_out / 1e6
         usage = self._zero_usage()
@@ -602,6 +729,13 @@ class FakeGateway(FakeServer):
         usage["prompt_tokens_details"]["cached_tokens"] = cached
         usage["cost_details"].update(upstream_inference_prompt_cost=round(prompt_cost, 8),
                                      upstream_inference_completions_cost=round(completion_cost, 8))
+        if self.scenario.get("byok"):  # the provider bills the user's own key; OpenRouter charges a fee
+            upstream = round(prompt_cost + completion_cost, 8)
+            usage.update(is_byok=True, cost=round(upstream * BYOK_FEE_SHARE, 8))
+            usage["cost_details"]["upstream_inference_cost"] = upstream
+        if rule and "usage_cost" in rule:  # a hostile or broken gateway's cost
+            value = rule["usage_cost"]
+            usage["cost"] = float(value) if value in ("NaN", "Infinity", "-Infinity") else value
         return usage
 
     def _cache_source(self, session: str) -> str:
@@ -616,24 +750,26 @@ class FakeGateway(FakeServer):
                            served_model: str, served_provider: str, attempts: list[dict[str, Any]],
                            cache_source: str | None, finish_reason: str, native: str, usage: dict[str, Any],
                            latency_ms: int) -> dict[str, Any]:
-        tags = {e.name: e.tag for e in endpoints_for(served_model)}
+        byok = bool(usage.get("is_byok"))
+        tags = {e.name: e.tag for e in endpoints_for(served_model, self.scenario)}
         responses = [{"provider_name": a["provider"], "model_permaslug": a["model"],
                       "endpoint_id": f"ep-{tags.get(a['provider'], 'unknown')}", "id": f"chatcmpl-fake-{n}-{i}",
                       "status": a["status"], "latency": latency_ms if a["status"] == 200 else 150,
-                      "is_byok": False} for i, a in enumerate(attempts)]
+                      "is_byok": byok} for i, a in enumerate(attempts)]
         created_at = datetime.fromtimestamp(EPOCH + n, tz=timezone.utc).strftime("%Y-%m-%dT%H:%M:%S.%f+00:00")
         cost = usage["cost"]
         return {
             "id": gen_id, "upstream_id": f"chatcmpl-fake-{n}", "request_id": f"req-fake-{n:010d}",
             "model": served_model, "router": None, "provider_name": served_provider,
             "provider_responses": None if cache_source else responses,
-            "response_cache_source_id": cache_source, "streamed": False, "cancelled": False, "is_byok": False,
+            "response_cache_source_id": cache_source, "streamed": False, "cancelled": False, "is_byok": byok,
             "finish_reason": finish_reason, "native_finish_reason": native, "service_tier": "default",
             "tokens_prompt": usage["prompt_tokens"], "tokens_completion": usage["completion_tokens"],
             "native_tokens_prompt": usage["prompt_tokens"], "native_tokens_completion": usage["completion_tokens"],
             "native_tokens_reasoning": 0, "native_tokens_cached": usage["prompt_tokens_details"]["cached_tokens"],
             "native_tokens_completion_images": 0, "total_cost": cost, "usage": cost,
-            "upstream_inference_cost": None, "cache_discount": None, "latency": latency_ms,
+            "upstream_inference_cost": usage["cost_details"].get("upstream_inference_cost") if byok else None,
+            "cache_discount": None, "latency": latency_ms,
             "generation_time": max(0, latency_ms - 100), "moderation_latency": 0, "created_at": created_at,
             "num_search_results": 0, "num_fetches": 0, "web_search_engine": None, "origin": "",
             "http_referer": request.headers.get("http-referer"), "user_agent": request.headers.get("user-agent"),
@@ -653,33 +789,56 @@ class FakeGateway(FakeServer):
         with self._state:
             return sorted(set(KNOWN_MODELS) | self._seen_models)
 
-    def _model_entry(self, model: str) -> dict[str, Any]:
+    @staticmethod
+    def _usd_per_token(per_million: float) -> str:
+        return f"{per_million / 1e6:.12f}".rstrip("0").rstrip(".") or "0"
+
+    def _pricing_entry(self, model: str) -> dict[str, Any]:
+        """`PublicEndpoint.pricing`: USD per token as decimal strings, with any `overrides`."""
         price_in, price_out = self._prices(model)
+        pricing: dict[str, Any] = {
+            "prompt": self._usd_per_token(price_in), "completion": self._usd_per_token(price_out),
+            "input_cache_read": self._usd_per_token(price_in * CACHED_PRICE_FACTOR), "request": "0", "image": "0"}
+        overrides = []
+        for entry in self._overrides(model):
+            override: dict[str, Any] = {"min_prompt_tokens": entry.get("min_prompt_tokens", 0)}
+            for key in ("prompt", "completion"):
+                if key in entry:
+                    override[key] = self._usd_per_token(float(entry[key]))
+            overrides.append(override)
+        if overrides:
+            pricing["overrides"] = overrides
+        return pricing
+
+    def _model_entry(self, model: str) -> dict[str, Any]:
         name = model.split("/", 1)[1].replace("-", " ").title()
+        parameters = sorted({p for e in endpoints_for(model, self.scenario) for p in e.parameters})
         return {
             "id": model, "canonical_slug": model + DATED_SUFFIX, "name": name, "created": EPOCH,
             "description": f"{name} (served by the research-dispatch fake gateway)", "context_length": 200000,
             "architecture": {"modality": "text->text", "input_modalities": ["text"],
                              "output_modalities": ["text"], "tokenizer": "Other"},
-            "pricing": {"prompt": f"{price_in / 1e6:.10f}".rstrip("0"),
-                        "completion": f"{price_out / 1e6:.10f}".rstrip("0"),
-                        "input_cache_read": f"{price_in * CACHED_PRICE_FACTOR / 1e6:.10f}".rstrip("0"),
-                        "request": "0", "image": "0"},
+            "pricing": self._pricing_entry(model),
             "top_provider": {"context_length": 200000, "max_completion_tokens": 32768, "is_moderated": False},
-            "supported_parameters": list(SUPPORTED_PARAMETERS),
+            "supported_parameters": parameters,
         }
 
     def _endpoints_entry(self, model: str) -> dict[str, Any]:
+        """`GET /models/{author}/{slug}/endpoints` data: every `PublicEndpoint` field, with each endpoint's
+        own `supported_parameters` (what `require_parameters` routing checks)."""
         entry = self._model_entry(model.split(":", 1)[0])
+        stats = {"p50": 40.0, "p75": 55.0, "p90": 70.0, "p99": 120.0}
         return {
             "id": entry["id"], "name": entry["name"], "created": EPOCH, "description": entry["description"],
             "architecture": entry["architecture"],
             "endpoints": [
-                {"name": f"{e.name} | {entry['id']}", "model_name": entry["name"], "context_length": 200000,
-                 "pricing": entry["pricing"], "provider_name": e.name, "tag": e.tag, "quantization": "bf16",
-                 "max_completion_tokens": 32768, "max_prompt_tokens": None,
-                 "supported_parameters": list(SUPPORTED_PARAMETERS), "status": 0, "uptime_last_30m": 100.0}
-                for e in endpoints_for(entry["id"])],
+                {"name": f"{e.name} | {entry['id']}", "model_id": entry["id"], "model_name": entry["name"],
+                 "context_length": 200000, "pricing": entry["pricing"], "provider_name": e.name, "tag": e.tag,
+                 "quantization": "bf16", "max_completion_tokens": 32768, "max_prompt_tokens": None,
+                 "supported_parameters": list(e.parameters), "status": 0, "uptime_last_30m": 100.0,
+                 "uptime_last_5m": 100.0, "uptime_last_1d": 99.9, "supports_implicit_caching": True,
+                 "latency_last_30m": dict(stats), "throughput_last_30m": dict(stats)}
+                for e in endpoints_for(entry["id"], self.scenario)],
         }
 
     def _providers(self) -> list[dict[str, str]]:
@@ -687,7 +846,7 @@ class FakeGateway(FakeServer):
             authors = sorted(set(CATALOGUE) | {m.split("/", 1)[0] for m in self._seen_models})
         seen: dict[str, str] = {}
         for author in authors:
-            for e in endpoints_for(author + "/x"):
+            for e in endpoints_for(author + "/x", self.scenario):
                 seen.setdefault(e.tag, e.name)
         return [{"name": name, "slug": slug, "privacy_policy_url": None, "terms_of_service_url": None,
                  "status_page_url": None} for slug, name in sorted(seen.items())]

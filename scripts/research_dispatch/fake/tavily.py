@@ -8,13 +8,19 @@ Endpoints (POST, JSON, `Authorization: Bearer <non-empty key>` required, else 40
 
 * `/search` - BM25 over the bundled corpus (`research_dispatch.fake.corpus`), deterministic,
   ties broken by URL. Honours `max_results` (0..20, default 5), `include_domains` /
-  `exclude_domains` (host-suffix match) and `include_raw_content`. Validates like the real API:
-  query missing or longer than 400 characters, unknown `search_depth` or `topic`, or an
-  out-of-range `max_results` give 400.
+  `exclude_domains` (host-suffix match) and `include_raw_content`.
 * `/extract` - `urls` (string or list, 1..20). Known pages come back in `results` with the full page
   as `raw_content`; unknown URLs go to `failed_results` with `"Failed to fetch url"`.
   `extract_depth`, `format`, `timeout`, `query`, `chunks_per_source` and `include_images` are
-  accepted and ignored.
+  validated and otherwise ignored.
+
+Validation follows Tavily's published API description (its OpenAPI document) and answers 400 for what
+the real API refuses: a missing, empty or over-400-character query ("Query is too long. Max query
+length is 400 characters."), an unknown `search_depth`, `topic`, `time_range`, `extract_depth` or
+`format`, `max_results` outside 0..20, search `chunks_per_source` outside 1..3, more than 300
+`include_domains` or 150 `exclude_domains`, more than 20 extract URLs ("Max 20 URLs are allowed."),
+extract `chunks_per_source` outside 1..5, and an extract `timeout` outside 1.0..60.0 seconds (which
+tavily-python also uses as its own read timeout).
 
 Errors use Tavily's envelope `{"detail": {"error": "<message>"}}`, which the client turns into
 `BadRequestError` (400), `InvalidAPIKeyError` (401), `ForbiddenError` (403/432/433),
@@ -76,6 +82,14 @@ MAX_QUERY_CHARS = 400
 MAX_RESULTS_LIMIT = 20
 DEFAULT_MAX_RESULTS = 5
 MAX_EXTRACT_URLS = 20
+TIME_RANGES = ("day", "week", "month", "year", "d", "w", "m", "y")
+EXTRACT_DEPTHS = ("basic", "advanced")
+EXTRACT_FORMATS = ("markdown", "text")
+MAX_INCLUDE_DOMAINS = 300
+MAX_EXCLUDE_DOMAINS = 150
+SEARCH_CHUNKS = (1, 3)  # chunks_per_source of /search (advanced depth)
+EXTRACT_CHUNKS = (1, 5)  # chunks_per_source of /extract (with a query)
+EXTRACT_TIMEOUT_S = (1.0, 60.0)
 SNIPPET_CHARS = 600
 RESPONSE_TIME = 0.01
 DEFAULT_HOSTILE_PER_QUERY = 2
@@ -478,9 +492,7 @@ class FakeTavily(FakeServer):
         if not isinstance(query, str) or not query.strip():
             raise _BadRequest("Query is missing or empty.")
         if len(query) > MAX_QUERY_CHARS:
-            raise _BadRequest(
-                f"Query is too long. Max query length is {MAX_QUERY_CHARS} characters (got {len(query)})."
-            )
+            raise _BadRequest(f"Query is too long. Max query length is {MAX_QUERY_CHARS} characters.")
         depth = body.get("search_depth", "basic")
         if depth not in SEARCH_DEPTHS:
             raise _BadRequest(f"Invalid search_depth {depth!r}. Must be one of: {', '.join(SEARCH_DEPTHS)}.")
@@ -496,8 +508,10 @@ class FakeTavily(FakeServer):
             or not 0 <= max_results <= MAX_RESULTS_LIMIT
         ):
             raise _BadRequest(f"max_results must be an integer between 0 and {MAX_RESULTS_LIMIT}.")
-        include = _domain_list(body, "include_domains")
-        exclude = _domain_list(body, "exclude_domains")
+        _optional_choice(body, "time_range", TIME_RANGES)
+        _optional_integer(body, "chunks_per_source", *SEARCH_CHUNKS)
+        include = _domain_list(body, "include_domains", MAX_INCLUDE_DOMAINS)
+        exclude = _domain_list(body, "exclude_domains", MAX_EXCLUDE_DOMAINS)
         raw_flag = body.get("include_raw_content", False)
         if raw_flag not in (True, False, None, "markdown", "text"):
             raise _BadRequest("include_raw_content must be a boolean, 'markdown' or 'text'.")
@@ -550,7 +564,15 @@ class FakeTavily(FakeServer):
         if not isinstance(urls, list) or not urls or not all(isinstance(u, str) and u.strip() for u in urls):
             raise _BadRequest("urls must be a URL or a non-empty list of URLs.")
         if len(urls) > MAX_EXTRACT_URLS:
-            raise _BadRequest(f"Too many URLs: at most {MAX_EXTRACT_URLS} per request.")
+            raise _BadRequest(f"Max {MAX_EXTRACT_URLS} URLs are allowed.")
+        _optional_choice(body, "extract_depth", EXTRACT_DEPTHS)
+        _optional_choice(body, "format", EXTRACT_FORMATS)
+        _optional_integer(body, "chunks_per_source", *EXTRACT_CHUNKS)
+        timeout = body.get("timeout")
+        low, high = EXTRACT_TIMEOUT_S
+        if timeout is not None and (isinstance(timeout, bool) or not isinstance(timeout, (int, float))
+                                    or not math.isfinite(timeout) or not low <= timeout <= high):
+            raise _BadRequest(f"Invalid timeout: must be between {low} and {high} seconds.")
         results: list[dict[str, Any]] = []
         failed: list[dict[str, Any]] = []
         for url in urls:
@@ -580,14 +602,29 @@ def _bearer_key(header: str) -> str | None:
     return key if scheme.lower() == "bearer" and key else None
 
 
-def _domain_list(body: dict[str, Any], name: str) -> list[str]:
-    """`include_domains` / `exclude_domains` as normalised host names (400 if not a list of strings)."""
+def _domain_list(body: dict[str, Any], name: str, limit: int) -> list[str]:
+    """`include_domains` / `exclude_domains` as normalised host names (400 if not a list of strings, or
+    longer than Tavily allows)."""
     value = body.get(name)
     if value is None:
         return []
     if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
         raise _BadRequest(f"{name} must be a list of domain names.")
+    if len(value) > limit:
+        raise _BadRequest(f"{name} accepts at most {limit} domains.")
     return [_domain(v) for v in value]
+
+
+def _optional_choice(body: dict[str, Any], name: str, allowed: Sequence[str]) -> None:
+    value = body.get(name)
+    if value is not None and value not in allowed:
+        raise _BadRequest(f"Invalid {name} {value!r}. Must be one of: {', '.join(allowed)}.")
+
+
+def _optional_integer(body: dict[str, Any], name: str, low: int, high: int) -> None:
+    value = body.get(name)
+    if value is not None and (isinstance(value, bool) or not isinstance(value, int) or not low <= value <= high):
+        raise _BadRequest(f"{name} must be an integer between {low} and {high}.")
 
 
 __all__ = ["FakeTavily", "tokenize"]

@@ -1,0 +1,98 @@
+"""Every request body of a demo run, validated against the request schema OpenRouter publishes.
+
+The demo (`research-dispatch demo`) sends every chat request
+of a whole refresh — five research legs on five model families, and the synthesis — to the fake
+gateway, which writes each body as sent to `RESEARCH_DISPATCH_FAKE_GATEWAY_LOG`. Each body is then
+validated against `tests/data/openrouter/chat-request.schema.json` (OpenRouter's OpenAPI `ChatRequest`,
+see NOTE.md there) twice: as published, and closed (no property on the request, a message or a tool call
+that the description does not document), and checked for the rules the schema cannot express.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+from pathlib import Path
+from typing import Any
+
+import jsonschema
+import pytest
+
+SCHEMA = Path(__file__).resolve().parent / "data" / "openrouter" / "chat-request.schema.json"
+CLOSED = ("ChatRequest", "ChatSystemMessage", "ChatUserMessage", "ChatDeveloperMessage", "ChatAssistantMessage",
+          "ChatToolMessage", "ChatToolCall")
+
+
+def published() -> dict[str, Any]:
+    return dict(json.loads(SCHEMA.read_text(encoding="utf-8")))
+
+
+def closed() -> dict[str, Any]:
+    schema = copy.deepcopy(published())
+    for name in CLOSED:
+        schema["$defs"][name]["additionalProperties"] = False
+    return schema
+
+
+@pytest.fixture(scope="module")
+def demo_requests(tmp_path_factory: pytest.TempPathFactory) -> list[dict[str, Any]]:
+    """The demo, run in this process (`demo_command`, what `research-dispatch demo` runs), with the fake
+    gateway logging every body. In-process because a fresh interpreter running legs in parallel can still
+    lose legs to the lazy-import race of issue 11 ("partially initialized module 'httpx'"); the clients
+    are imported here first. The requests still go over real HTTP from the real `openai` client."""
+    import httpx  # noqa: F401  (tavily-python's async side)
+    import openai  # noqa: F401
+    import tavily  # noqa: F401
+
+    from research_dispatch.demo import demo_command
+
+    root = tmp_path_factory.mktemp("demo")
+    log = root / "requests.jsonl"
+    lines: list[str] = []
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("RESEARCH_DISPATCH_FAKE_GATEWAY_LOG", str(log))
+        code = demo_command(root / "demo", echo=lines.append)
+    assert code == 0, "\n".join(lines[-60:])
+    return [json.loads(line) for line in log.read_text(encoding="utf-8").splitlines()]
+
+
+def test_the_demo_sent_research_and_synthesis_requests(demo_requests: list[dict[str, Any]]) -> None:
+    models = {body["model"] for body in demo_requests}
+    assert {"google/gemini-3.1-pro-preview", "deepseek/deepseek-v4-pro", "openai/gpt-5",
+            "anthropic/claude-sonnet-4.6", "moonshotai/kimi-k2-thinking"} <= models
+    assert any(body.get("tools") for body in demo_requests)
+    assert any(body.get("response_format", {}).get("type") == "json_schema" for body in demo_requests)
+
+
+@pytest.mark.parametrize("variant", [published, closed], ids=["as published", "closed"])
+def test_every_request_validates_against_openrouters_chat_request_schema(
+        demo_requests: list[dict[str, Any]], variant: Any) -> None:
+    validator = jsonschema.Draft202012Validator(variant())
+    problems = [f"request {n} ({body['model']}): {error.json_path}: {error.message[:300]}"
+                for n, body in enumerate(demo_requests) for error in validator.iter_errors(body)]
+    assert not problems, "\n".join(problems[:20])
+
+
+def test_rules_the_schema_cannot_express(demo_requests: list[dict[str, Any]]) -> None:
+    for body in demo_requests:
+        assert body["provider"]["require_parameters"] is True and "models" not in body
+        if body["model"].startswith("deepseek/"):  # its endpoints list max_tokens only
+            assert "max_tokens" in body and "max_completion_tokens" not in body
+        for message in body["messages"]:
+            if message["role"] != "assistant":
+                continue
+            assert message.get("content", "present") is not None  # never null
+            assert "content" in message or message.get("tool_calls")
+            if message.get("tool_calls") and body["model"].startswith("google/gemini-3"):
+                assert {d["id"] for d in message["reasoning_details"]} == {c["id"] for c in message["tool_calls"]}
+
+
+def test_the_closed_schema_has_teeth() -> None:
+    """The check would catch the old bug: an assistant turn echoed with `function_call`, an extra key."""
+    body = {"model": "deepseek/deepseek-v4-pro", "messages": [
+        {"role": "user", "content": "hi"},
+        {"role": "assistant", "content": None, "function_call": None, "tool_calls": [
+            {"id": "c1", "type": "function", "index": 0, "function": {"name": "f", "arguments": "{}"}}]}]}
+    errors = list(jsonschema.Draft202012Validator(closed()).iter_errors(body))
+    assert errors and list(jsonschema.Draft202012Validator(published()).iter_errors(body)) == []
+    assert list(jsonschema.Draft202012Validator(closed()).iter_errors({**body, "max_completion_tokens": "x"}))
