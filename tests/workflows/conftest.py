@@ -17,6 +17,7 @@ from research_dispatch.fake.gateway import FakeGateway
 from research_dispatch.fake.github import FakeGitHub
 from research_dispatch.fake.tavily import FakeTavily
 from tests.conftest import CANARY, ROOT
+from tests.workflows.adopter import scaffold
 from tests.workflows.runner_harness import Machine, Run, Runner
 
 WORKFLOWS = ROOT / ".github" / "workflows"
@@ -25,6 +26,12 @@ SECRETS = {"OPENROUTER_API_KEY": CANARY["OPENROUTER_API_KEY"], "TAVILY_API_KEY":
 APP_PRIVATE_KEY = "-----BEGIN RSA PRIVATE KEY-----canary-app-key-9f8e7d6c-----END RSA PRIVATE KEY-----"
 APP_TOKEN = "ghs_app_installation_canary_5e4d3c2b1a"
 ALL_CANARIES = [*CANARY.values(), APP_PRIVATE_KEY, APP_TOKEN]
+
+
+@pytest.fixture(scope="session")
+def adopter_repo(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A repository set up by `research-dispatch init` (tests/workflows/adopter.py), once per session."""
+    return scaffold(tmp_path_factory.mktemp("adopter") / "review")
 
 
 def git(cwd: Path, *args: str) -> str:
