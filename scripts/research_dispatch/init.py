@@ -350,9 +350,7 @@ def _placeholder(repo: Path, directory: str) -> tuple[_Write | None, Outcome | N
 
 def plan(repo: Path, pin: Pin, *, force: bool) -> tuple[list[_Write], list[Outcome]]:
     """Every write init would make, and what it leaves alone; nothing is written here."""
-    from pydantic import ValidationError
-
-    from research_dispatch.config import Settings
+    from research_dispatch.config import Settings, load_settings
 
     writes: list[_Write] = []
     outcomes: list[Outcome] = []
@@ -366,13 +364,8 @@ def plan(repo: Path, pin: Pin, *, force: bool) -> tuple[list[_Write], list[Outco
 
     pyproject_write, pyproject_outcome, table = plan_pyproject(repo, default_branch(repo))
     add((pyproject_write, pyproject_outcome))
-    try:
-        settings = Settings.model_validate(table)
-    except ValidationError as exc:
-        from research_dispatch.config import _first_error
-
-        field, message = _first_error(exc)
-        raise BadInput(message, path="pyproject.toml", field=f"tool.research-dispatch.{field}") from None
+    # the user's own table is validated as `check` does (same message); ours is valid by construction
+    settings = load_settings(repo) if pyproject_write is None else Settings.model_validate(table)
 
     topics = _topic_files(repo / settings.topics_dir)
     example = f"{settings.topics_dir}/{EXAMPLE_TOPIC}"
@@ -449,7 +442,7 @@ def next_steps(repo: Path, pin: Pin) -> list[str]:
         "  3. See your review's shape offline, on built-in fake servers (no keys, no cost):",
         f"       research-dispatch demo --repo {where}",
         "  4. Commit, push, and start a dry run (legs and synthesis run; nothing is pushed, no PR):",
-        "       gh workflow run research-refresh.yml -f dry-run=true",
+        f"       {'' if where == '.' else f'cd {where} && '}gh workflow run research-refresh.yml -f dry-run=true",
     ]
     if not pin.is_commit:
         lines += [
