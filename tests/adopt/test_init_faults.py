@@ -60,7 +60,7 @@ def test_in_a_bare_repository(tmp_path: Path) -> None:
 BROKEN_PYPROJECTS = {
     "invalid TOML": (b'[project]\nname = "x\n', "pyproject.toml: invalid TOML"),
     "text that is not UTF-8": (b'[project]\nname = "caf\xe9"\n', "pyproject.toml: is not UTF-8"),
-    "an inline `tool = {...}` table, which no [tool.*] header may extend": (
+    "an inline tool = {...} table, which a [tool.research-dispatch] header cannot extend": (
         b'tool = { ruff = { line-length = 99 } }\n', "cannot be added to this file"),
     "an invalid [tool.research-dispatch]": (b'[tool.research-dispatch]\njobs = "many"\n',
                                             "tool.research-dispatch.jobs"),
