@@ -16,6 +16,8 @@ from typing import Any, TypeVar
 
 import click
 
+from research_dispatch import __version__
+
 F = TypeVar("F", bound=Callable[..., Any])
 
 
@@ -107,7 +109,7 @@ def _load(repo: Path) -> tuple[Any, list[Any]]:
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100})
-@click.version_option(package_name="research-dispatch")
+@click.version_option(version=__version__, prog_name="research-dispatch", message="%(prog)s %(version)s")
 def main() -> None:
     """Keep a multi-model literature review fresh: one researcher per (topic, model), cited reports with
     route provenance, a cross-family synthesis, and one pull request for human review."""
@@ -350,14 +352,35 @@ def run(repo: Path, topic_ids: str | None, model_ids: str | None, jobs: int | No
 
 
 @main.command()
-@click.option("--dir", "directory", type=click.Path(file_okay=False, path_type=Path), default=Path("build/demo"),
-              show_default=True, help="Where to build the demo repository (recreated each time).")
+@click.option("--repo", "repo", type=click.Path(file_okay=False, path_type=Path), default=None,
+              help="Run on this repository's own topics and configuration (default: this project's reference "
+                   "review).")
+@click.option("--dir", "directory", type=click.Path(file_okay=False, path_type=Path), default=None,
+              help="Where to build the demo repository, recreated each time (default: build/demo; with --repo, "
+                   "demo/ in that repository's build directory).")
 @guarded
-def demo(directory: Path) -> None:
+def demo(repo: Path | None, directory: Path | None) -> None:
     """The whole refresh offline on built-in fake servers: no keys, no network."""
     from research_dispatch.demo import demo_command
 
-    sys.exit(demo_command(directory, echo=click.echo))
+    sys.exit(demo_command(directory, repo=repo, echo=click.echo))
+
+
+@main.command()
+@click.option("--repo", "repo", type=click.Path(file_okay=False, path_type=Path), default=".", show_default=True,
+              help="The top level of an existing git repository.")
+@click.option("--force", is_flag=True, help="Overwrite generated files that differ (never pyproject.toml's existing "
+              "content).")
+@click.option("--ref", default=None, help="Pin the workflows to this research-dispatch commit (full sha) or tag "
+              "(default: the commit this package was installed from, else the tag v<version>).")
+@click.option("--upstream", default=None, help="The research-dispatch repository the workflows call, owner/name "
+              "(default: research-dispatch/research-dispatch).")
+@guarded
+def init(repo: Path, force: bool, ref: str | None, upstream: str | None) -> None:
+    """Set up a git repository for research-dispatch: config, an example topic, the workflows, docs."""
+    from research_dispatch.init import init_command
+
+    sys.exit(init_command(repo, ref=ref, upstream=upstream, force=force, echo=click.echo))
 
 
 if __name__ == "__main__":  # pragma: no cover

@@ -17,6 +17,7 @@ from research_dispatch.fake.gateway import FakeGateway
 from research_dispatch.fake.github import FakeGitHub
 from research_dispatch.fake.tavily import FakeTavily
 from tests.conftest import CANARY, ROOT
+from tests.workflows.adopter import scaffold
 from tests.workflows.runner_harness import Machine, Run, Runner
 
 WORKFLOWS = ROOT / ".github" / "workflows"
@@ -25,6 +26,12 @@ SECRETS = {"OPENROUTER_API_KEY": CANARY["OPENROUTER_API_KEY"], "TAVILY_API_KEY":
 APP_PRIVATE_KEY = "-----BEGIN RSA PRIVATE KEY-----canary-app-key-9f8e7d6c-----END RSA PRIVATE KEY-----"
 APP_TOKEN = "ghs_app_installation_canary_5e4d3c2b1a"
 ALL_CANARIES = [*CANARY.values(), APP_PRIVATE_KEY, APP_TOKEN]
+
+
+@pytest.fixture(scope="session")
+def adopter_repo(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A repository set up by `research-dispatch init` (tests/workflows/adopter.py), once per session."""
+    return scaffold(tmp_path_factory.mktemp("adopter") / "review")
 
 
 def git(cwd: Path, *args: str) -> str:
@@ -38,17 +45,21 @@ def git(cwd: Path, *args: str) -> str:
     return proc.stdout.strip()
 
 
-def make_repository(root: Path) -> Path:
-    """The repository the workflow runs on: this project's topics, config, methodology and lock file,
-    committed and pushed to a bare `origin` (what actions/checkout clones). Returns the bare origin."""
+def make_repository(root: Path, source: Path | None = None) -> Path:
+    """The repository the workflow runs on: this project's topics, config, methodology and lock file (or
+    the files of `source`, e.g. a repository `research-dispatch init` set up), committed and pushed to a
+    bare `origin` (what actions/checkout clones). Returns the bare origin."""
     src = root / "src"
-    src.mkdir(parents=True)
-    shutil.copytree(ROOT / "topics", src / "topics")
-    shutil.copy(ROOT / "pyproject.toml", src / "pyproject.toml")
-    shutil.copy(ROOT / "requirements.lock", src / "requirements.lock")
-    (src / "docs").mkdir()
-    shutil.copy(ROOT / "docs" / "METHODOLOGY.md", src / "docs" / "METHODOLOGY.md")
-    (src / ".gitignore").write_text("build/\n", encoding="utf-8")
+    if source is not None:
+        shutil.copytree(source, src, ignore=shutil.ignore_patterns(".git"))
+    else:
+        src.mkdir(parents=True)
+        shutil.copytree(ROOT / "topics", src / "topics")
+        shutil.copy(ROOT / "pyproject.toml", src / "pyproject.toml")
+        shutil.copy(ROOT / "requirements.lock", src / "requirements.lock")
+        (src / "docs").mkdir()
+        shutil.copy(ROOT / "docs" / "METHODOLOGY.md", src / "docs" / "METHODOLOGY.md")
+        (src / ".gitignore").write_text("build/\n", encoding="utf-8")
     git(root, "init", "-q", "-b", "main", str(src))
     git(src, "add", "-A")
     git(src, "commit", "-q", "-m", "Initial commit")
@@ -86,10 +97,11 @@ def world_factory(tmp_path: Path) -> Iterator[Callable[..., World]]:
 
     def build(*, gateway_scenario: dict[str, Any] | None = None, vars: dict[str, str] | None = None,
               secrets: dict[str, str] | None = None, github_token: str = CANARY["GITHUB_TOKEN"],
-              workflows_root: Path = ROOT, app_token: str | None = None) -> World:
+              workflows_root: Path = ROOT, app_token: str | None = None, source: Path | None = None,
+              repositories: dict[str, Path] | None = None) -> World:
         root = tmp_path / f"world{len(started)}"
         root.mkdir()
-        origin = make_repository(root)
+        origin = make_repository(root, source)
         gateway = FakeGateway(scenario=gateway_scenario)
         tavily = FakeTavily()
         github = FakeGitHub(git_dir=origin, token=app_token or github_token)
@@ -107,7 +119,8 @@ def world_factory(tmp_path: Path) -> Iterator[Callable[..., World]]:
         }
         machine = Machine(workflows_root=workflows_root, origin=origin, work=root / "runner", env=env,
                           secrets=dict(SECRETS if secrets is None else secrets), vars=dict(vars or {}),
-                          github_token=github_token, app_token=app_token, api_url=github.base_url)
+                          github_token=github_token, app_token=app_token, api_url=github.base_url,
+                          repositories=dict(repositories or {}))
         return World(root=root, origin=origin, gateway=gateway, tavily=tavily, github=github, machine=machine)
 
     yield build

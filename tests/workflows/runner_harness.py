@@ -20,20 +20,28 @@ What runs for real
   * Reusable workflows: a job with `uses: ./.github/workflows/x.yml` runs x.yml with the caller's event,
     its `with:` inputs (validated against `on.workflow_call.inputs`, defaults applied) and only the
     secrets passed explicitly (validated against `on.workflow_call.secrets`); a called job asking for more
-    permissions than the caller job grants is refused, as GitHub refuses such a run.
+    permissions than the caller job grants is refused, as GitHub refuses such a run. A job with
+    `uses: owner/name/.github/workflows/x.yml@ref` runs x.yml as it is at `ref` in that other repository
+    (`Machine.repositories`: its bare origin), on the caller's event and checkout, like GitHub.
+  * The `job` context's workflow identity (`job.workflow_repository`, `job.workflow_sha`,
+    `job.workflow_ref`, `job.workflow_file_path`): the repository and commit of the file that defines
+    the running job — the called repository inside a remote reusable workflow, the caller's otherwise.
 
 What is emulated, and only as much as it means here
   * `actions/checkout`: a fresh git checkout of the test repository from its local bare origin, at
-    `github.ref` (or `with.ref`), honouring `fetch-depth` (default 1: one commit of that ref; 0: every
-    branch and tag). `persist-credentials` must be `false` (nothing else is emulated). A job without
-    `contents: write` gets an origin it cannot push to, like a read-only token.
+    `github.ref` (or `with.ref`: a branch, a tag or a full commit sha), honouring `fetch-depth` (default 1:
+    one commit of that ref; 0: every branch and tag); `repository` (another repository of
+    `Machine.repositories`) and `path` (a directory inside the workspace). `persist-credentials` must be
+    `false` (nothing else is emulated). A job without `contents: write` gets an origin it cannot push to,
+    like a read-only token.
   * `actions/setup-python`: a no-op (the test's virtualenv — with `research-dispatch` — is first on PATH);
     with `cache:` set, `cache-dependency-path` must match a file in the checkout, as the real action fails
     otherwise.
   * **The install step** — a `run:` whose every line is `python -m pip install ...` (in this project:
-    `pip install --require-hashes -r requirements.lock` then `pip install --no-deps .`) — is a no-op,
-    recognised by its content: the package is already installed in the virtualenv. The harness only
-    checks that the files it names (the `-r` file, a `pyproject.toml` for `.`) exist in the checkout.
+    `pip install --require-hashes -r .research-dispatch/requirements.lock` then
+    `pip install --no-deps ./.research-dispatch`) — is a no-op, recognised by its content: the package is
+    already installed in the virtualenv (`Machine.env`'s PATH). The harness only checks that the files
+    it names (the `-r` file, a `pyproject.toml` in the directory installed) exist in the checkout.
   * `actions/upload-artifact` / `actions/download-artifact`: a folder per artifact under
     `Run.artifacts`, honouring `name`, `path` (multi-line, globs, `!` excludes, the least-common-ancestor
     root, hidden files left out), `if-no-files-found`, unique names per run, and on download `name`,
@@ -79,6 +87,8 @@ from tests.workflows.expressions import (
 )
 
 SHA_PIN = re.compile(r"^(?P<action>[\w.-]+/[\w.-]+)@(?P<sha>[0-9a-f]{40})$")
+REMOTE_WORKFLOW = re.compile(
+    r"^(?P<repo>[\w.-]+/[\w.-]+)/(?P<path>\.github/workflows/[\w.-]+\.ya?ml)@(?P<ref>[\w./-]+)$")
 INSTALL_LINE = re.compile(r"^python3? -m pip install(?:\s|$)")
 ARTIFACT_NAME_FORBIDDEN = set('":<>|*?\r\n\\/')
 PERMISSION_LEVEL = {"none": 0, "read": 1, "write": 2}
@@ -200,6 +210,7 @@ class Run:
     artifacts: Path
     jobs: dict[str, JobRun] = field(default_factory=dict)
     concurrency_group: str | None = None
+    source: WorkflowSource | None = None
 
     def job(self, job_id: str) -> JobRun:
         """A job by id; `caller/callee` reaches into a reusable workflow's run."""
@@ -256,6 +267,23 @@ class Machine:
     api_url: str = "https://api.github.com"
     run_id: str = "4242"
     actor: str = "mia"
+    # other repositories on "GitHub": owner/name -> bare origin (remote reusable workflows, checkouts)
+    repositories: dict[str, Path] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class WorkflowSource:
+    """Where a workflow file came from: what the `job` context's workflow_* properties report."""
+
+    repository: str
+    sha: str
+    ref: str
+    file_path: str
+
+    def job_context(self) -> dict[str, str]:
+        return {"workflow_repository": self.repository, "workflow_sha": self.sha,
+                "workflow_ref": f"{self.repository}/{self.file_path}@{self.ref}",
+                "workflow_file_path": self.file_path}
 
 
 class Runner:
@@ -282,7 +310,9 @@ class Runner:
         artifacts = self.m.work / "artifacts"
         artifacts.mkdir(parents=True, exist_ok=True)
         github = self._github_context(event, ref, sha, path, resolved if event == "workflow_dispatch" else None)
-        return self._run_workflow(path, data, github, resolved, dict(self.m.secrets), artifacts, cap=None, prefix="")
+        source = WorkflowSource(self.m.repository, sha, ref, f".github/workflows/{path.name}")
+        return self._run_workflow(path, data, github, resolved, dict(self.m.secrets), artifacts, cap=None, prefix="",
+                                  source=source)
 
     def _workflow_path(self, workflow: str | Path) -> Path:
         path = Path(workflow)
@@ -338,8 +368,9 @@ class Runner:
 
     # -- a workflow ---------------------------------------------------------------------------------
     def _run_workflow(self, path: Path, data: dict[str, Any], github: dict[str, Any], inputs: dict[str, Any],
-                      secrets: dict[str, str], artifacts: Path, cap: dict[str, str] | None, prefix: str) -> Run:
-        run = Run(workflow=path, event=github["event_name"], inputs=inputs, artifacts=artifacts)
+                      secrets: dict[str, str], artifacts: Path, cap: dict[str, str] | None, prefix: str,
+                      source: WorkflowSource) -> Run:
+        run = Run(workflow=path, event=github["event_name"], inputs=inputs, artifacts=artifacts, source=source)
         for key in data:
             if key not in {"name", "on", "permissions", "concurrency", "defaults", "jobs", "run-name"}:
                 raise Unsupported(f"{path.name}: top-level {key!r}")
@@ -412,7 +443,8 @@ class Runner:
         github = {**base_scope["github"], "token": token, "job": job_id}
         job_secrets = {**secrets, "GITHUB_TOKEN": token}
         scope_base = {**base_scope, "github": github, "needs": needs, "secrets": job_secrets, "matrix": {},
-                      "strategy": {}, "runner": {"os": "Linux", "arch": "X64"}, "job": {}}
+                      "strategy": {}, "runner": {"os": "Linux", "arch": "X64"},
+                      "job": run.source.job_context() if run.source else {}}
         status = self._job_status(run, spec)
         if "uses" in spec:  # a bad call (inputs, secrets, permissions) is refused at startup: it raises
             if not condition(spec.get("if"), Scope(scope_base, status)):
@@ -501,9 +533,12 @@ class Runner:
     def _call_workflow(self, run: Run, job_id: str, spec: Mapping[str, Any], permissions: dict[str, str],
                        scope: dict[str, Any], secrets: dict[str, str], prefix: str, record: JobRun) -> JobRun:
         uses = str(spec["uses"])
-        if not uses.startswith("./.github/workflows/"):
-            raise Unsupported(f"reusable workflow {uses!r} (only local ./.github/workflows/ files)")
-        path = self.m.workflows_root / uses[2:]
+        if uses.startswith("./.github/workflows/"):
+            path = self.m.workflows_root / uses[2:]
+            assert run.source is not None
+            source = WorkflowSource(run.source.repository, run.source.sha, run.source.ref, uses[2:])
+        else:
+            path, source = self._remote_workflow(uses, prefix, job_id)
         data = load_workflow(path)
         call = (data.get("on") or {})
         if "workflow_call" not in call:
@@ -542,10 +577,32 @@ class Runner:
                 if (meta or {}).get("required") and not callee_secrets.get(name):
                     raise WorkflowError(f"{uses}: secret {name!r} is required")
         called = self._run_workflow(path, data, dict(scope["github"], workflow=path.name), inputs, callee_secrets,
-                                    run.artifacts, cap=permissions, prefix=f"{prefix}{job_id}--")
+                                    run.artifacts, cap=permissions, prefix=f"{prefix}{job_id}--", source=source)
         record.called = called
         record.result = called.conclusion
         return record
+
+    def _remote_workflow(self, uses: str, prefix: str, job_id: str) -> tuple[Path, WorkflowSource]:
+        """`owner/name/.github/workflows/x.yml@ref`: the file as it is at `ref` in that repository."""
+        match = REMOTE_WORKFLOW.match(uses)
+        if not match:
+            raise WorkflowError(f"invalid reusable workflow reference {uses!r} (owner/name/.github/workflows/"
+                                "file.yml@ref)")
+        repository, file_path, ref = match.group("repo"), match.group("path"), match.group("ref")
+        origin = self.m.repositories.get(repository)
+        if origin is None:
+            raise WorkflowError(f"{uses}: repository {repository} not found (or not accessible)")
+        try:
+            sha = self._git("--git-dir", str(origin), "rev-parse", "--verify", f"{ref}^{{commit}}").strip()
+            text = self._git("--git-dir", str(origin), "show", f"{sha}:{file_path}")
+        except ActionFailed as exc:
+            raise WorkflowError(f"{uses}: cannot resolve {ref} or {file_path} in {repository}: {exc}") from None
+        if ref != sha and re.fullmatch(r"[0-9a-f]{7,39}", ref):
+            raise WorkflowError(f"{uses}: a commit must be given as its full 40-character sha")
+        path = self.m.work / "remote-workflows" / f"{prefix}{job_id}" / Path(file_path).name
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(text, encoding="utf-8")
+        return path, WorkflowSource(repository, sha, ref, file_path)
 
     # -- steps --------------------------------------------------------------------------------------
     def _run_steps(self, run: Run, inst: JobInstance, spec: Mapping[str, Any], scope: dict[str, Any],
@@ -668,8 +725,11 @@ class Runner:
             for flag, value in itertools.pairwise(words):
                 if flag in ("-r", "--requirement") and not (workspace / value).is_file():
                     problems.append(f"{value} not found in the checkout")
-            if words[-1] == "." and not (workspace / "pyproject.toml").is_file():
-                problems.append("pyproject.toml not found in the checkout")
+            target = words[-1]
+            local = not target.startswith("-") and (target == "." or target.startswith(("./", "/"))
+                                                     or target.endswith("/"))
+            if local and not (workspace / target / "pyproject.toml").is_file():
+                problems.append(f"pyproject.toml not found in {target} of the checkout")
         record.outcome = "failure" if problems else "success"
         record.stdout = "[harness] install step emulated (the package is installed in the test virtualenv)\n"
         record.stderr = "\n".join(problems)
@@ -698,29 +758,51 @@ class Runner:
 
     def _checkout(self, run: Run, inst: JobInstance, with_: dict[str, str], permissions: dict[str, str],
                   record: StepRun, scope: Scope) -> None:
-        unknown = set(with_) - {"persist-credentials", "fetch-depth", "ref"}
+        unknown = set(with_) - {"persist-credentials", "fetch-depth", "ref", "repository", "path"}
         if unknown:
             raise Unsupported(f"actions/checkout inputs {sorted(unknown)}")
         if with_.get("persist-credentials", "true").lower() != "false":
             raise Unsupported("actions/checkout without persist-credentials: false")
         depth = int(with_.get("fetch-depth", "1") or "1")
-        ref = with_.get("ref") or str(scope.contexts["github"]["ref"])
-        ws = inst.workspace
-        url = self.m.origin.resolve().as_uri()
-        self._git("init", "-q", str(ws))
-        self._git("-C", str(ws), "remote", "add", "origin", url)
-        branch = ref.removeprefix("refs/heads/")
-        if depth == 0:
-            self._git("-C", str(ws), "fetch", "-q", "--prune", "origin", "+refs/heads/*:refs/remotes/origin/*",
-                      "+refs/tags/*:refs/tags/*")
+        repository = with_.get("repository") or self.m.repository
+        if repository == self.m.repository:
+            origin = self.m.origin
+            default_ref = str(scope.contexts["github"]["ref"])
+        elif repository in self.m.repositories:
+            origin = self.m.repositories[repository]
+            default_ref = "refs/heads/" + self._git("--git-dir", str(origin), "symbolic-ref", "--short", "HEAD").strip()
         else:
-            self._git("-C", str(ws), "fetch", "-q", "--no-tags", f"--depth={depth}", "origin",
-                      f"+refs/heads/{branch}:refs/remotes/origin/{branch}")
-        self._git("-C", str(ws), "checkout", "-q", "--force", "-B", branch, f"refs/remotes/origin/{branch}")
+            raise ActionFailed(f"repository {repository!r} not found")
+        ref = with_.get("ref") or default_ref
+        ws = inst.workspace
+        target = (ws / with_.get("path", "")).resolve()
+        if target != ws.resolve() and ws.resolve() not in target.parents:
+            raise ActionFailed(f"Repository path '{target}' is not under '{ws}'")
+        url = origin.resolve().as_uri()
+        self._git("init", "-q", str(target))
+        self._git("-C", str(target), "remote", "add", "origin", url)
+        if re.fullmatch(r"[0-9a-f]{40}", ref):  # a commit: fetch what holds it, check it out detached
+            self._git("-C", str(target), "fetch", "-q", "origin", "+refs/heads/*:refs/remotes/origin/*",
+                      "+refs/tags/*:refs/tags/*")
+            self._git("-C", str(target), "checkout", "-q", "--force", "--detach", ref)
+        else:
+            name = ref.removeprefix("refs/heads/").removeprefix("refs/tags/")
+            kind = "tags" if ref.startswith("refs/tags/") else "heads"
+            local = f"refs/tags/{name}" if kind == "tags" else f"refs/remotes/origin/{name}"
+            if depth == 0:
+                self._git("-C", str(target), "fetch", "-q", "--prune", "origin",
+                          "+refs/heads/*:refs/remotes/origin/*", "+refs/tags/*:refs/tags/*")
+            else:
+                self._git("-C", str(target), "fetch", "-q", "--no-tags", f"--depth={depth}", "origin",
+                          f"+refs/{kind}/{name}:{local}")
+            if kind == "tags":
+                self._git("-C", str(target), "checkout", "-q", "--force", "--detach", local)
+            else:
+                self._git("-C", str(target), "checkout", "-q", "--force", "-B", name, local)
         if permissions.get("contents") != "write":  # a read-only token cannot push
-            self._git("-C", str(ws), "config", "remote.origin.pushurl",
+            self._git("-C", str(target), "config", "remote.origin.pushurl",
                       (self.m.work / "no-push-without-contents-write").as_uri())
-        record.stdout = f"[harness] checked out {ref} (fetch-depth {depth}) into {ws}\n"
+        record.stdout = f"[harness] checked out {repository}@{ref} (fetch-depth {depth}) into {target}\n"
 
     def _setup_python(self, run: Run, inst: JobInstance, with_: dict[str, str], permissions: dict[str, str],
                       record: StepRun, scope: Scope) -> None:

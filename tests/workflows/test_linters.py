@@ -2,7 +2,8 @@
 
 zizmor and check-jsonschema come with the dev extras (`pip install -e '.[dev]'`), so `make test` runs
 them; actionlint's PyPI wrapper downloads its binary from GitHub at install time, so it runs in the CI
-workflow and here only if it is on PATH.
+workflow and here only if it is on PATH. Each linter also runs on the caller workflows `research-dispatch
+init` writes into an adopting repository ("adopter"), with the same thresholds.
 """
 
 from __future__ import annotations
@@ -19,7 +20,22 @@ import pytest
 from tests.conftest import ROOT
 
 GITHUB_DIR = ROOT / ".github"
-WORKFLOW_FILES = sorted(str(p) for p in (GITHUB_DIR / "workflows").glob("*.yml"))
+# actionlint 1.7.12 (the newest) does not know the job context's workflow identity yet (rhysd/actionlint
+# PR #707); CI passes the same -ignore.
+ACTIONLINT_IGNORE = r'property "workflow_(repository|sha)" is not defined in object type'
+
+
+@pytest.fixture(params=["self", "adopter"])
+def github_dir(request: pytest.FixtureRequest) -> Path:
+    """This repository's .github/, or the one `research-dispatch init` wrote into a fresh repository."""
+    if request.param == "self":
+        return GITHUB_DIR
+    adopter: Path = request.getfixturevalue("adopter_repo")
+    return adopter / ".github"
+
+
+def workflow_files(github_dir: Path) -> list[str]:
+    return sorted(str(p) for p in (github_dir / "workflows").glob("*.yml"))
 
 
 def tool(name: str) -> str:
@@ -37,8 +53,8 @@ def offline_env() -> dict[str, str]:
 
 
 @pytest.mark.parametrize("persona", ["regular", "pedantic"])
-def test_zizmor_finds_nothing_at_medium_or_above(persona: str) -> None:
-    proc = subprocess.run([tool("zizmor"), "--offline", f"--persona={persona}", "--format=json", str(GITHUB_DIR)],
+def test_zizmor_finds_nothing_at_medium_or_above(persona: str, github_dir: Path) -> None:
+    proc = subprocess.run([tool("zizmor"), "--offline", f"--persona={persona}", "--format=json", str(github_dir)],
                           cwd=ROOT, env=offline_env(), capture_output=True, text=True, timeout=120, check=False)
     assert proc.returncode in (0, 11, 12, 13, 14), proc.stderr  # 0 clean, 11-14: highest severity found
     findings = json.loads(proc.stdout or "[]")
@@ -49,15 +65,16 @@ def test_zizmor_finds_nothing_at_medium_or_above(persona: str) -> None:
     assert {f["ident"] for f in findings} <= {"self-repository"}
 
 
-def test_zizmor_exit_code_threshold_matches_ci() -> None:
+def test_zizmor_exit_code_threshold_matches_ci(github_dir: Path) -> None:
     """The CI step's own command line: exits 0 when nothing at medium or above is found."""
-    proc = subprocess.run([tool("zizmor"), "--offline", "--min-severity", "medium", str(GITHUB_DIR)], cwd=ROOT,
+    proc = subprocess.run([tool("zizmor"), "--offline", "--min-severity", "medium", str(github_dir)], cwd=ROOT,
                           env=offline_env(), capture_output=True, text=True, timeout=120, check=False)
     assert proc.returncode == 0, proc.stdout + proc.stderr
 
 
-def test_workflows_match_the_github_workflow_schema() -> None:
-    proc = subprocess.run([tool("check-jsonschema"), "--builtin-schema", "vendor.github-workflows", *WORKFLOW_FILES],
+def test_workflows_match_the_github_workflow_schema(github_dir: Path) -> None:
+    proc = subprocess.run([tool("check-jsonschema"), "--builtin-schema", "vendor.github-workflows",
+                           *workflow_files(github_dir)],
                           capture_output=True, text=True, timeout=120, check=False)
     assert proc.returncode == 0, proc.stdout + proc.stderr
 
@@ -69,7 +86,8 @@ def test_dependabot_config_matches_its_schema() -> None:
     assert proc.returncode == 0, proc.stdout + proc.stderr
 
 
-def test_actionlint() -> None:
-    proc = subprocess.run([tool("actionlint"), "-no-color", *WORKFLOW_FILES], cwd=ROOT, capture_output=True,
+def test_actionlint(github_dir: Path) -> None:
+    proc = subprocess.run([tool("actionlint"), "-no-color", "-ignore", ACTIONLINT_IGNORE,
+                           *workflow_files(github_dir)], cwd=github_dir.parent, capture_output=True,
                           text=True, timeout=120, check=False)
     assert proc.returncode == 0, proc.stdout + proc.stderr
