@@ -24,7 +24,8 @@ GATEWAY_MODULES: tuple[str, ...] = (
     "httpx", "httpx2", "httpcore2", "h11", "anyio", "sniffio", "certifi", "idna", "jiter",
     "openai", "openai.resources", "openai.resources.chat", "openai.types", "openai.types.chat",
     "openai._legacy_response", "openai._streaming", "pydantic",
-    "research_dispatch.gateway", "research_dispatch.bounds",
+    "research_dispatch.gateway", "research_dispatch.bounds", "research_dispatch.bounded_http",
+    "research_dispatch.endpoints",
 )
 
 WORKER_MODULES: tuple[str, ...] = (
@@ -40,6 +41,8 @@ WORKER_MODULES: tuple[str, ...] = (
     "research_dispatch.researcher", "research_dispatch.report", "research_dispatch.route",
     "research_dispatch.verify", "research_dispatch.sanitize", "research_dispatch.redact",
     "research_dispatch.bounds", "research_dispatch.chunks", "research_dispatch.synthesis",
+    "research_dispatch.providers", "research_dispatch.search_http", "research_dispatch.mcp_tools",
+    "research_dispatch.records",
 )
 
 

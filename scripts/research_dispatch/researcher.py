@@ -199,6 +199,8 @@ class Researcher:
                     session_id=spec.session_id, purpose="research", max_completion_tokens=output_limit,
                     # the gateway measures on time.monotonic; our clock may be injected: pass what is left
                     deadline=time.monotonic() + max(0.0, deadline - now))
+            except Interrupted:
+                raise  # Ctrl-C during the call (GatewayInterrupted): `run` records the leg as interrupted
             except (InsufficientCredits, AuthenticationFailed) as exc:
                 outcome.failure = str(exc)
                 self.trace({"event": "gateway_error", "fatal": True, "error": str(exc), "status": exc.status})

@@ -3,7 +3,7 @@
 Every test here runs `research-dispatch` as users do — a new process per command, real sockets to the
 offline fakes on 127.0.0.1 — because the faults it guards against (concurrent first imports, a signal
 during a blocked socket read, an exit that joins a stuck thread, file modes from the umask) do not
-exist inside one warm test interpreter. Each child's peak memory comes from `wait4`'s rusage, and the
+exist inside one warm test interpreter. Each child's peak memory is its own VmHWM (tests/memory.py), and the
 time from signal to exit is measured around the real process; the figures are printed (`pytest -s`)
 for the issue's closing note. Bounds asserted on time are the issue's own (8 s to stop after Ctrl-C),
 with the product's design stopping in about half of that.
@@ -27,6 +27,7 @@ from typing import Any
 import pytest
 
 from tests.conftest import CANARY, ROOT
+from tests.memory import peak_rss_mb
 
 CYCLE = "2026-H2"
 CONSOLE = Path(sys.executable).parent / "research-dispatch"
@@ -108,10 +109,13 @@ class Child:
         return time.monotonic()
 
     def finish(self, timeout: float = 300.0) -> Finished:
-        """Wait for the exit with `wait4`, which also gives the child's peak resident memory."""
+        """Wait for the exit; the child's peak resident memory is its `VmHWM`, read while it runs (its
+        `ru_maxrss` would include this test worker's memory: see tests/memory.py)."""
         deadline = time.monotonic() + timeout
+        peak = 0.0
         while True:
-            pid, status, usage = os.wait4(self.process.pid, os.WNOHANG)
+            peak = max(peak, peak_rss_mb(self.process.pid) or 0.0)
+            pid, status = os.waitpid(self.process.pid, os.WNOHANG)
             if pid:
                 break
             if time.monotonic() > deadline:
@@ -123,8 +127,7 @@ class Child:
         self.process.returncode = code
         for pump in self._pumps:
             pump.join(10)
-        return Finished(code, "\n".join(self.out), "\n".join(self.err), ended - self.started,
-                        usage.ru_maxrss / 1024)
+        return Finished(code, "\n".join(self.out), "\n".join(self.err), ended - self.started, peak)
 
     def kill(self) -> None:
         if self.process.returncode is None:

@@ -4,7 +4,6 @@ hostile server; prints one JSON line with the tool's error kind, the seconds it 
 from __future__ import annotations
 
 import json
-import resource
 import sys
 import threading
 import time
@@ -12,6 +11,7 @@ import time
 from research_dispatch.config import SearchSettings
 from research_dispatch.providers import ExaProvider, TavilyProvider
 from research_dispatch.search import SearchTools
+from tests.memory import peak_rss_mb
 
 
 def main() -> None:
@@ -27,7 +27,7 @@ def main() -> None:
     started = time.monotonic()
     outcome = tools.call("web_search", json.dumps({"query": "DiLoCo"}))
     elapsed = time.monotonic() - started
-    peak_mb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    peak_mb = peak_rss_mb() or 0.0  # VmHWM: ru_maxrss would include the test worker's memory (tests/memory.py)
     print(json.dumps({"error": outcome.detail.get("error"), "seconds": round(elapsed, 2),
                       "peak_rss_mb": round(peak_mb, 1), "content": outcome.content[:300]}))
 
