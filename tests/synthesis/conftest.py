@@ -169,10 +169,11 @@ def structured_calls(gateway: Any, schema: str) -> list[dict[str, Any]]:
     return out
 
 
-def synthesize_cli(repo: Path, env: dict[str, str], *args: str, timeout: float = 180) -> subprocess.CompletedProcess[str]:
+def synthesize_cli(repo: Path, env: dict[str, str], *args: str,
+                   timeout: float = 180) -> subprocess.CompletedProcess[str]:
     """`research-dispatch synthesize` as a user runs it: a fresh interpreter, the given environment only."""
-    base = {"PATH": os.environ.get("PATH", ""), "HOME": os.environ.get("HOME", ""), "NO_PROXY": "127.0.0.1,localhost",
-            "PYTHONPATH": str(ROOT / "scripts")}
+    base = {"PATH": os.environ.get("PATH", ""), "HOME": os.environ.get("HOME", ""),
+            "NO_PROXY": "127.0.0.1,localhost", "PYTHONPATH": str(ROOT / "scripts")}
     return subprocess.run([sys.executable, "-m", "research_dispatch", "synthesize", "--repo", str(repo),
                            "--cycle", CYCLE, *args], env={**base, **env}, capture_output=True, text=True,
                           timeout=timeout, check=False)

@@ -186,8 +186,6 @@ class _Renderer:
                 status = "**convergent**"
             elif cluster.status == "single_source" and cluster.flagged:
                 status = FLAG
-            if cluster.contrary_excluded:
-                status += " (contradicted by an excluded report)"
             rows.append((cluster.layer.casefold(), md(cluster.layer, 80), md(cluster.decision or "—", 80),
                          md(cluster.pick, 100), self.support(cluster.reports, cluster.families), status))
         self.emit("## TL;DR — decision table", "")
