@@ -219,7 +219,7 @@ class SynthesisSettings(_Strict):
     similarity_threshold: float = Field(0.2, ge=0.0, le=1.0)
     concurrency: int = Field(8, ge=1, le=64)
     layers: tuple[str, ...] = ()
-    timeout_minutes: float = Field(30.0, gt=0, le=24 * 60)
+    timeout_minutes: float = Field(default=30.0, gt=0, le=24 * 60)
 
     @field_validator("layers")
     @classmethod
