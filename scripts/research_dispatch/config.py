@@ -345,6 +345,8 @@ class SynthesisSettings(_Strict):
     previous batch ride along), so judge calls grow with claims / batch_size. `concurrency` bounds the
     gateway calls in flight. `layers` is an optional vocabulary of layer names the extractor is asked
     to reuse, so that independent reports file the same decision under the same layer.
+    `timeout_minutes` bounds the whole stage's wall time: what is not done by then is named in the
+    synthesis (see `synthesis.pipeline`).
     """
 
     extractor_model: str = "openai/gpt-5-mini"
@@ -354,6 +356,7 @@ class SynthesisSettings(_Strict):
     similarity_threshold: float = Field(0.2, ge=0.0, le=1.0)
     concurrency: int = Field(8, ge=1, le=64)
     layers: tuple[str, ...] = ()
+    timeout_minutes: float = Field(default=30.0, gt=0, le=24 * 60)
 
     @field_validator("layers")
     @classmethod

@@ -4,11 +4,20 @@ Reports are real report files (front matter rendered by `report.render_report`, 
 next to each, so `verify` re-checks their routes from evidence) whose bodies carry statements from the
 fake corpus's planted claims bank. The fake gateway's extraction behaviour finds those statements, so
 the structure of the synthesis is known in advance.
+
+Where the extractor's output itself matters (the scenarios of issue 12), a test scripts it: the fake
+gateway answers one report's extraction call with a chosen structured answer (`scripted_extraction`, a
+`raw_body` rule matched by the report's session), and the real `synthesize` command runs in a fresh
+interpreter against it (`synthesize_cli`). The judge is the fake's, which follows the prompt: it
+groups recommendations by the decision the extractor says they answer.
 """
 
 from __future__ import annotations
 
 import json
+import os
+import subprocess
+import sys
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -20,7 +29,7 @@ from research_dispatch.fake.script_synthesis import bank
 from research_dispatch.gateway import CallRecord
 from research_dispatch.report import CitedSource, ReportMeta, SourceEntry, Usage, render_report
 from research_dispatch.synthesis import SynthesisResult, synthesize
-from tests.conftest import CANARY
+from tests.conftest import CANARY, ROOT
 
 CYCLE = "2026-H2"
 SOURCES = [
@@ -39,14 +48,20 @@ def statement(claim_id: str, topic: str) -> str:
 
 
 def write_report(repo: Path, stem: str, model: str, sentences: list[str], *, route: str = "exact",
-                 call_log: bool = True, cycle: str = CYCLE, status: str = "ok", title: str | None = None) -> Path:
-    """A report whose body cites one source per sentence, with a call log consistent with `route`."""
+                 call_log: bool = True, cycle: str = CYCLE, status: str = "ok", title: str | None = None,
+                 served: str | None = None, route_verified: bool | None = None,
+                 status_reasons: list[str] | None = None, topic: str | None = None) -> Path:
+    """A report whose body cites one source per sentence, with a call log consistent with `route`.
+
+    `served` is the model that answered (default: the requested one, or `<model>-substitute` for a
+    model fallback); `route_verified` overrides the front matter's flag (default: route is exact).
+    """
     sources = [CitedSource(id=i + 1, url=url, title=name) for i, (url, name) in enumerate(SOURCES)]
     paragraphs = []
     for index, sentence in enumerate(sentences):
         paragraphs.append(f"{sentence} [{index % len(sources) + 1}]. {FILLER}.")
     body = f"# {title or stem}\n\n## Findings\n\n" + "\n\n".join(paragraphs) + "\n"
-    served = model if route != "model_fallback" else model + "-substitute"
+    served = served or (model if route != "model_fallback" else model + "-substitute")
     verdict = route
     record = CallRecord(
         generation_id=f"gen-{stem}", requested_model=model, requested_provider=None, served_model=served,
@@ -55,9 +70,10 @@ def write_report(repo: Path, stem: str, model: str, sentences: list[str], *, rou
         cached_tokens=0, reasoning_tokens=0, cost_usd=0.001, latency_s=0.1, retries=0, purpose="research",
         verdict=verdict)
     meta = ReportMeta(
-        topic=stem.split(".")[0].split("-", 1)[1], title=title or stem, requested_model=model,
+        topic=topic or stem.split(".")[0].split("-", 1)[1], title=title or stem, requested_model=model,
         family=model.split("/")[0], served_models=[served], served_providers=["Provider"], route=route,
-        route_verified=route == "exact", calls=1, generation_ids=[record.generation_id or ""], status=status,
+        route_verified=route == "exact" if route_verified is None else route_verified, calls=1,
+        generation_ids=[record.generation_id or ""], status=status, status_reasons=list(status_reasons or []),
         words=len(body.split()), usage=Usage(), sources=[SourceEntry(**s.as_dict()) for s in sources],
         started_at="2026-07-01T00:00:00Z", finished_at="2026-07-01T00:01:00Z", cycle=cycle,
         rationale=f"rationale of {stem}")
@@ -74,12 +90,12 @@ GENERIC = "The Epsilon benchmark suite measures long-horizon agent reliability a
 # stem -> (model, statements, route)
 PLANTED: dict[str, tuple[str, list[str], str]] = {
     "01-alpha": ("deepseek/deepseek-v4-pro", [
-        statement("rl-algorithm-grpo-dapo", "diloco-family"),
+        statement("rl-algorithm-grpo", "diloco-family"),
         statement("decentralised-substrate-prime-rl", "diloco-family"),
         statement("pretraining-streaming-diloco", "diloco-family"),
     ], "exact"),
     "02-beta": ("anthropic/claude-sonnet-4.6", [
-        statement("rl-algorithm-grpo-dapo", "verl-trl"),
+        statement("rl-algorithm-grpo", "verl-trl"),
         statement("orchestration-ray", "verl-trl"),
     ], "exact"),
     "03-gamma.openai-gpt-5": ("openai/gpt-5", [
@@ -151,3 +167,47 @@ def structured_calls(gateway: Any, schema: str) -> list[dict[str, Any]]:
         if (response_format.get("json_schema") or {}).get("name") == schema:
             out.append(record)
     return out
+
+
+def synthesize_cli(repo: Path, env: dict[str, str], *args: str,
+                   timeout: float = 180) -> subprocess.CompletedProcess[str]:
+    """`research-dispatch synthesize` as a user runs it: a fresh interpreter, the given environment only."""
+    base = {"PATH": os.environ.get("PATH", ""), "HOME": os.environ.get("HOME", ""),
+            "NO_PROXY": "127.0.0.1,localhost", "PYTHONPATH": str(ROOT / "scripts")}
+    return subprocess.run([sys.executable, "-m", "research_dispatch", "synthesize", "--repo", str(repo),
+                           "--cycle", CYCLE, *args], env={**base, **env}, capture_output=True, text=True,
+                          timeout=timeout, check=False)
+
+
+def claim_json(statement_text: str, layer: str, *, stance: str = "describe", decision: str | None = None,
+               pick: str | None = None, condition: str | None = None, sources: list[int] | None = None,
+               confidence: str = "medium") -> dict[str, Any]:
+    """One claim as the extractor returns it (the extraction schema's fields)."""
+    return {"statement": statement_text, "layer": layer, "stance": stance, "decision": decision, "pick": pick,
+            "alternatives": [], "condition": condition, "sources": sources if sources is not None else [1],
+            "confidence": confidence}
+
+
+def scripted_extraction(stem: str, claims: list[dict[str, Any]], model: str = "openai/gpt-5-mini") -> dict[str, Any]:
+    """A fake-gateway rule: the extraction call for report `stem` answers exactly `claims`.
+
+    The answer is a complete chat completion (HTTP 200, the gateway's wire format) served for the
+    report's extraction session, so everything else about the call is real.
+    """
+    content = json.dumps({"claims": claims})
+    body = {"id": f"gen-scripted-{stem}", "object": "chat.completion", "created": 1767225600, "model": model,
+            "provider": "OpenAI",
+            "choices": [{"index": 0, "finish_reason": "stop", "native_finish_reason": "stop",
+                         "message": {"role": "assistant", "content": content}}],
+            "usage": {"prompt_tokens": 100, "completion_tokens": 50, "total_tokens": 150, "cost": 0.0001}}
+    return {"match": {"schema": "claim_extraction", "session": f"*:synthesis:{stem}"}, "raw_body": json.dumps(body)}
+
+
+def scenario_repo(tmp_path: Path, name: str, reports: dict[str, tuple[str, str]], extra: str = "") -> Path:
+    """A repository (no topics) of one-paragraph reports: stem -> (model, route)."""
+    repo = tmp_path / name
+    repo.mkdir()
+    write_pyproject(repo, extra)
+    for stem, (model, route) in reports.items():
+        write_report(repo, stem, model, [f"The report {stem} states its findings with a citation"], route=route)
+    return repo

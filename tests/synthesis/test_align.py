@@ -20,10 +20,11 @@ from research_dispatch.synthesis.extract import Claim
 from tests.synthesis.conftest import PLANTED, ledger, structured_calls, write_pyproject
 
 
-def claim(key: str, report: str, statement: str, layer: str = "RL algorithm", pick: str | None = None) -> Claim:
+def claim(key: str, report: str, statement: str, layer: str = "RL algorithm", pick: str | None = None,
+          decision: str | None = None) -> Claim:
     return Claim(key=key, report=report, statement=statement, layer=layer,
-                 stance="recommend" if pick else "describe", pick=pick, alternatives=(), condition=None,
-                 sources=(), confidence="medium")
+                 stance="recommend" if pick else "describe", decision=decision if pick else None, pick=pick,
+                 alternatives=(), condition=None, sources=(), confidence="medium")
 
 
 def test_the_judge_sees_anonymised_reports_in_a_stable_shuffled_order(planted: Path, run_synthesis,
@@ -89,6 +90,24 @@ def test_candidates_are_blocked_by_layer_and_cross_report_only() -> None:
     assert candidate_components(claims, edges) == [["r1#a", "r2#a", "r2#b"]]
 
 
+def test_rival_picks_always_meet_the_judge_whatever_their_words() -> None:
+    """Only the judge may say whether two picks answer one decision, so they must share a batch."""
+    claims = [
+        claim("r1#a", "r1", "Redis is the store to use", layer="storage", pick="Redis", decision="cache store"),
+        claim("r2#a", "r2", "Postgres wins for durable rows", layer="storage", pick="Postgres",
+              decision="primary database"),
+        claim("r3#a", "r3", "Memcached suffices", layer="caching", pick="Memcached", decision="cache store"),
+        claim("r1#b", "r1", "Kafka for the event log", layer="messaging", pick="Kafka", decision="event log"),
+    ]
+    edges = candidate_edges(claims, threshold=0.9)
+    # same layer, different reports: linked although no word is shared
+    assert "r2#a" in edges["r1#a"]
+    # another layer but the same decision: linked too
+    assert "r3#a" in edges["r1#a"] | edges["r2#a"]
+    assert "r1#b" not in edges  # nothing to compare it with
+    assert candidate_components(claims, edges) == [["r1#a", "r2#a", "r3#a"]]
+
+
 def test_batches_are_linear_in_claims_and_carry_anchors() -> None:
     components = [[f"c{n:03d}#{i}" for i in range(size)] for n, size in enumerate([3, 7, 2, 25, 4, 9, 1 + 1])]
     edges = {k: {m for m in comp if m != k} for comp in components for k in comp}
@@ -136,12 +155,14 @@ def test_a_judged_contradiction_is_a_divergence_with_both_positions(tmp_path: Pa
                  ["For long RL runs, Muon should be the default optimizer today"])
     result = run_synthesis(repo)
     data = ledger(repo)
-    [cluster] = data["clusters"]
-    assert cluster["status"] == "divergent" and len(cluster["positions"]) == 2
+    clusters = {c["pick"]: c for c in data["clusters"]}
+    assert set(clusters) == {"AdamW", "Muon"} and {c["status"] for c in clusters.values()} == {"divergent"}
+    assert clusters["AdamW"]["flagged"] is True and clusters["Muon"]["flagged"] is False  # a side of one report
     [divergence] = data["divergences"]
-    assert divergence["kind"] == "contradiction" and divergence["key"] == f"contradiction/{cluster['key']}"
-    assert [p["label"] for p in divergence["positions"]] == ["Muon", "AdamW"]  # two reports before one
+    assert divergence["kind"] == "alternatives" and divergence["tie"] is False
+    assert divergence["key"] == f"divergence/{min(c['key'] for c in clusters.values())}"
+    assert [p["label"] for p in divergence["positions"]] == ["Muon", "AdamW"]  # two families before one
     assert divergence["line"].startswith("Use Muon today, switch to AdamW when")
-    assert [i.key for i in result.diff.new] == [cluster["key"]] and not result.diff.new_divergences  # first run
+    assert [i.key for i in result.diff.new_divergences] == [divergence["key"]]  # a first run counts it as new
     text = result.document_path.read_text(encoding="utf-8")
-    assert "(contradiction)" in text and "**Use Muon today, switch to AdamW" in text
+    assert "(alternatives)" in text and "**Use Muon today, switch to AdamW" in text

@@ -70,13 +70,13 @@ def test_one_changed_report_costs_one_extraction_and_the_promotion_shows_in_the_
 def test_removing_a_supporting_statement_loses_support(planted: Path, run_synthesis, gateway) -> None:
     run_synthesis(planted)
     model, sentences, route = PLANTED["02-beta"]
-    write_report(planted, "02-beta", model, sentences[1:], route=route)  # drop its GRPO+DAPO statement
+    write_report(planted, "02-beta", model, sentences[1:], route=route)  # drop its GRPO statement
     gateway.reset()
     result = run_synthesis(planted)
     assert result.extraction_calls == 1
-    assert statuses(ledger(planted))["rl-algorithm/grpo-dapo"] == "single_source"
+    assert statuses(ledger(planted))["rl-algorithm/grpo"] == "single_source"
     [item] = result.diff.lost_support
-    assert item.key == "rl-algorithm/grpo-dapo"
+    assert item.key == "rl-algorithm/grpo"
     assert item.before == "convergent (2 reports, 2 families)"
     assert item.after == "single-source, flagged (1 report, 1 family)"
     assert result.diff.counts() == {"promoted": 0, "lost_support": 1, "new_divergences": 0, "new": 0, "dropped": 0}
@@ -88,12 +88,15 @@ def test_a_report_whose_route_turns_unverified_drops_out_of_support(planted: Pat
     result = run_synthesis(planted)
     assert result.extraction_calls == 0  # same body, same request: replayed
     data = ledger(planted)
-    assert statuses(data)["rl-algorithm/grpo-dapo"] == "single_source"
+    assert statuses(data)["rl-algorithm/grpo"] == "single_source"
     # both of its recommendations lose their only or their independent support
     assert [i.key for i in result.diff.lost_support] == ["orchestration/ray-single-controller-verl",
-                                                        "rl-algorithm/grpo-dapo"]
+                                                        "rl-algorithm/grpo"]
     assert statuses(data)["orchestration/ray-single-controller-verl"] == "excluded"
     assert statuses(data)["orchestration/monarch"] == "single_source" and data["divergences"] == []
+    # the excluded report's contrary recommendation is shown beside the counted one, not counted against it
+    monarch = next(c for c in data["clusters"] if c["key"] == "orchestration/monarch")
+    assert monarch["contrary_excluded"] and monarch["contrary_excluded"][0].startswith("02-beta#")
     beta = next(r for r in data["reports"] if r["stem"] == "02-beta")
     assert beta["counted"] is False and beta["route"] == "unverified"
     assert "no call log next to the report" in beta["route_problems"]
@@ -107,7 +110,7 @@ def test_a_new_divergence_and_new_and_dropped_clusters(planted: Path, run_synthe
         "For the environment format, Gymnasium should be the default for agent training today"])
     result = run_synthesis(planted)
     dropped = {i.key for i in result.diff.dropped}
-    assert dropped == {"base-model/composer-2-5-appears-built", "general/epsilon-benchmark-suite-measures-long"}
-    assert [i.key for i in result.diff.new_divergences] == ["layer/environment-format"]
+    assert dropped == {"base-model/composer-2-5-built-moonshot", "general/epsilon-benchmark-suite-measures-long"}
+    assert [i.key for i in result.diff.new_divergences] == ["divergence/environment-format/gymnasium"]
     assert [i.key for i in result.diff.new] == ["environment-format/gymnasium"]
     assert statuses(ledger(planted))["environment-format/openenv"] == "divergent"

@@ -32,13 +32,13 @@ def test_five_real_topics_give_a_convergent_a_divergent_and_a_single_source_deci
     assert result.document_path.name == "composer-replication-framework.md"
     table = text.split("## TL;DR — decision table", 1)[1].split("\n## ", 1)[0]
     rows = [line for line in table.splitlines() if line.startswith("| ") and not line.startswith("| Layer")]
-    assert any(r.endswith("| **convergent** |") and "GRPO+DAPO" in r for r in rows)
+    assert any(r.endswith("| **convergent** |") and "| GRPO |" in r for r in rows)
     assert any("**divergent**" in r and "Monarch" in r and "Ray" in r for r in rows)
     assert any(r.endswith("| single-source — may be model bias |") for r in rows)
 
     data = json.loads(result.ledger_path.read_text(encoding="utf-8"))
     clusters = {c["key"]: c for c in data["clusters"]}
-    assert clusters["rl-algorithm/grpo-dapo"]["families"] == ["anthropic", "deepseek", "openai"]
+    assert clusters["rl-algorithm/grpo"]["families"] == ["anthropic", "deepseek", "openai"]
     assert clusters["environment-format/openenv"]["status"] == "convergent"
     assert clusters["decentralized-substrate/prime-rl"]["status"] == "convergent"
     assert clusters["distillation/trace-replay-multi-teacher-distillation"]["flagged"] is True
@@ -53,3 +53,15 @@ def test_five_real_topics_give_a_convergent_a_divergent_and_a_single_source_deci
     assert len(calls) == result.llm_calls
     assert {json.loads(c)["purpose"] for c in calls} == {"extract", "judge"}
     assert fake_env["OPENROUTER_API_KEY"] not in (repo / "framework" / "claims.json").read_text()
+    # claims are findings: no source description, no statement about a page, among them
+    statements = [c["statement"] for c in data["claims"]]
+    for text_ in statements:
+        assert not text_.startswith(("Repository for", "The post", "The paper", "The README", "It ")), text_
+        assert "launch post" not in text_ and "announcement of" not in text_ and "documentation page" not in text_
+    # and every claim cites a page that the report retrieved and that is about its subject
+    sources = {r["stem"]: {s["id"]: s["url"] for s in r["sources"]} for r in data["reports"]}
+    grpo = [c for c in data["claims"] if c["cluster"] == "rl-algorithm/grpo"]
+    assert {sources[c["report"]][n] for c in grpo for n in c["sources"]} <= {
+        "https://www.primeintellect.ai/blog/intellect-2", "https://arxiv.org/abs/2505.07291",
+        "https://github.com/meta-pytorch/torchforge", "https://huggingface.co/docs/trl/main/en/grpo_trainer",
+        "https://arxiv.org/abs/2503.14476"}

@@ -6,7 +6,8 @@ from pathlib import Path
 
 from research_dispatch.config import load_settings
 from research_dispatch.synthesis.extract import EXTRACTION_SCHEMA, ExtractedClaim, Extraction, build_request, to_claims
-from research_dispatch.synthesis.inputs import load_reports
+from research_dispatch.synthesis.findings import not_a_finding
+from research_dispatch.synthesis.inputs import load_inputs
 from research_dispatch.synthesis.text import layer_key, pick_key, slug
 from tests.synthesis.conftest import statement, structured_calls, write_pyproject, write_report
 
@@ -20,8 +21,12 @@ def one_report(tmp_path: Path) -> Path:
     return repo
 
 
+def load_reports(repo: Path, settings):  # type: ignore[no-untyped-def]
+    return load_inputs(repo, settings, []).reports
+
+
 def raw(statement_text: str, **fields: object) -> ExtractedClaim:
-    base = {"statement": statement_text, "layer": "RL algorithm", "stance": "describe", "pick": None,
+    base = {"statement": statement_text, "layer": "RL algorithm", "stance": "describe", "decision": None, "pick": None,
             "alternatives": [], "condition": None, "sources": [], "confidence": "medium"}
     return ExtractedClaim.model_validate({**base, **fields})
 
@@ -54,23 +59,64 @@ def test_to_claims_cleans_dedupes_and_keys_claims(tmp_path: Path) -> None:
     repo = one_report(tmp_path)
     [report] = load_reports(repo, load_settings(repo))
     extraction = Extraction(claims=[
-        raw("GRPO  is the default.", stance="recommend", pick="GRPO", sources=[1, 9, 2], confidence="low"),
+        raw("GRPO  is the default.", stance="recommend", pick="GRPO", sources=[1, 9, 2], confidence="low",
+            decision="RL algorithm"),
         raw("grpo is the DEFAULT", stance="recommend", pick="GRPO", sources=[3], confidence="high"),
-        raw("A finding with a pick that does not count", pick="Something"),
+        raw("A finding with a pick that does not count", pick="Something", decision="Nothing"),
         raw("Text with \u202ebidi and <!-- a comment --> removed", layer="\u200b"),
+        raw("Repository for Monarch, Meta's distributed programming framework for PyTorch"),
     ])
-    claims, dropped = to_claims(extraction, report)
+    cleaned = to_claims(extraction, report)
+    claims, dropped = cleaned.claims, cleaned.dropped_citations
     assert dropped == 1  # source 9 does not exist in the report
+    assert [(n.statement, n.reason) for n in cleaned.not_findings] == [
+        ("Repository for Monarch, Meta's distributed programming framework for PyTorch",
+         "describes a source rather than asserting a finding")]
     by_statement = {c.statement: c for c in claims}
     grpo = next(c for c in claims if c.pick == "GRPO")
     assert grpo.confidence == "high" and grpo.sources == (1, 2, 3) and grpo.key.startswith("01-one#")
     assert len([c for c in claims if c.pick == "GRPO"]) == 1
     assert by_statement["A finding with a pick that does not count"].pick is None
+    assert by_statement["A finding with a pick that does not count"].decision is None  # only recommendations
     cleaned = next(c for c in claims if c.statement.startswith("Text with"))
     assert "\u202e" not in cleaned.statement and "<!--" not in cleaned.statement and cleaned.layer == "general"
     assert [c.key for c in claims] == sorted(c.key for c in claims)
-    again, _ = to_claims(Extraction(claims=[ExtractedClaim.model_validate(c.extracted()) for c in claims]), report)
-    assert again == claims  # cleaning is idempotent: a replay from the ledger gives the same claims
+    again = to_claims(Extraction(claims=[ExtractedClaim.model_validate(c.extracted()) for c in claims]), report)
+    assert again.claims == claims  # cleaning is idempotent: a replay from the ledger gives the same claims
+    assert again.not_findings == []
+
+
+def test_statements_that_are_not_findings_are_dropped_with_a_reason() -> None:
+    titles = ["TRL documentation: GRPO trainer", "meta-pytorch/monarch: single-controller distributed programming"]
+    dropped = {
+        "The TRL documentation page for the GRPO trainer": "restates a source's title",
+        "Repository for torchtitan, PyTorch's reference platform for large-scale generative-model training using "
+        "native PyTorch features": "describes a source rather than asserting a finding",
+        "Cursor's launch post for Composer 2.5, its agentic coding model": "describes a source rather than "
+                                                                           "asserting a finding",
+        "Moonshot AI's study of the Muon optimizer at large-language-model scale": "describes a source rather than "
+                                                                                   "asserting a finding",
+        "The report covers the architecture, the pretraining run and a post-training stage": "says what a document "
+                                                                                             "covers, not what is "
+                                                                                             "true",
+        "A follow-up to DiLoCo from Google DeepMind": "describes a source rather than asserting a finding",
+        "Microsoft Research's rStar, a self-play mutual-reasoning method": "asserts nothing (no verb)",
+    }
+    for statement_text, reason in dropped.items():
+        assert not_a_finding(statement_text, "describe", titles) == reason, statement_text
+    kept = [
+        "Streaming DiLoCo lowers peak inter-datacentre bandwidth by synchronising fragments of the parameters",
+        "The paper describes how DiLoCo cuts communication by a factor of 500",
+        "A 2024 study of 50 teams found that GRPO converges faster than PPO",
+        "Documentation for Monarch is sparse and its APIs change between releases",
+        "The README describes the library as experimental, lists narrow hardware requirements and expects changes",
+        "TorchForge separates algorithm code from infrastructure",
+        "Environments talk to models through an OpenAI-compatible client",
+    ]
+    for statement_text in kept:
+        assert not_a_finding(statement_text, "describe", titles) is None, statement_text
+    # a recommendation is an assertion even without a finite verb
+    assert not_a_finding("GRPO with DAPO's clip-higher for post-training", "recommend", titles) is None
 
 
 def test_text_keys() -> None:

@@ -38,6 +38,7 @@ def test_extraction_finds_planted_statements_with_their_citations_and_generic_fi
     assert planted.statement == statement("orchestration-monarch", "monarch-torchforge-openenv")
     assert (planted.layer, planted.stance, planted.pick, planted.sources) == ("orchestration", "recommend",
                                                                               "Monarch", [2, 3])
+    assert planted.decision == "orchestration layer for RL post-training"
     assert planted.condition == "once its actor-mesh API stabilises" and planted.confidence == "medium"
     generic = claims[1]
     assert generic.stance == "describe" and generic.confidence == "medium" and generic.sources == [1]
@@ -50,6 +51,16 @@ def test_heuristic_recommendations_for_text_outside_the_bank() -> None:
     report = "## Recommendations\n\nFor the environment format, Gymnasium should be the default for agents [4].\n"
     [claim] = Extraction.model_validate(script_synthesis.extract_claims(extraction_body(report))).claims
     assert (claim.stance, claim.pick, claim.layer) == ("recommend", "Gymnasium", "environment format")
+    assert claim.decision == "environment format for agentic RL"  # the bank's decision for that layer
+
+
+def test_the_fake_extractor_follows_the_prompt_source_descriptions_are_not_claims() -> None:
+    report = ("## Background\n\nRepository for torchtitan, PyTorch's reference platform for large-scale training [1]. "
+              "The post presents the infrastructure built for the run in some detail [2]. "
+              "A follow-up to DiLoCo from Google DeepMind that attacks the remaining bandwidth peaks [3]. "
+              "Streaming DiLoCo cuts peak bandwidth between workers by about two orders of magnitude [3].\n")
+    [claim] = Extraction.model_validate(script_synthesis.extract_claims(extraction_body(report))).claims
+    assert claim.statement.startswith("Streaming DiLoCo cuts peak bandwidth")
 
 
 def alignment_body(items: list[dict]) -> dict:
@@ -60,23 +71,32 @@ def alignment_body(items: list[dict]) -> dict:
                          {"role": "user", "content": f"Align.\n\n<claims>\n{lines}\n</claims>"}]}
 
 
-def test_alignment_groups_by_bank_id_then_by_overlap_and_marks_contradictions() -> None:
+def test_alignment_groups_by_decision_then_by_bank_id_then_by_overlap() -> None:
     items = [
-        {"id": "C1", "report": "Report A", "layer": "RL algorithm", "stance": "recommend", "pick": "GRPO+DAPO",
-         "statement": statement("rl-algorithm-grpo-dapo", "verl-trl")},
-        {"id": "C2", "report": "Report B", "layer": "RL algorithm", "stance": "recommend", "pick": "GRPO+DAPO",
-         "statement": statement("rl-algorithm-grpo-dapo", "diloco-family")},
+        {"id": "C1", "report": "Report A", "layer": "RL algorithm", "stance": "recommend", "pick": "GRPO",
+         "decision": "RL algorithm for post-training", "statement": statement("rl-algorithm-grpo", "verl-trl")},
+        {"id": "C2", "report": "Report B", "layer": "RL algorithm", "stance": "recommend", "pick": "GRPO",
+         "decision": "RL algorithm for post-training", "statement": statement("rl-algorithm-grpo", "diloco-family")},
         {"id": "C3", "report": "Report A", "layer": "optimizer", "stance": "recommend", "pick": "AdamW",
-         "statement": "AdamW with warmup is the optimizer to use for long RL runs"},
+         "decision": "optimizer for long RL runs", "statement": "AdamW with warmup is the optimizer to use"},
         {"id": "C4", "report": "Report C", "layer": "optimizer", "stance": "recommend", "pick": "Muon",
-         "statement": "Muon with warmup is the optimizer to use for long RL runs"},
-        {"id": "C5", "report": "Report C", "layer": "general", "stance": "describe", "pick": None,
+         "decision": "optimizer for long RL runs", "statement": "Muon with warmup is the optimizer to use"},
+        {"id": "C5", "report": "Report C", "layer": "optimizer", "stance": "recommend", "pick": "ZeRO-3",
+         "decision": "optimizer state sharding", "statement": "ZeRO-3 should shard the optimizer state"},
+        {"id": "C6", "report": "Report C", "layer": "general", "stance": "describe", "pick": None, "decision": None,
          "statement": "Bananas ripen faster in paper bags"},
+        {"id": "C7", "report": "Report A", "layer": "communication-efficient pretraining", "stance": "describe",
+         "pick": None, "decision": None,
+         "statement": statement("pretraining-streaming-diloco", "diloco-family")},
+        {"id": "C8", "report": "Report B", "layer": "communication-efficient pretraining", "stance": "describe",
+         "pick": None, "decision": None,
+         "statement": statement("pretraining-streaming-diloco", "diloco-family")},
     ]
     answer = script_synthesis.align_claims(alignment_body(items))
     judgement = Judgement.model_validate(answer, context={"ids": {i["id"] for i in items}})
     assert [(g.relation, [p.claims for p in g.positions]) for g in judgement.groups] == [
         ("agree", [["C1", "C2"]]),
-        ("contradict", [["C3"], ["C4"]]),
+        ("contradict", [["C3"], ["C4"]]),  # one decision, two picks; ZeRO-3 answers another decision
+        ("agree", [["C7", "C8"]]),
     ]
     assert script_synthesis.align_claims(alignment_body(items)) == answer

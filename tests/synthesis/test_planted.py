@@ -9,16 +9,16 @@ from tests.synthesis.conftest import ledger, statuses, write_pyproject
 
 PLANTED_CLASSES = {
     # convergent across families: deepseek + anthropic
-    "rl-algorithm/grpo-dapo": "convergent",
+    "rl-algorithm/grpo": "convergent",
     # two openai models agree: same family, not independent, not convergent
     "environment-format/openenv": "same_family",
-    # different picks for one layer
+    # alternatives for one decision, as the judge confirms: one report each
     "orchestration/monarch": "divergent",
     "orchestration/ray-single-controller-verl": "divergent",
     # one counted report (the second, 05-delta, has an unverified route and does not count)
     "decentralized-substrate/prime-rl": "single_source",
     # a high-confidence description and a low-confidence and a medium-confidence finding, one report each
-    "base-model/composer-2-5-appears-built": "single_source",
+    "base-model/composer-2-5-built-moonshot": "single_source",
     "general/epsilon-benchmark-suite-measures-long": "single_source",
     "communication-efficient/streaming-diloco-lowers-peak-inter": "single_source",
     # made only by the unverified report
@@ -32,9 +32,10 @@ def test_classes_come_out_exactly_as_planted(planted: Path, run_synthesis) -> No
     assert statuses(data) == PLANTED_CLASSES
     clusters = {c["key"]: c for c in data["clusters"]}
 
-    grpo = clusters["rl-algorithm/grpo-dapo"]
+    grpo = clusters["rl-algorithm/grpo"]
     assert grpo["reports"] == ["01-alpha", "02-beta"] and grpo["families"] == ["anthropic", "deepseek"]
-    assert grpo["pick"] == "GRPO+DAPO" and grpo["layer"] == "RL algorithm"
+    assert grpo["pick"] == "GRPO" and grpo["layer"] == "RL algorithm"
+    assert grpo["decision"] == "RL algorithm for post-training"
 
     openenv = clusters["environment-format/openenv"]
     assert openenv["families"] == ["openai"] and len(openenv["reports"]) == 2
@@ -44,21 +45,24 @@ def test_classes_come_out_exactly_as_planted(planted: Path, run_synthesis) -> No
     assert prime["flagged"] is True  # a recommendation
 
     flagged = {k for k, c in clusters.items() if c["flagged"]}
-    assert flagged == {"decentralized-substrate/prime-rl", "base-model/composer-2-5-appears-built"}
+    assert flagged == {"decentralized-substrate/prime-rl", "base-model/composer-2-5-built-moonshot",
+                       "orchestration/monarch", "orchestration/ray-single-controller-verl"}  # sides of one report
 
     [divergence] = data["divergences"]
-    assert divergence["key"] == "layer/orchestration" and divergence["kind"] == "picks"
-    assert divergence["line"] == ("Use Ray single-controller (VeRL) today, switch to Monarch once its actor-mesh "
-                                  "API stabilises.")
-    assert [p["cluster"] for p in divergence["positions"]] == ["orchestration/ray-single-controller-verl",
-                                                                 "orchestration/monarch"]
-    assert clusters["orchestration/monarch"]["divergence"] == "layer/orchestration"
+    assert divergence["key"] == "divergence/orchestration/monarch" and divergence["kind"] == "alternatives"
+    assert divergence["tie"] is True
+    assert divergence["line"] == ("No consensus (1 report each): Monarch, once its actor-mesh API stabilises; or "
+                                  "Ray single-controller (VeRL), today.")
+    assert [p["cluster"] for p in divergence["positions"]] == ["orchestration/monarch",
+                                                                 "orchestration/ray-single-controller-verl"]
+    assert clusters["orchestration/monarch"]["divergence"] == "divergence/orchestration/monarch"
 
     reports = {r["stem"]: r for r in data["reports"]}
     assert reports["05-delta"]["counted"] is False and reports["05-delta"]["route"] == "model_fallback"
     assert all(r["counted"] for s, r in reports.items() if s != "05-delta")
     assert data["counts"]["clusters"] == {"convergent": 1, "same_family": 1, "divergent": 2, "single_source": 4,
                                           "excluded": 1}
+    assert data["counts"]["flagged"] == 4 and data["counts"]["ties"] == 1
     assert data["limitations"] == ["Report 05-delta is excluded from support counts: route model_fallback is "
                                    "not verified."]
     assert result.warnings == []
@@ -84,21 +88,25 @@ def test_the_document_shows_each_class_where_readers_look(planted: Path, run_syn
     text = result.document_path.read_text(encoding="utf-8")
     assert result.document_path == planted / "framework" / "planted.md"
     table = text.split("## TL;DR — decision table", 1)[1].split("\n## ", 1)[0]
-    assert "| RL algorithm | GRPO+DAPO | 2 reports · 2 families | **convergent** |" in table
-    assert "| environment format | OpenEnv | 2 reports · 1 family | same family only — not independent |" in table
-    assert "| orchestration | Ray single-controller (VeRL) today, switch to Monarch once its actor-mesh API " \
-           "stabilises. | 1 vs 1 reports | **divergent** |" in table
-    assert "| decentralised substrate | PRIME-RL | 1 report (deepseek) | single-source — may be model bias |" in table
+    assert ("| RL algorithm | RL algorithm for post-training | GRPO | 2 reports · 2 families | **convergent** |"
+            in table)
+    assert ("| environment format | environment format for agentic RL | OpenEnv | 2 reports · 1 family "
+            "| same family only — not independent |") in table
+    assert ("| orchestration | orchestration layer for RL post-training | No consensus (1 report each): Monarch, once "
+            "its actor-mesh API stabilises; or Ray single-controller (VeRL), today. | 1 vs 1 reports | **divergent** "
+            "— no consensus |") in table
+    assert ("| decentralised substrate | substrate for decentralised RL | PRIME-RL | 1 report (deepseek) "
+            "| single-source — may be model bias |") in table
     assert "trace-replay" not in table  # only the excluded report recommends it
     same_family = text.split("## Same-family agreement (not independent)", 1)[1].split("\n## ", 1)[0]
     assert "OpenEnv" in same_family
     convergent = text.split("## Convergent findings", 1)[1].split("\n## ", 1)[0]
-    assert "OpenEnv" not in convergent and "GRPO+DAPO" in convergent
+    assert "OpenEnv" not in convergent and "GRPO" in convergent
     assert "[01-alpha](<../research/01-alpha.md>) (deepseek)" in convergent
     assert "[\\[1\\]](<https://arxiv.org/abs/2409.19256>)" in convergent
-    assert "**Use Ray single-controller (VeRL) today, switch to Monarch once its actor-mesh API stabilises.**" in text
+    assert "**No consensus (1 report each): Monarch, once its actor-mesh API stabilises; or Ray" in text
     flagged = text.split("### Flagged: single-source — may be model bias", 1)[1].split("\n### ", 1)[0]
-    assert "PRIME-RL" in flagged and "Kimi K2-class" in flagged and "Epsilon benchmark" not in flagged
+    assert "PRIME-RL" in flagged and "Kimi K2.5" in flagged and "Epsilon benchmark" not in flagged
     excluded = text.split("## Reports excluded from support", 1)[1].split("\n## ", 1)[0]
     assert "05-delta" in excluded and "model_fallback" in excluded and "Trace-replay" in excluded
     prime = text.split("### decentralised substrate", 1)[0]

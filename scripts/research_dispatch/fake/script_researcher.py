@@ -401,14 +401,16 @@ def _norm_url(url: str) -> str:
 
 
 def _claim_source(claim: dict[str, Any], sources: list[Source]) -> Source | None:
-    """The retrieved source to cite for a claim: one whose URL is in the claim's list, else the first."""
+    """The retrieved source to cite for a claim: one whose URL is in the claim's list (the pages that say
+    it), or None — a careful researcher does not make a claim it read nowhere, nor cite a page for it
+    that does not say it."""
     by_url = {}
     for source in sources:
         by_url.setdefault(_norm_url(source.url), source)
     for url in claim.get("sources") or []:
         if _norm_url(url) in by_url:
             return by_url[_norm_url(url)]
-    return sources[0] if sources else None
+    return None
 
 
 # ---------------------------------------------------------------------------------------------
@@ -553,6 +555,52 @@ def _specificity(sentence: str, terms: list[str]) -> int:
     return score + sum(2 for term in terms if term.lower() in lowered)
 
 
+# A page's description of itself ("Repository for X", "Cursor's launch post for Y", "A follow-up to Z
+# from W"): a careful researcher reports what a page says, not what the page is.
+_PAGE_NOUN_RE = re.compile(
+    r"^(?P<head>(?:[\w.+'-]+\s+){0,6}?)(?:launch\s+|blog\s+|technical\s+|research\s+)?(?:paper|post|article|"
+    r"repository|documentation(?:\s+page)?|page|announcement|report|study|analysis|reproduction|follow-up|"
+    r"overview)(?:\s+and\s+[\w-]+)?\s+(?:for|of|on|about|behind|introducing|describing|that|from|to)\b",
+    re.IGNORECASE)
+_RELATIVE_RE = re.compile(r"\s(?:that|which|who|whose)\s[^,;]*")
+_FINITE_VERBS = frozenset(("is", "are", "was", "were", "has", "have", "had", "can", "could", "should", "must",
+                           "will", "would", "may", "might", "does", "do", "did"))
+
+
+def _verbish(word: str) -> bool:
+    word = word.lower()
+    if word in _FINITE_VERBS:
+        return True
+    return len(word) > 3 and (word.endswith("ed") or (word.endswith("s") and not word.endswith(("ss", "us", "is"))))
+
+
+_ABOUT_PAGE_RE = re.compile(
+    r"^(?:(?:the|this|that|its)\s+(?:post|paper|report|readme|page|announcement|repository|documentation|article|"
+    r"blog|site|specification|preprint)\b|it\s)", re.IGNORECASE)
+
+
+def describes_a_page(sentence: str) -> bool:
+    """Is this sentence about the page (what it is, says or covers) rather than about the subject?
+
+    "The post presents …", "The README is explicit that …", "It is the best source for …" are a page
+    talking about itself; a researcher states the finding instead ("X uses Y"), and such sentences are
+    not self-contained out of their page anyway.
+    """
+    if _ABOUT_PAGE_RE.match(sentence):
+        return True
+    opener = _PAGE_NOUN_RE.match(sentence)
+    words = re.findall(r"[A-Za-z][A-Za-z'-]*", sentence)
+    if opener and not any(w.lower() in _FINITE_VERBS for w in words):
+        return True
+    # "Google DeepMind's Generalized Knowledge Distillation for ... models": a possessive name phrase
+    if any(w.endswith("'s") for w in words[:3]) and not any(
+            _verbish(w) for i, w in enumerate(words[:-1]) if i == 0 or not w[:1].isupper()):
+        return True
+    main = _RELATIVE_RE.sub(" ", sentence)  # "X, a method that improves Y": the main clause has no verb
+    names = re.findall(r"[A-Za-z][A-Za-z'-]*", main)
+    return not any(_verbish(w) for i, w in enumerate(names) if i == 0 or not w[:1].isupper())
+
+
 def _source_sentences(source: Source, terms: list[str], seen: set[str]) -> list[str]:
     """Quotable sentences of a source, most specific first (document order among equals).
 
@@ -570,7 +618,7 @@ def _source_sentences(source: Source, terms: list[str], seen: set[str]) -> list[
             sentence = raw.strip()
             if not sentence or sentence[-1] not in ".!?" or sentence.endswith(("...", "…")):
                 continue  # snippets cut mid-sentence end in an ellipsis
-            if _UNSAFE_RE.search(sentence) or _META_RE.search(sentence):
+            if _UNSAFE_RE.search(sentence) or _META_RE.search(sentence) or describes_a_page(sentence):
                 continue
             if not 8 <= len(sentence.split()) <= 45 or not sentence[0].isalnum():
                 continue  # lower-case starts are kept: project names such as "verl" open sentences
@@ -673,8 +721,8 @@ def write_report(conv: Conversation, target_words: int, *, invent_citation: bool
         for claim in claims:
             if _CLAIM_SECTION.get(claim.get("stance", "")) == name:
                 source = _claim_source(claim, conv.sources)
-                cite = f" [S{source.id}]" if source else ""
-                sentences.append(f"{claim['statement']}{cite}.")
+                if source is not None:
+                    sentences.append(f"{claim['statement']} [S{source.id}].")
         if invent_citation and name == "Comparison and analysis":
             sentences.append(INVENTED_SENTENCE)
         words += sum(count_words(s) for s in sentences)

@@ -5,20 +5,26 @@ statements the scripted researcher writes verbatim into reports), so the demo's 
 and the synthesis benchmarks are reproducible. Like every fake, this module imports nothing of the
 product: it reads the request as a model would, from the messages.
 
-Extraction (the last user message holds the report text):
-* every planted statement found in the text becomes a claim with the bank's layer, stance, pick,
-  condition and confidence, and the citation numbers written right after it (`... statement [3, 5].`);
-* the first cited sentence of each `##` section that is not planted, not a quotation of a source title,
-  and not a heading becomes a generic finding (stance `describe`; confidence `medium` in "What the
-  sources establish", else `low`) filed under the bank layer its words match best, else "general";
-  a cited sentence saying something "should be the default" or is "the ... to adopt / choose / use" is a
-  recommendation of the name it gives (reports not from the bank still get claims).
+Extraction (the last user message holds the report text), following the extraction prompt:
+* every planted statement found in the text becomes a claim with the bank's layer, stance, decision,
+  pick, condition and confidence, and the citation numbers written right after it
+  (`... statement [3, 5].`);
+* the first cited sentence of each `##` section that is a finding — not planted, not a quotation, not a
+  heading, and not a source describing itself ("Repository for X", "Cursor's launch post for Y", a
+  sentence with no verb), which the prompt says are not claims — becomes a generic finding (stance
+  `describe`; confidence `medium` in "What the sources establish", else `low`) filed under the bank
+  layer its words match best, else "general"; a cited sentence saying something "should be the
+  default" or is "the ... to adopt / choose / use" is a recommendation of the name it gives, answering
+  the bank's decision for that layer, else "choice of <layer>" (reports not from the bank still get
+  claims).
 
-Alignment (the last user message holds one JSON object per claim between `<claims>` and `</claims>`):
-* claims recognisable as a planted bank claim (the exact statement, or the bank's pick for the bank's
-  layer) are grouped by bank id and agree;
-* the rest are grouped when they share a layer and their content words overlap (Jaccard ≥ 0.5); a group
-  whose members recommend different picks is a contradiction, one position per pick;
+Alignment (the last user message holds one JSON object per claim between `<claims>` and `</claims>`),
+as a judge that follows the prompt but takes the extractor's word for which decision a pick answers:
+* recommendations are grouped by (layer, decision): one pick agrees; several picks for the same
+  decision contradict, one position per pick (even when one report holds two of them — the product
+  must not count that as a divergence); picks for different decisions are never set against each other;
+* other claims recognisable as a planted bank claim (the exact statement) are grouped by bank id and
+  agree; the rest are grouped when they share a layer and their content words overlap (Jaccard ≥ 0.5);
 * singletons are left out, as the prompt asks.
 """
 
@@ -83,14 +89,20 @@ def _numbers(group: str) -> list[int]:
     return [int(n) for n in re.split(r"\s*,\s*", group) if n.strip()]
 
 
-def _keyword_layer(sentence: str) -> str:
+def _keyword_entry(sentence: str) -> dict[str, Any] | None:
+    """The bank entry whose keywords the sentence matches best (None: no keyword at all)."""
     lowered = sentence.lower().replace("-", " ")
-    best, best_hits = "general", 0
+    best, best_hits = None, 0
     for entry in bank():
         hits = sum(1 for k in entry.get("keywords") or [] if k.lower().replace("-", " ") in lowered)
         if hits > best_hits:
-            best, best_hits = entry["layer"], hits
+            best, best_hits = entry, hits
     return best
+
+
+def _keyword_layer(sentence: str) -> str:
+    entry = _keyword_entry(sentence)
+    return str(entry["layer"]) if entry else "general"
 
 
 def extract_claims(body: dict[str, Any]) -> dict[str, Any]:
@@ -110,6 +122,7 @@ def extract_claims(body: dict[str, Any]) -> dict[str, Any]:
             recommend = variant.get("stance") == "recommend"
             found.append((start, {
                 "statement": statement, "layer": entry["layer"], "stance": variant.get("stance", "describe"),
+                "decision": entry.get("decision") if recommend else None,
                 "pick": entry["pick"] if recommend else None,
                 "alternatives": [], "condition": variant.get("condition"),
                 "sources": _numbers(cites.group(1)) if cites else [],
@@ -128,6 +141,37 @@ def _pick(sentence: str) -> str | None:
     return names[-1] if default else names[0]
 
 
+_SOURCE_NOUN = re.compile(
+    r"^(?:[\w.+'-]+\s+){0,6}?(?:launch\s+|blog\s+|technical\s+)?(?:paper|post|article|repository|documentation"
+    r"(?:\s+page)?|page|announcement|report|study|analysis|reproduction|follow-up)(?:\s+and\s+[\w-]+)?\s+"
+    r"(?:for|of|on|about|behind|introducing|that|from|to)\b", re.IGNORECASE)
+_AUXILIARY = frozenset(("is", "are", "was", "were", "has", "have", "had", "can", "could", "should", "must", "will",
+                        "would", "may", "might", "does", "do", "did"))
+
+
+_ABOUT_SOURCE = re.compile(r"^(?:(?:the|this|that|its)\s+(?:post|paper|report|readme|page|announcement|repository|"
+                           r"documentation|article|blog|site|specification|preprint)\b|it\s)", re.IGNORECASE)
+
+
+def _describes_a_source(sentence: str) -> bool:
+    """What the extraction prompt says is not a claim: a source's description of itself, a statement
+    about a source rather than its finding, or no verb."""
+    if _ABOUT_SOURCE.match(sentence):
+        return True
+    words = re.findall(r"[A-Za-z][A-Za-z'-]*", sentence)
+    if _SOURCE_NOUN.match(sentence) and not any(w.lower() in _AUXILIARY for w in words):
+        return True
+    main = re.sub(r"\s(?:that|which|who|whose)\s[^,;]*", " ", sentence)
+    names = [w for i, w in enumerate(re.findall(r"[A-Za-z][A-Za-z'-]*", main)) if i == 0 or not w[:1].isupper()]
+    return not any(_verb(w.lower()) for w in names)
+
+
+def _verb(word: str) -> bool:
+    if word in _AUXILIARY:
+        return True
+    return len(word) > 3 and (word.endswith("ed") or (word.endswith("s") and not word.endswith(("ss", "us", "is"))))
+
+
 def _generic_claims(text: str, planted: list[str]) -> list[dict[str, Any]]:
     out: list[dict[str, Any]] = []
     for section in re.split(r"^##\s+", text, flags=re.MULTILINE)[1:]:
@@ -142,12 +186,15 @@ def _generic_claims(text: str, planted: list[str]) -> list[dict[str, Any]]:
             key = _norm(sentence)
             if not key or any(key in p or p in key for p in planted):
                 continue
-            if '"' in sentence or "\u201c" in sentence or len(sentence.split()) < 6:
+            if '"' in sentence or "\u201c" in sentence or len(sentence.split()) < 6 or _describes_a_source(sentence):
                 continue
             pick = _pick(sentence) if _RECOMMEND.search(sentence) else None
+            entry = _keyword_entry(sentence)
+            layer = str(entry["layer"]) if entry else "general"
+            decision = (entry.get("decision") if entry else None) or f"choice of {layer}"
             out.append({
-                "statement": sentence, "layer": _keyword_layer(sentence),
-                "stance": "recommend" if pick else "describe", "pick": pick, "alternatives": [], "condition": None,
+                "statement": sentence, "layer": layer, "stance": "recommend" if pick else "describe",
+                "decision": decision if pick else None, "pick": pick, "alternatives": [], "condition": None,
                 "sources": _numbers(match.group(2)),
                 "confidence": "medium" if heading == "What the sources establish" else "low"})
             break
@@ -162,16 +209,10 @@ def _generic_claims(text: str, planted: list[str]) -> list[dict[str, Any]]:
 
 def _bank_id(claim: dict[str, Any]) -> str | None:
     statement = _norm(str(claim.get("statement") or ""))
-    layer = _norm(str(claim.get("layer") or ""))
-    pick = _norm(str(claim.get("pick") or ""))
     for entry in bank():
         for variant in (entry.get("by_topic") or {}).values():
             if _norm(variant["statement"]) == statement:
                 return str(entry["id"])
-    for entry in bank():
-        if pick and claim.get("stance") == "recommend" and _norm(entry["layer"]) == layer \
-                and _norm(entry["pick"]) == pick:
-            return str(entry["id"])
     return None
 
 
@@ -191,12 +232,39 @@ def _parse_claims(text: str) -> list[dict[str, Any]]:
     return claims
 
 
+def _recommends(claim: dict[str, Any]) -> bool:
+    return claim.get("stance") == "recommend" and bool(_norm(str(claim.get("pick") or "")))
+
+
 def align_claims(body: dict[str, Any]) -> dict[str, Any]:
     """The `claim_alignment` answer for a batch."""
     claims = _parse_claims(_claims_text(body))
+    out: list[dict[str, Any]] = []
+    decisions: dict[tuple[str, str], list[dict[str, Any]]] = {}
+    others: list[dict[str, Any]] = []
+    for claim in claims:
+        if _recommends(claim):
+            decision = _norm(str(claim.get("decision") or "")) or _norm(str(claim.get("layer") or ""))
+            decisions.setdefault((_norm(str(claim.get("layer") or "")), decision), []).append(claim)
+        else:
+            others.append(claim)
+    for members in decisions.values():
+        if len(members) < 2:
+            continue
+        by_pick: dict[str, list[str]] = {}
+        for claim in members:
+            by_pick.setdefault(_norm(str(claim.get("pick"))), []).append(claim["id"])
+        label = str(members[0].get("decision") or members[0].get("layer") or "")
+        if len(by_pick) >= 2:
+            positions = [{"claims": ids, "summary": f"recommends {pick}"} for pick, ids in by_pick.items()]
+            out.append({"label": label, "relation": "contradict", "positions": positions})
+        else:
+            out.append({"label": label, "relation": "agree",
+                        "positions": [{"claims": [c["id"] for c in members], "summary": label}]})
+
     groups: dict[str, list[dict[str, Any]]] = {}
     rest: list[dict[str, Any]] = []
-    for claim in claims:
+    for claim in others:
         bank_id = _bank_id(claim)
         if bank_id is None:
             rest.append(claim)
@@ -220,25 +288,12 @@ def align_claims(body: dict[str, Any]) -> dict[str, Any]:
                 parent[find(j)] = find(i)
     for i, claim in enumerate(rest):
         groups.setdefault(f"lex:{rest[find(i)]['id']}", []).append(claim)
-
-    out = []
     for members in groups.values():
         if len(members) < 2:
             continue
-        by_pick: dict[str, list[str]] = {}
-        for claim in members:
-            pick = _norm(str(claim.get("pick") or "")) if claim.get("stance") == "recommend" else ""
-            by_pick.setdefault(pick, []).append(claim["id"])
-        picks = [p for p in by_pick if p]
-        label = str(members[0].get("pick") or " ".join(str(members[0].get("statement") or "").split()[:8]))
-        if len(picks) >= 2:
-            loose = by_pick.pop("", [])
-            positions = [{"claims": ids, "summary": f"recommends {pick}"} for pick, ids in by_pick.items()]
-            positions[0]["claims"] = positions[0]["claims"] + loose
-            out.append({"label": label, "relation": "contradict", "positions": positions})
-        else:
-            out.append({"label": label, "relation": "agree",
-                         "positions": [{"claims": [c["id"] for c in members], "summary": label}]})
+        label = " ".join(str(members[0].get("statement") or "").split()[:8])
+        out.append({"label": label, "relation": "agree",
+                    "positions": [{"claims": [c["id"] for c in members], "summary": label}]})
     order = {claim["id"]: index for index, claim in enumerate(claims)}
     out.sort(key=lambda g: min(order[c] for p in g["positions"] for c in p["claims"]))
     return {"groups": out}

@@ -4,25 +4,82 @@ Keys are hashes of the exact request (model, prompt version, messages), so a hit
 the answer to the same question: an unchanged report costs no extraction call, an unchanged batch no
 judge call. Entries live in `build/synthesis-cache/{extract,judge}/<sha256>.json` (not committed); the
 previous `framework/claims.json` holds the same answers with their request keys, which covers a fresh
-checkout (CI) where `build/` is empty. A damaged entry is a miss, never an error: the cache only saves
-money. Replayed answers are validated again exactly like fresh ones.
+checkout (CI) where `build/` is empty. Replayed answers are validated again exactly like fresh ones.
+
+A damaged entry (not JSON, wrong types, truncated, answers that no longer validate, calls that are not
+call records) is a miss, never an error: the cache only saves money. It is reported once as a warning
+naming the file and the field, and the answer is asked for again.
 """
 
 from __future__ import annotations
 
 import json
 import re
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from pydantic import ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from research_dispatch.config import Settings
 from research_dispatch.fsio import confined, write_atomic
+from research_dispatch.gateway import CallRecord
 from research_dispatch.synthesis.align import Judgement
-from research_dispatch.synthesis.extract import Extraction
+from research_dispatch.synthesis.extract import Extraction, NotAFinding
+from research_dispatch.synthesis.ledger import SCHEMA
 
 _KEY = re.compile(r"^[0-9a-f]{64}$")
+_EXTRACTED_FIELDS = ("statement", "layer", "stance", "decision", "pick", "alternatives", "condition", "sources",
+                     "confidence")
+
+
+class _NotFinding(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    statement: str
+    reason: str
+
+
+class _ExtractEntry(BaseModel):
+    """A build-cache (or ledger) extraction entry; `answer` is validated separately as an Extraction."""
+
+    model_config = ConfigDict(extra="ignore")
+
+    key: str
+    answer: dict[str, Any]
+    calls: list[dict[str, Any]] = Field(default_factory=list)
+    dropped_citations: int = Field(0, ge=0)
+    not_findings: list[_NotFinding] = Field(default_factory=list)
+
+
+class _JudgeEntry(BaseModel):
+    model_config = ConfigDict(extra="ignore")
+
+    key: str
+    answer: dict[str, Any]
+    calls: list[dict[str, Any]] = Field(default_factory=list)
+
+
+@dataclass
+class CachedExtraction:
+    extraction: Extraction
+    dropped_citations: int
+    not_findings: list[NotAFinding]
+    calls: list[dict[str, Any]]
+
+
+def _problem(exc: ValidationError) -> str:
+    err = exc.errors()[0]
+    return f"field {'.'.join(str(p) for p in err['loc']) or '(top level)'}: {err['msg']}"
+
+
+def _valid_calls(calls: list[dict[str, Any]]) -> None:
+    """Every replayed call must still be a call record: the call log is written from them."""
+    for number, call in enumerate(calls):
+        try:
+            CallRecord.from_dict(call)
+        except (TypeError, ValueError) as exc:
+            raise ValueError(f"field calls.{number}: not a call record ({type(exc).__name__})") from None
 
 
 class SynthesisCache:
@@ -31,81 +88,107 @@ class SynthesisCache:
     def __init__(self, repo: Path, settings: Settings, previous: dict[str, Any] | None) -> None:
         self.repo = repo
         self.root = f"{settings.build_dir}/synthesis-cache"
+        self.warnings: list[str] = []
         self._ledger_extractions: dict[str, dict[str, Any]] = {}
-        self._ledger_judgements: dict[str, tuple[dict[str, Any], list[dict[str, Any]]]] = {}
-        self._index_ledger(previous or {})
+        self._ledger_judgements: dict[str, dict[str, Any]] = {}
+        if previous is not None and previous.get("schema") == SCHEMA:  # validated by ledger.read_previous
+            self._index_ledger(previous)
 
     def _index_ledger(self, ledger: dict[str, Any]) -> None:
         claims_by_report: dict[str, list[dict[str, Any]]] = {}
-        for claim in ledger.get("claims") or []:
-            if isinstance(claim, dict):
-                claims_by_report.setdefault(str(claim.get("report")), []).append(claim)
-        for report in ledger.get("reports") or []:
-            extraction = report.get("extraction") if isinstance(report, dict) else None
-            if not isinstance(extraction, dict) or extraction.get("status") != "ok":
+        for claim in ledger["claims"]:
+            claims_by_report.setdefault(claim["report"], []).append(claim)
+        for report in ledger["reports"]:
+            extraction = report["extraction"]
+            if extraction["status"] != "ok":
                 continue
-            fields = ("statement", "layer", "stance", "pick", "alternatives", "condition", "sources", "confidence")
-            claims = [{k: c.get(k) for k in fields} for c in claims_by_report.get(str(report.get("stem")), [])]
-            self._ledger_extractions[str(extraction.get("key"))] = {
-                "key": extraction.get("key"), "answer": {"claims": claims},
-                "dropped_citations": extraction.get("dropped_citations") or 0, "calls": extraction.get("calls") or []}
-        for batch in ledger.get("batches") or []:
-            if isinstance(batch, dict) and batch.get("status") == "ok" and isinstance(batch.get("judgement"), dict):
-                self._ledger_judgements[str(batch.get("key"))] = (batch["judgement"], list(batch.get("calls") or []))
+            claims = [{k: c.get(k) for k in _EXTRACTED_FIELDS} for c in claims_by_report.get(report["stem"], [])]
+            self._ledger_extractions[extraction["key"]] = {
+                "key": extraction["key"], "answer": {"claims": claims},
+                "dropped_citations": extraction["dropped_citations"], "not_findings": extraction["not_findings"],
+                "calls": extraction["calls"]}
+        for batch in ledger["batches"]:
+            if batch["status"] == "ok" and isinstance(batch.get("judgement"), dict):
+                self._ledger_judgements[batch["key"]] = {"key": batch["key"], "answer": batch["judgement"],
+                                                         "calls": batch["calls"]}
 
     # -- files -------------------------------------------------------------------------------------
-    def _path(self, kind: str, key: str) -> Path:
-        return confined(self.repo, f"{self.root}/{kind}/{key}.json")
+    def _rel(self, kind: str, key: str) -> str:
+        return f"{self.root}/{kind}/{key}.json"
 
-    def _read(self, kind: str, key: str) -> dict[str, Any] | None:
+    def _read(self, kind: str, key: str) -> Any:
         if not _KEY.fullmatch(key):
+            return None
+        path = confined(self.repo, self._rel(kind, key))
+        if not path.exists():
             return None
         try:
-            data = json.loads(self._path(kind, key).read_text(encoding="utf-8"))
-        except (OSError, ValueError):
+            return json.loads(path.read_text(encoding="utf-8"))
+        except (OSError, ValueError) as exc:
+            self._damaged(kind, key, f"unreadable ({type(exc).__name__})")
             return None
-        return data if isinstance(data, dict) and data.get("key") == key else None
 
-    def _write(self, kind: str, key: str, answer: dict[str, Any], calls: list[dict[str, Any]],
-               **extra: Any) -> None:
+    def _damaged(self, kind: str, key: str, problem: str, *, where: str | None = None) -> None:
+        self.warnings.append(f"{where or self._rel(kind, key)}: damaged synthesis cache entry ({problem}); "
+                             "ignored, the answer is asked for again")
+
+    def _write(self, kind: str, key: str, payload: dict[str, Any]) -> None:
         if not _KEY.fullmatch(key):
             return
-        payload = {"key": key, "answer": answer, "calls": calls, **extra}
-        write_atomic(self._path(kind, key), json.dumps(payload, sort_keys=True, ensure_ascii=False))
+        write_atomic(confined(self.repo, self._rel(kind, key)),
+                     json.dumps({"key": key, **payload}, sort_keys=True, ensure_ascii=False))
 
     # -- extraction --------------------------------------------------------------------------------
-    def extraction(self, key: str) -> tuple[Extraction, int, list[dict[str, Any]]] | None:
-        """(cleaned claims as an Extraction, citation numbers dropped when cleaning, the calls) or None."""
-        for entry in (self._read("extract", key), self._ledger_extractions.get(key)):
-            if entry is None:
+    def extraction(self, key: str) -> CachedExtraction | None:
+        """The cleaned claims as an Extraction, what cleaning dropped, and the calls; or None."""
+        sources = ((self._read("extract", key), None), (self._ledger_extractions.get(key), "framework/claims.json"))
+        for raw, where in sources:
+            if raw is None:
                 continue
             try:
-                extraction = Extraction.model_validate(entry.get("answer"))
-                dropped = int(entry.get("dropped_citations") or 0)
-            except (ValidationError, TypeError, ValueError):
+                entry = _ExtractEntry.model_validate(raw)
+                if entry.key != key:
+                    raise ValueError("field key: another request's answer")
+                extraction = Extraction.model_validate(entry.answer)
+                _valid_calls(entry.calls)
+            except ValidationError as exc:
+                self._damaged("extract", key, _problem(exc), where=where)
                 continue
-            return extraction, dropped, list(entry.get("calls") or [])
+            except ValueError as exc:
+                self._damaged("extract", key, str(exc), where=where)
+                continue
+            return CachedExtraction(extraction=extraction, dropped_citations=entry.dropped_citations,
+                                    not_findings=[NotAFinding(n.statement, n.reason) for n in entry.not_findings],
+                                    calls=list(entry.calls))
         return None
 
-    def store_extraction(self, key: str, claims: list[dict[str, Any]], dropped: int,
+    def store_extraction(self, key: str, claims: list[dict[str, Any]], dropped: int, not_findings: list[NotAFinding],
                          calls: list[dict[str, Any]]) -> None:
         """Keep the *cleaned* claims, so a replay from here or from the ledger is the same."""
-        self._write("extract", key, {"claims": claims}, calls, dropped_citations=dropped)
+        self._write("extract", key, {"answer": {"claims": claims}, "calls": calls, "dropped_citations": dropped,
+                                     "not_findings": [{"statement": n.statement, "reason": n.reason}
+                                                      for n in not_findings]})
 
     # -- judgement ---------------------------------------------------------------------------------
     def judgement(self, key: str, ids: set[str]) -> tuple[Judgement, list[dict[str, Any]]] | None:
-        candidates = []
-        entry = self._read("judge", key)
-        if entry is not None:
-            candidates.append((entry.get("answer"), entry.get("calls") or []))
-        if key in self._ledger_judgements:
-            candidates.append(self._ledger_judgements[key])
-        for answer, calls in candidates:
-            try:
-                return Judgement.model_validate(answer, context={"ids": ids}), list(calls)
-            except ValidationError:
+        sources = ((self._read("judge", key), None), (self._ledger_judgements.get(key), "framework/claims.json"))
+        for raw, where in sources:
+            if raw is None:
                 continue
+            try:
+                entry = _JudgeEntry.model_validate(raw)
+                if entry.key != key:
+                    raise ValueError("field key: another request's answer")
+                judgement = Judgement.model_validate(entry.answer, context={"ids": ids})
+                _valid_calls(entry.calls)
+            except ValidationError as exc:
+                self._damaged("judge", key, _problem(exc), where=where)
+                continue
+            except ValueError as exc:
+                self._damaged("judge", key, str(exc), where=where)
+                continue
+            return judgement, list(entry.calls)
         return None
 
     def store_judgement(self, key: str, judgement: Judgement, calls: list[dict[str, Any]]) -> None:
-        self._write("judge", key, judgement.model_dump(mode="json"), calls)
+        self._write("judge", key, {"answer": judgement.model_dump(mode="json"), "calls": calls})

@@ -22,12 +22,20 @@ from research_dispatch.synthesis.pipeline import SynthesisResult, synthesize
 def summary_line(result: SynthesisResult) -> str:
     counts = result.counts
     clusters = counts["clusters"]
-    return (f"synthesized {counts['reports']} report(s): {counts['counted']} counted, {counts['excluded']} excluded "
-            f"(route not verified) · clusters: {clusters['convergent']} convergent, {clusters['same_family']} "
-            f"same-family, {clusters['divergent']} divergent, {clusters['single_source']} single-source "
+    skipped = ""
+    if counts.get("ignored") or counts.get("failed"):
+        skipped = f", {counts.get('ignored', 0)} ignored (not planned), {counts.get('failed', 0)} failed"
+    ties = f" ({counts['ties']} without consensus)" if counts.get("ties") else ""
+    line = (f"synthesized {counts['reports']} report(s): {counts['counted']} counted, {counts['excluded']} excluded "
+            f"(route not verified){skipped} · clusters: {clusters['convergent']} convergent, "
+            f"{clusters['same_family']} same-family, {clusters['divergent']} divergent in "
+            f"{counts.get('divergences', 0)} divergence(s){ties}, {clusters['single_source']} single-source "
             f"({counts['flagged']} flagged), {clusters['excluded']} excluded-only · LLM calls: {result.llm_calls} "
             f"({result.extraction_calls} extraction, {result.cached_extractions} cached; {result.judge_calls} judge, "
             f"{result.cached_judgements} cached) · ${result.cost_usd:.4f}")
+    if result.incomplete:
+        line += " · INCOMPLETE: the time limit was reached (see the synthesis' limitations)"
+    return line
 
 
 def synthesize_command(repo: Path, *, cycle: str, env: Mapping[str, str], echo: Callable[[str], None],

@@ -4,13 +4,16 @@ Categories (each cluster lands in at most one, by stable cluster key):
 
 * `promoted` — now convergent, was not;
 * `lost_support` — fewer counted reports than before, or no longer convergent (and not divergent);
-* `new_divergences` — divergences (by divergence key) that the previous ledger did not have;
+* `new_divergences` — divergences the previous ledger did not have: none of the old divergences has
+  its key or shares a side (a cluster) with it;
 * `new` — clusters whose key is new;
 * `dropped` — clusters whose key is gone.
 
-`old=None` (the first synthesis) makes every cluster `new`. The publish stage calls `diff_ledgers` on
-the committed and the new `claims.json`, and pastes `markdown()` into the PR body; `text()` is for the
-terminal. Summaries come from model output: `markdown()` sanitises them for a PR body (no HTML, no
+`old=None` (the first synthesis, or a previous ledger that was damaged) makes every cluster `new` and
+every divergence a new divergence. The publish stage calls `diff_ledgers` on the committed and the new
+`claims.json`, and pastes `markdown()` into the PR body; `text()` is for the terminal. Both ledgers are
+read defensively: whatever JSON they hold, a field of the wrong type is treated as absent, never an
+error. Summaries come from model output: `markdown()` sanitises them for a PR body (no HTML, no
 comments, no @mentions) and truncates long lists with a count.
 """
 
@@ -120,32 +123,34 @@ def _code(text: str) -> str:
     return for_pr_body(text).replace("`", "'")
 
 
-def _clusters(ledger: dict[str, Any] | None) -> dict[str, dict[str, Any]]:
-    out = {}
-    for item in (ledger or {}).get("clusters") or []:
+def _items(ledger: Any, name: str) -> dict[str, dict[str, Any]]:
+    """`ledger[name]` as {key: item}, keeping only well-formed items (any JSON is accepted)."""
+    values = ledger.get(name) if isinstance(ledger, dict) else None
+    out: dict[str, dict[str, Any]] = {}
+    for item in values if isinstance(values, list) else []:
         if isinstance(item, dict) and isinstance(item.get("key"), str):
             out[item["key"]] = item
     return out
 
 
-def _divergences(ledger: dict[str, Any] | None) -> dict[str, dict[str, Any]]:
-    out = {}
-    for item in (ledger or {}).get("divergences") or []:
-        if isinstance(item, dict) and isinstance(item.get("key"), str):
-            out[item["key"]] = item
-    return out
+def _list(value: Any) -> list[Any]:
+    return value if isinstance(value, list) else []
+
+
+def _text(value: Any) -> str:
+    return value if isinstance(value, str) else ""
 
 
 def _support(cluster: dict[str, Any]) -> int:
-    return len(cluster.get("reports") or [])
+    return len(_list(cluster.get("reports")))
 
 
 def describe(cluster: dict[str, Any]) -> str:
     """'convergent (3 reports, 3 families)' — the state a diff item shows before and after."""
     reports = _support(cluster)
-    families = len(cluster.get("families") or [])
-    status = str(cluster.get("status") or "unknown").replace("_", "-")
-    if cluster.get("flagged"):
+    families = len(_list(cluster.get("families")))
+    status = (_text(cluster.get("status")) or "unknown").replace("_", "-")
+    if cluster.get("flagged") is True:
         status += ", flagged"
     report_word = "report" if reports == 1 else "reports"
     family_word = "family" if families == 1 else "families"
@@ -153,18 +158,20 @@ def describe(cluster: dict[str, Any]) -> str:
 
 
 def _item(key: str, cluster: dict[str, Any], before: str | None, after: str | None) -> DiffItem:
-    summary = str(cluster.get("pick") or cluster.get("summary") or "")
-    return DiffItem(key=key, layer=str(cluster.get("layer") or ""), summary=summary, before=before, after=after)
+    summary = _text(cluster.get("pick")) or _text(cluster.get("summary"))
+    return DiffItem(key=key, layer=_text(cluster.get("layer")), summary=summary, before=before, after=after)
+
+
+def _sides(divergence: dict[str, Any]) -> set[str]:
+    return {p["cluster"] for p in _list(divergence.get("positions")) if isinstance(p, dict)
+            and isinstance(p.get("cluster"), str)}
 
 
 def diff_ledgers(old: dict[str, Any] | None, new: dict[str, Any]) -> LedgerDiff:
-    """Compare two ledgers (parsed `claims.json`); tolerant of missing fields in an old ledger."""
+    """Compare two ledgers (parsed `claims.json`); tolerant of any shape in either."""
     result = LedgerDiff()
-    new_clusters = _clusters(new)
-    if old is None:
-        result.new = [_item(k, c, None, describe(c)) for k, c in sorted(new_clusters.items())]
-        return result
-    old_clusters = _clusters(old)
+    new_clusters = _items(new, "clusters")
+    old_clusters = _items(old, "clusters")
     for key in sorted(new_clusters):
         cluster = new_clusters[key]
         previous = old_clusters.get(key)
@@ -180,14 +187,16 @@ def diff_ledgers(old: dict[str, Any] | None, new: dict[str, Any]) -> LedgerDiff:
             result.lost_support.append(_item(key, cluster, before, after))
     for key in sorted(set(old_clusters) - set(new_clusters)):
         result.dropped.append(_item(key, old_clusters[key], describe(old_clusters[key]), None))
-    old_divergences = _divergences(old)
-    for key, divergence in sorted(_divergences(new).items()):
-        if key in old_divergences:
+    old_divergences = _items(old, "divergences")
+    old_sides = [_sides(d) for d in old_divergences.values()]
+    for key, divergence in sorted(_items(new, "divergences").items()):
+        sides = _sides(divergence)
+        if key in old_divergences or any(sides & previous for previous in old_sides):
             continue
-        positions = [p for p in divergence.get("positions") or [] if isinstance(p, dict)]
-        labels = " vs ".join(str(p.get("label") or "") for p in positions)
-        support = " vs ".join(str(len(p.get("reports") or [])) for p in positions)
-        result.new_divergences.append(DiffItem(key=key, layer=str(divergence.get("layer") or ""),
-                                               summary=labels, before=None,
-                                               after=f"divergent ({support} reports)"))
+        positions = [p for p in _list(divergence.get("positions")) if isinstance(p, dict)]
+        labels = " vs ".join(_text(p.get("label")) for p in positions)
+        support = " vs ".join(str(len(_list(p.get("reports")))) for p in positions)
+        state = "no consensus" if divergence.get("tie") is True else "divergent"
+        result.new_divergences.append(DiffItem(key=key, layer=_text(divergence.get("layer")), summary=labels,
+                                               before=None, after=f"{state} ({support} reports)"))
     return result

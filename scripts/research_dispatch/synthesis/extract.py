@@ -1,11 +1,13 @@
 """Extract: one structured-output call per report turns it into atomic claims.
 
 The model reads one report (anonymous: no author model is named) and returns claims with a layer, a
-stance (recommend / describe / caution), the pick, alternatives and condition of a recommendation, the
-report's citation numbers, and a confidence. Code then takes over: it drops citation numbers the report
-does not have, collapses duplicate statements, sanitises every string, and gives each claim a stable key
-(`<report stem>#<hash of the normalised statement>`), so that an unchanged report yields the same claims
-on every run and a cache hit is indistinguishable from a fresh call.
+stance (recommend / describe / caution), the decision a recommendation answers, its pick, alternatives
+and condition, the report's citation numbers, and a confidence. Code then takes over: it drops
+statements that are not findings (`findings.not_a_finding`: a source's title or description, a
+statement about a document, a bare noun phrase — each drop is kept with its reason), drops citation
+numbers the report does not have, collapses duplicate statements, sanitises every string, and gives
+each claim a stable key (`<report stem>#<hash of the normalised statement>`), so that an unchanged
+report yields the same claims on every run and a cache hit is indistinguishable from a fresh call.
 
 `extraction_key` hashes the exact request (model, prompt version, messages): an unchanged report
 costs nothing on the next run, and a changed prompt or extractor invalidates every entry by itself.
@@ -23,6 +25,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator
 from research_dispatch import sanitize
 from research_dispatch.gateway import CallRecord, Gateway
 from research_dispatch.report import body_without_references
+from research_dispatch.synthesis.findings import not_a_finding
 from research_dispatch.synthesis.inputs import ReportInput
 from research_dispatch.synthesis.structured import call_structured
 from research_dispatch.synthesis.text import layer_key, pick_key, short_hash, statement_key
@@ -35,9 +38,14 @@ CONFIDENCE_RANK = {"high": 0, "medium": 1, "low": 2}
 SYSTEM_PROMPT = """You extract atomic claims from one research report for a cross-report synthesis.
 
 Return one JSON object that matches the schema. Each claim is one self-contained assertion the report
-makes, stated in one sentence that can be understood without the report. Prefer the report's decisions
-and recommendations, then its most important findings; skip boilerplate, hedges and statements about
-the report itself. At most 40 claims.
+makes about its subject — something that could be true or false — stated in one sentence that can be
+understood without the report. Prefer the report's decisions and recommendations, then its most
+important findings; skip boilerplate and hedges. At most 40 claims.
+
+Not claims: a description of a source ("Repository for X", "The paper behind Y", "Z's launch post
+for W"), a source's title, what a document covers ("The post discusses X"), and statements about the
+report itself. When the report says what a source found, state the finding ("X cuts bandwidth 400x"),
+not the source ("the paper describes X").
 
 Fields of a claim:
 - statement: the claim in one sentence.
@@ -46,6 +54,10 @@ Fields of a claim:
   "orchestration", "base model").{layers}
 - stance: "recommend" when the report recommends a choice, "describe" for a factual finding,
   "caution" for a warning or limitation.
+- decision: for "recommend", the decision the recommendation answers, as a short noun phrase naming
+  the choice being made (for example "RL algorithm for post-training", "cache store", "primary
+  database"); two recommendations answer the same decision only when they are alternatives to each
+  other. null for other stances.
 - pick: for "recommend", the option chosen, as a short name (for example "GRPO+DAPO"); otherwise null.
 - alternatives: other options the report weighs for the same decision (short names; may be empty).
 - condition: when the recommendation holds or would change (for example "once its API stabilises");
@@ -74,14 +86,15 @@ EXTRACTION_SCHEMA: dict[str, Any] = {
                     "statement": {"type": "string"},
                     "layer": {"type": "string"},
                     "stance": {"type": "string", "enum": ["recommend", "describe", "caution"]},
+                    "decision": _NULLABLE_STRING,
                     "pick": _NULLABLE_STRING,
                     "alternatives": {"type": "array", "items": {"type": "string"}},
                     "condition": _NULLABLE_STRING,
                     "sources": {"type": "array", "items": {"type": "integer"}},
                     "confidence": {"type": "string", "enum": ["high", "medium", "low"]},
                 },
-                "required": ["statement", "layer", "stance", "pick", "alternatives", "condition", "sources",
-                             "confidence"],
+                "required": ["statement", "layer", "stance", "decision", "pick", "alternatives", "condition",
+                             "sources", "confidence"],
                 "additionalProperties": False,
             },
         },
@@ -89,7 +102,7 @@ EXTRACTION_SCHEMA: dict[str, Any] = {
     "required": ["claims"],
     "additionalProperties": False,
 }
-PROMPT_VERSION = "extract@1+" + hashlib.sha256(
+PROMPT_VERSION = "extract@2+" + hashlib.sha256(
     (SYSTEM_PROMPT + USER_TEMPLATE + json.dumps(EXTRACTION_SCHEMA, sort_keys=True)).encode()).hexdigest()[:8]
 
 
@@ -101,13 +114,14 @@ class ExtractedClaim(BaseModel):
     statement: str = Field(min_length=3, max_length=1500)
     layer: str = Field(min_length=1, max_length=200)
     stance: Literal["recommend", "describe", "caution"]
+    decision: str | None = Field(max_length=300)
     pick: str | None = Field(max_length=300)
     alternatives: list[str] = Field(max_length=20)
     condition: str | None = Field(max_length=600)
     sources: list[int] = Field(max_length=60)
     confidence: Literal["high", "medium", "low"]
 
-    @field_validator("pick", "condition")
+    @field_validator("decision", "pick", "condition")
     @classmethod
     def _blank_is_null(cls, value: str | None) -> str | None:
         return value if value else None
@@ -128,6 +142,7 @@ class Claim:
     statement: str
     layer: str
     stance: str
+    decision: str | None
     pick: str | None
     alternatives: tuple[str, ...]
     condition: str | None
@@ -142,11 +157,35 @@ class Claim:
     def pick_key(self) -> str | None:
         return pick_key(self.pick) if self.stance == "recommend" else None
 
+    @property
+    def decision_key(self) -> str | None:
+        """Equality key of the decision a recommendation answers (None for other stances)."""
+        if self.stance != "recommend" or not self.decision:
+            return None
+        return layer_key(self.decision)
+
     def extracted(self) -> dict[str, Any]:
         """The fields the extractor produced (what the ledger keeps and a cache replays)."""
-        return {"statement": self.statement, "layer": self.layer, "stance": self.stance, "pick": self.pick,
-                "alternatives": list(self.alternatives), "condition": self.condition,
+        return {"statement": self.statement, "layer": self.layer, "stance": self.stance, "decision": self.decision,
+                "pick": self.pick, "alternatives": list(self.alternatives), "condition": self.condition,
                 "sources": list(self.sources), "confidence": self.confidence}
+
+
+@dataclass(frozen=True)
+class NotAFinding:
+    """A statement the extractor returned that code dropped, and why (kept in the ledger for audit)."""
+
+    statement: str
+    reason: str
+
+
+@dataclass
+class Cleaned:
+    """`to_claims`' answer: the claims, and what was dropped on the way."""
+
+    claims: list[Claim]
+    dropped_citations: int
+    not_findings: list[NotAFinding]
 
 
 @dataclass
@@ -178,12 +217,13 @@ def build_request(report: ReportInput, *, model: str, layers: tuple[str, ...]) -
     return ExtractionRequest(report=report, model=model, messages=messages, key=key, truncated=truncated)
 
 
-def run_extraction(gateway: Gateway, request: ExtractionRequest, *, cycle: str) -> tuple[Extraction, list[CallRecord]]:
+def run_extraction(gateway: Gateway, request: ExtractionRequest, *, cycle: str,
+                   deadline: float | None = None) -> tuple[Extraction, list[CallRecord]]:
     """One structured call (plus at most one repair); raises a StructuredCallFailed subclass."""
     result = call_structured(gateway, model=request.model, messages=request.messages, name=SCHEMA_NAME,
                              schema=EXTRACTION_SCHEMA, parser=Extraction, purpose="extract",
                              session_id=f"{cycle}:synthesis:{request.report.stem}",
-                             subject=request.report.relpath)
+                             subject=request.report.relpath, deadline=deadline)
     return result.value, result.records
 
 
@@ -191,33 +231,43 @@ def _clean(text: str, limit: int) -> str:
     return sanitize.one_line(text, limit)
 
 
-def to_claims(extraction: Extraction, report: ReportInput) -> tuple[list[Claim], int]:
-    """Clean the model's claims: (claims sorted by key, number of citation numbers dropped).
+def to_claims(extraction: Extraction, report: ReportInput) -> Cleaned:
+    """Clean the model's claims: sorted by key, with the drops counted and explained.
 
-    Citation numbers the report does not have are dropped (and counted); duplicate statements within a
-    report collapse into one (the more confident one, with the union of their sources).
+    Statements that are not findings are dropped with their reason; citation numbers the report does
+    not have are dropped (and counted); duplicate statements within a report collapse into one (the
+    more confident one, with the union of their sources).
     """
     valid = {s.id for s in report.meta.sources}
+    titles = [s.title for s in report.meta.sources]
     dropped = 0
+    not_findings: dict[str, NotAFinding] = {}
     by_key: dict[str, Claim] = {}
     for item in extraction.claims:
         statement = _clean(item.statement, 600)
         if not statement_key(statement):
             continue
+        reason = not_a_finding(statement, item.stance, titles)
+        if reason is not None:
+            not_findings.setdefault(statement_key(statement), NotAFinding(statement=statement, reason=reason))
+            continue
         sources = sorted({n for n in item.sources if n in valid})
         dropped += len({n for n in item.sources if n not in valid})
-        pick = _clean(item.pick, 120) if item.stance == "recommend" and item.pick else ""
+        recommend = item.stance == "recommend"
+        pick = _clean(item.pick, 120) if recommend and item.pick else ""
+        decision = _clean(item.decision, 160) if recommend and item.decision else ""
         claim = Claim(
             key=f"{report.stem}#{short_hash(statement_key(statement))}", report=report.stem,
             statement=statement, layer=_clean(item.layer, 80) or "general", stance=item.stance,
-            pick=pick or None,
+            decision=decision or None, pick=pick or None,
             alternatives=tuple(sorted({_clean(a, 120) for a in item.alternatives if _clean(a, 120)})),
             condition=_clean(item.condition, 300) if item.condition else None,
             sources=tuple(sources), confidence=item.confidence)
         other = by_key.get(claim.key)
         if other is not None:
             ranked = sorted((claim, other), key=lambda c: (CONFIDENCE_RANK[c.confidence], c.stance, c.layer,
-                                                          c.pick or "", c.condition or ""))
+                                                          c.decision or "", c.pick or "", c.condition or ""))
             claim = replace(ranked[0], sources=tuple(sorted(set(claim.sources) | set(other.sources))))
         by_key[claim.key] = claim
-    return [by_key[k] for k in sorted(by_key)], dropped
+    return Cleaned(claims=[by_key[k] for k in sorted(by_key)], dropped_citations=dropped,
+                   not_findings=[not_findings[k] for k in sorted(not_findings)])

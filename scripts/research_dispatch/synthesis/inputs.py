@@ -1,8 +1,23 @@
-"""What the synthesis reads: the reports with their re-checked routes, and the state of every planned leg.
+"""What the synthesis reads: the reports of planned legs, how each one counts, and every leg's state.
 
-Why re-check routes here instead of trusting `route_verified` in the front matter: the front matter is
-a claim and the call log is the evidence (`verify.verify_report`). A report whose route is not verified
-is excluded from support counts unless `count_unverified` is set, and is listed either way.
+The counting rules, in one place (docs/METHODOLOGY.md states them for readers):
+
+* **Only planned legs.** When the repository has topic files, a report counts only if its stem is a
+  leg planned from the current topics (all topics and models, not a `--topics` selection) and its
+  front matter names that leg's topic and model. Anything else (a renamed or removed topic, a dropped
+  model, a stray file) is *ignored*: not extracted, not counted, and named as ignored. A repository
+  without topic files has no plan, and every report under `research/` is used.
+* **Failed reports never count.** A report whose front matter says `status: failed` is not extracted
+  and never counted (not even with `count_unverified`); its limitation line carries its status reasons.
+* **The strictest route wins.** A report counts as verified only when the front matter says
+  `route_verified: true` AND `route: exact` AND its call log re-verifies as exact (`verify`). Any
+  disagreement leaves it unverified, and an unverified report is excluded from support counts unless
+  `synthesis.count_unverified` is set; it is listed either way.
+* **Families are the served ones.** A verified report's family is its model's. An unverified report's
+  families are those of the models that actually served it (the front matter's `served_models`), so a
+  model fallback cannot manufacture "independent" agreement when unverified reports are counted. A
+  report served by models of several families carries all of them; one served by nothing recorded
+  carries none, and can make nothing independent.
 
 Legs tell the synthesis what is *missing*: a planned leg with no report, a leg whose latest run failed
 (its previous report, if any, is still used and says so), a degraded report, or a report left over from
@@ -20,11 +35,26 @@ from typing import Any
 from research_dispatch.config import Settings, load_topics, topic_paths
 from research_dispatch.errors import BadInput
 from research_dispatch.plan import Leg, plan_legs
-from research_dispatch.report import Report, load_report
+from research_dispatch.report import Report, ReportMeta, load_report
+from research_dispatch.sanitize import one_line
 from research_dispatch.synthesis.text import sha256_text
 from research_dispatch.verify import verify_report
 
 _STEM_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,199}$")
+
+
+@dataclass(frozen=True)
+class Counting:
+    """How one report counts towards support: all the classifier needs to know about a report."""
+
+    stem: str
+    counted: bool
+    families: frozenset[str]
+
+    @property
+    def family(self) -> str:
+        """One display name: the family, `a+b` when several served it, `unknown` when none is recorded."""
+        return "+".join(sorted(self.families)) or "unknown"
 
 
 @dataclass(frozen=True)
@@ -35,15 +65,34 @@ class ReportInput:
     stem: str
     relpath: str
     sha256: str  # of the whole file
-    family: str
-    route: str  # the re-checked verdict
+    families: frozenset[str]
+    route: str  # the strictest verdict of front matter, route field and call log
     route_verified: bool
     route_problems: tuple[str, ...]
     counted: bool  # counts towards support
+    exclusion: str | None = None  # why it does not count (None when counted)
 
     @property
-    def meta(self) -> Any:
+    def meta(self) -> ReportMeta:
         return self.report.meta
+
+    @property
+    def family(self) -> str:
+        return self.counting.family
+
+    @property
+    def counting(self) -> Counting:
+        return Counting(stem=self.stem, counted=self.counted, families=self.families)
+
+
+@dataclass(frozen=True)
+class SkippedReport:
+    """A report file the synthesis does not extract: outside the plan, or failed."""
+
+    stem: str
+    relpath: str
+    reason: str
+    kind: str  # "ignored" (not a planned leg) | "failed" (status: failed)
 
 
 @dataclass(frozen=True)
@@ -63,36 +112,95 @@ class LegState:
 @dataclass
 class Inputs:
     reports: list[ReportInput]
-    legs: list[LegState]
+    skipped: list[SkippedReport] = field(default_factory=list)
     warnings: list[str] = field(default_factory=list)
 
 
 def default_legs(repo: Path, settings: Settings) -> list[Leg]:
-    """Every planned leg; a repository without topic files has none (its reports are still used)."""
+    """Every planned leg; a repository without topic files has none (its reports are then all used)."""
     if not topic_paths(repo, settings):
         return []
     return plan_legs(load_topics(repo, settings), settings)
 
 
-def load_reports(repo: Path, settings: Settings) -> list[ReportInput]:
-    """All `research/*.md` reports, sorted by stem. A report that does not parse is bad input."""
+def served_families(meta: ReportMeta, settings: Settings) -> frozenset[str]:
+    return frozenset(settings.family_of(model) for model in meta.served_models if model)
+
+
+def route_facts(report: Report) -> tuple[str, bool, tuple[str, ...]]:
+    """(route, verified, problems): the strictest reading of front matter, route field and call log."""
+    meta = report.meta
+    row = verify_report(report)
+    problems = list(row.problems)
+    route = row.route
+    if meta.route_verified is not True:
+        problems.append("front matter says route_verified: false")
+        if route == "exact":
+            route = "unverified"
+    verified = row.verified and meta.route == "exact" and meta.route_verified is True and not problems
+    return route, verified, tuple(dict.fromkeys(problems))
+
+
+def _status_reasons(meta: ReportMeta) -> str:
+    reasons = "; ".join(one_line(str(r), 300) for r in meta.status_reasons if str(r).strip())
+    return reasons or "no reason recorded in its front matter"
+
+
+def _outside_plan(report: Report, leg: Leg | None) -> str | None:
+    """Why a report is not the report of a planned leg, or None when it is."""
+    meta = report.meta
+    if leg is None:
+        return "no planned leg has this file name (a renamed or removed topic, or a dropped model)"
+    if meta.topic != leg.topic.id:
+        return f"its front matter says topic {meta.topic!r}, the planned leg is topic {leg.topic.id!r}"
+    if meta.requested_model != leg.route.model:
+        return f"its front matter says model {meta.requested_model!r}, the planned leg is {leg.route.model!r}"
+    return None
+
+
+def load_inputs(repo: Path, settings: Settings, legs: list[Leg]) -> Inputs:
+    """The reports the synthesis uses, sorted by stem, and the ones it skips (with reasons).
+
+    A report that does not parse is bad input (exit 2) — even one outside the plan, because a file
+    that cannot be read cannot be shown to be outside it.
+    """
     directory = repo / settings.research_dir
     paths = sorted(directory.glob("*.md")) if directory.is_dir() else []
     if not paths:
         raise BadInput("no reports to synthesize", path=settings.research_dir + "/")
-    out: list[ReportInput] = []
+    by_stem = {leg.stem: leg for leg in legs}
+    syn = settings.synthesis
+    out = Inputs(reports=[])
     for path in paths:
         stem = path.name[: -len(".md")]
         display = f"{settings.research_dir}/{path.name}"
         if not _STEM_RE.fullmatch(stem) or ".." in stem:
             raise BadInput("report file names must be [A-Za-z0-9._-] (as computed by the planner)", path=display)
         report = load_report(path, repo=repo)
-        row = verify_report(report)
-        verified = row.verified
-        out.append(ReportInput(
-            report=report, stem=stem, relpath=report.relpath, sha256=sha256_text(report.text),
-            family=settings.family_of(report.meta.requested_model), route=row.route, route_verified=verified,
-            route_problems=tuple(row.problems), counted=verified or settings.synthesis.count_unverified))
+        if legs:
+            why = _outside_plan(report, by_stem.get(stem))
+            if why is not None:
+                out.skipped.append(SkippedReport(stem=stem, relpath=report.relpath, kind="ignored",
+                                                 reason=f"not a planned leg: {why}"))
+                continue
+        meta = report.meta
+        if meta.status == "failed":
+            out.skipped.append(SkippedReport(stem=stem, relpath=report.relpath, kind="failed",
+                                             reason=f"status failed: {_status_reasons(meta)}"))
+            continue
+        route, verified, problems = route_facts(report)
+        families = frozenset({settings.family_of(meta.requested_model)}) if verified else served_families(meta,
+                                                                                                         settings)
+        counted = verified or syn.count_unverified
+        exclusion = None if counted else f"route {route} is not verified"
+        out.reports.append(ReportInput(
+            report=report, stem=stem, relpath=report.relpath, sha256=sha256_text(report.text), families=families,
+            route=route, route_verified=verified, route_problems=problems, counted=counted, exclusion=exclusion))
+    for item in out.skipped:
+        if item.kind == "ignored":
+            out.warnings.append(f"{item.relpath}: ignored, {item.reason}")
+        else:
+            out.warnings.append(f"{item.relpath}: not counted, {item.reason}")
     return out
 
 
@@ -104,18 +212,25 @@ def _read_status(path: Path) -> dict[str, Any] | None:
     return data if isinstance(data, dict) else None
 
 
-def leg_states(repo: Path, settings: Settings, legs: list[Leg], reports: list[ReportInput]) -> list[LegState]:
+def leg_states(repo: Path, settings: Settings, legs: list[Leg], reports: list[ReportInput],
+               skipped: list[SkippedReport] | None = None) -> list[LegState]:
     """One state per planned leg, from its report (if any) and its `build/legs/<stem>.json` status."""
     by_stem = {r.stem: r for r in reports}
+    failed_reports = {s.stem: s for s in skipped or [] if s.kind == "failed"}
     states: list[LegState] = []
     for leg in sorted(legs, key=lambda item: item.stem):
         report = by_stem.get(leg.stem)
         status = _read_status(repo / leg.status_relpath(settings))
-        common = {"stem": leg.stem, "topic": leg.topic.id, "model": leg.route.model,
-                  "rationale": leg.route.rationale, "report_relpath": leg.report_relpath(settings),
-                  "has_report": report is not None}
-        if status is not None and status.get("status") == "failed":
-            error = str(status.get("error") or "; ".join(map(str, status.get("reasons") or [])) or "failed")
+        common: dict[str, Any] = {"stem": leg.stem, "topic": leg.topic.id, "model": leg.route.model,
+                                  "rationale": leg.route.rationale, "report_relpath": leg.report_relpath(settings),
+                                  "has_report": report is not None}
+        if leg.stem in failed_reports:
+            states.append(LegState(state="failed", detail=f"its report has {failed_reports[leg.stem].reason}",
+                                   **common))
+        elif status is not None and status.get("status") == "failed":
+            reasons = status.get("reasons")
+            reason_list = reasons if isinstance(reasons, list) else []
+            error = str(status.get("error") or "; ".join(map(str, reason_list)) or "failed")
             detail = f"latest run failed: {error}"
             if report is not None:
                 detail += f"; the previous report (cycle {report.meta.cycle or 'unknown'}) is used"

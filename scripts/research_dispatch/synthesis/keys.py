@@ -6,6 +6,10 @@ keys) or, failing that, when it has the same *base*: `<layer>/<pick>` for a reco
 matches best (one to one, greedily, in a deterministic order); a cluster with no match gets its base,
 suffixed `-2`, `-3`, … on collision. This is what lets the diff say "lost support" rather than
 "dropped + new" when a report changes, and what keeps keys identical on an unchanged re-run.
+
+Clusters with counted support are keyed first, and matched by their counted claims, so that a report
+excluded from support cannot change the key of a counted finding. A divergence is keyed after its
+sides: `divergence/<the smallest side key>`, stable while that side exists.
 """
 
 from __future__ import annotations
@@ -24,11 +28,13 @@ def base_key(cluster: Cluster) -> str:
 
 
 def _old_clusters(old: dict[str, Any] | None) -> list[tuple[str, set[str], str]]:
+    clusters = old.get("clusters") if isinstance(old, dict) else None
     out = []
-    for item in (old or {}).get("clusters") or []:
+    for item in clusters if isinstance(clusters, list) else []:
         if isinstance(item, dict) and isinstance(item.get("key"), str):
-            members = {m for m in item.get("members") or [] if isinstance(m, str)}
-            out.append((item["key"], members, str(item.get("base") or "")))
+            members = item.get("members")
+            keys = {m for m in members if isinstance(m, str)} if isinstance(members, list) else set()
+            out.append((item["key"], keys, str(item.get("base") or "")))
     return out
 
 
@@ -41,8 +47,16 @@ def _unique(base: str, used: set[str]) -> str:
     return key
 
 
-def assign_cluster_keys(clusters: list[Cluster], old: dict[str, Any] | None) -> None:
-    """Set `base` and `key` on every cluster (in place)."""
+def assign_cluster_keys(clusters: list[Cluster], old: dict[str, Any] | None,
+                        counted_claims: set[str] | None = None) -> None:
+    """Set `base` and `key` on every cluster (in place); counted clusters first (see the module doc)."""
+    counted = counted_claims if counted_claims is not None else {k for c in clusters for k in c.members}
+    taken: set[str] = set()
+    _assign([c for c in clusters if c.reports], old, counted, taken)
+    _assign([c for c in clusters if not c.reports], old, counted, taken)
+
+
+def _assign(clusters: list[Cluster], old: dict[str, Any] | None, counted: set[str], taken: set[str]) -> None:
     for cluster in clusters:
         cluster.base = base_key(cluster)
     previous = _old_clusters(old)
@@ -54,33 +68,33 @@ def assign_cluster_keys(clusters: list[Cluster], old: dict[str, Any] | None) -> 
     for j, (_key, _members, base) in enumerate(previous):
         by_base.setdefault(base, []).append(j)
     pairs = []
-    for cluster in clusters:
-        overlap = Counter(j for member in cluster.members for j in owner.get(member, ()))
+    for position, cluster in enumerate(clusters):
+        own = [m for m in cluster.members if m in counted] or cluster.members
+        overlap = Counter(j for member in own for j in owner.get(member, ()))
         for j in set(overlap) | set(by_base.get(cluster.base, ())):
             same_base = previous[j][2] == cluster.base
-            pairs.append((-overlap.get(j, 0), not same_base, previous[j][0], cluster.index, j))
+            pairs.append((-overlap.get(j, 0), not same_base, previous[j][0], own[0], position, j))
     pairs.sort()
-    taken_old: set[int] = set()
-    used: set[str] = set()
-    for _neg, _not_base, old_key, index, j in pairs:
-        cluster = clusters[index]
+    taken_old = {j for j, (key, _m, _b) in enumerate(previous) if key in taken}
+    used = set(taken)
+    for _neg, _not_base, old_key, _first, position, j in pairs:
+        cluster = clusters[position]
         if cluster.key or j in taken_old or old_key in used:
             continue
         cluster.key = old_key
         taken_old.add(j)
         used.add(old_key)
-    for cluster in sorted((c for c in clusters if not c.key), key=lambda c: (c.base, c.members[0])):
+    for cluster in sorted((c for c in clusters if not c.key),
+                          key=lambda c: (c.base, ([m for m in c.members if m in counted] or c.members)[0])):
         cluster.key = _unique(cluster.base, used)
+    taken.update(used)
 
 
 def assign_divergence_keys(divergences: list[Divergence], clusters: list[Cluster]) -> None:
     by_index = {c.index: c for c in clusters}
     used: set[str] = set()
-    for divergence in sorted(divergences, key=lambda d: (d.kind, d.layer, d.clusters)):
-        if divergence.kind == "contradiction":
-            base = f"contradiction/{by_index[divergence.clusters[0]].key}"
-        else:
-            base = f"layer/{slug(by_index[divergence.clusters[0]].layer_key, max_len=32)}"
-        divergence.key = _unique(base, used)
+    named = sorted(divergences, key=lambda d: sorted(by_index[i].key for i in d.clusters))
+    for divergence in named:
+        divergence.key = _unique("divergence/" + min(by_index[i].key for i in divergence.clusters), used)
         for index in divergence.clusters:
             by_index[index].divergence = divergence.key

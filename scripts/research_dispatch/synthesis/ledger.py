@@ -1,31 +1,44 @@
-"""The claims ledger, `framework/claims.json` (schema `research-dispatch/claims@1`).
+"""The claims ledger, `framework/claims.json` (schema `research-dispatch/claims@2`).
 
 The machine-readable record of a synthesis and the input of the next one's diff:
 
-* `reports` — every report with its file hash, re-checked route, whether it counts towards support,
-  and its extraction (cache key, extractor, prompt version, the gateway calls that produced it);
+* `reports` — every extracted report with its file hash, re-checked route, the families that count for
+  it, whether it counts towards support (and why not), and its extraction (cache key, extractor,
+  prompt version, the gateway calls that produced it, and the statements dropped as not findings);
+* `skipped` — report files the synthesis did not use: outside the plan (`ignored`) or `failed`;
 * `claims` — every extracted claim (the extractor's fields, cleaned) with a stable key and its cluster;
-* `clusters` — aligned claims with a stable key, status, positions, counted support and excluded reports;
-* `divergences` — each divergence with its positions and its "use X today, switch to Y when Z" line;
+* `clusters` — claims that agree, with a stable key, status, counted support, excluded reports, the
+  clusters the judge set against it, and contrary claims of excluded reports;
+* `divergences` — each divergence with its sides (disjoint supporting reports), whether the top is a
+  tie, its line, the reports that weigh more than one side, and excluded contrary claims;
 * `batches` — each judge call: the judge model, whether it is an author's family, the label → report
   map of its anonymisation (for audit), the claim-id map, and its validated answer;
-* `legs`, `limitations`, `counts`, `settings`.
+* `legs`, `limitations`, `incomplete` (what this synthesis did not process, e.g. at its time limit),
+  `counts`, `settings`.
 
 Everything is sorted and there is no timestamp except the cycle, so an unchanged re-run writes the
 same bytes. Because each report's extraction and each batch's judgement are kept with the request key
 that produced them, an unchanged report or batch can be replayed from the committed ledger when the
 build cache is gone (e.g. on a fresh CI runner).
+
+Versions: @2 (clusters are single positions, divergences link clusters, claims carry the decision
+they answer) replaced @1 deliberately. A previous @1 ledger is still read for the claim diff and for
+stable keys (its clusters and divergences), but not replayed: its answers came from older prompts.
+A previous ledger that is damaged (not JSON, wrong types, truncated) is reported with the field that
+is wrong and then treated as absent — the claim diff says it compares against nothing — because it is
+generated output and must not block a refresh.
 """
 
 from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Final, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-SCHEMA = "research-dispatch/claims@1"
+SCHEMA: Final = "research-dispatch/claims@2"
+LEGACY_SCHEMAS = ("research-dispatch/claims@1",)
 
 
 class _Model(BaseModel):
@@ -38,14 +51,20 @@ class LedgerSource(_Model):
     title: str
 
 
+class LedgerNotFinding(_Model):
+    statement: str
+    reason: str
+
+
 class LedgerExtraction(_Model):
-    status: Literal["ok", "failed"]
+    status: Literal["ok", "failed", "timed_out"]
     key: str
     model: str
     prompt_version: str
     error: str | None = None
     truncated: bool = False
     dropped_citations: int = 0
+    not_findings: list[LedgerNotFinding] = Field(default_factory=list)
     calls: list[dict[str, Any]] = Field(default_factory=list)
 
 
@@ -56,19 +75,29 @@ class LedgerReport(_Model):
     title: str
     requested_model: str
     family: str
+    families: list[str]
     served_models: list[str]
     served_providers: list[str]
     route: str
     route_verified: bool
     route_problems: list[str]
     counted: bool
+    exclusion: str | None
     status: str
+    status_reasons: list[str]
     cycle: str | None
     sha256: str
     words: int
     sources: list[LedgerSource]
     extraction: LedgerExtraction
     claims: list[str]
+
+
+class LedgerSkipped(_Model):
+    stem: str
+    path: str
+    kind: Literal["ignored", "failed"]
+    reason: str
 
 
 class LedgerClaim(_Model):
@@ -78,6 +107,8 @@ class LedgerClaim(_Model):
     layer: str
     layer_key: str
     stance: str
+    decision: str | None
+    decision_key: str | None
     pick: str | None
     pick_key: str | None
     alternatives: list[str]
@@ -87,37 +118,31 @@ class LedgerClaim(_Model):
     cluster: str
 
 
-class LedgerPosition(_Model):
-    label: str
-    pick: str | None
-    condition: str | None
-    claims: list[str]
-    reports: list[str]
-    families: list[str]
-    excluded_reports: list[str]
-
-
 class LedgerCluster(_Model):
     key: str
     base: str
     layer: str
     layer_key: str
+    decision: str | None
     status: Literal["convergent", "same_family", "divergent", "single_source", "excluded"]
     flagged: bool
     pick: str | None
     pick_key: str | None
+    condition: str | None
+    label: str
     summary: str
     members: list[str]
-    positions: list[LedgerPosition]
     reports: list[str]
     families: list[str]
     excluded_reports: list[str]
     batches: list[int]
     unaligned: bool
     divergence: str | None
+    contradicts: list[str]
+    contrary_excluded: list[str]
 
 
-class LedgerDivergencePosition(_Model):
+class LedgerSide(_Model):
     cluster: str
     label: str
     pick: str | None
@@ -130,15 +155,20 @@ class LedgerDivergencePosition(_Model):
 class LedgerDivergence(_Model):
     key: str
     layer: str
-    kind: Literal["contradiction", "picks"]
+    decision: str | None
+    kind: Literal["alternatives", "contradiction"]
+    tie: bool
     line: str
-    positions: list[LedgerDivergencePosition]
+    positions: list[LedgerSide]
+    ambivalent_reports: list[str]
+    weighed: list[str]
+    excluded_claims: list[str]
 
 
 class LedgerBatch(_Model):
     index: int
     key: str
-    status: Literal["ok", "failed"]
+    status: Literal["ok", "failed", "timed_out"]
     judge_model: str
     judge_is_author: bool
     labels: dict[str, str]
@@ -159,18 +189,20 @@ class LedgerLeg(_Model):
 
 
 class Ledger(_Model):
-    schema_: Literal["research-dispatch/claims@1"] = Field(SCHEMA, alias="schema")
+    schema_: Literal["research-dispatch/claims@2"] = Field(SCHEMA, alias="schema")
     cycle: str
     framework: str
     settings: dict[str, Any]
     counts: dict[str, Any]
     reports: list[LedgerReport]
+    skipped: list[LedgerSkipped]
     claims: list[LedgerClaim]
     clusters: list[LedgerCluster]
     divergences: list[LedgerDivergence]
     batches: list[LedgerBatch]
     legs: list[LedgerLeg]
     limitations: list[str]
+    incomplete: list[str]
 
     model_config = ConfigDict(extra="forbid", populate_by_name=True)
 
@@ -186,18 +218,73 @@ def dump(data: dict[str, Any]) -> str:
     return json.dumps(data, sort_keys=True, indent=2, ensure_ascii=False) + "\n"
 
 
-def read_previous(path: Path) -> tuple[dict[str, Any] | None, str | None]:
-    """The previous ledger as a dict, or (None, warning) when it is missing, unreadable or not ours.
+class _Loose(BaseModel):
+    model_config = ConfigDict(extra="ignore")
 
-    The ledger is generated output, so a damaged one is reported and then treated as absent (the diff
-    calls everything new) rather than blocking the refresh.
+
+class _LegacyCluster(_Loose):
+    key: str
+    base: str = ""
+    layer: str = ""
+    status: str = ""
+    flagged: bool = False
+    pick: str | None = None
+    summary: str = ""
+    members: list[str] = Field(default_factory=list)
+    reports: list[str] = Field(default_factory=list)
+    families: list[str] = Field(default_factory=list)
+
+
+class _LegacyPosition(_Loose):
+    cluster: str = ""
+    label: str = ""
+    reports: list[str] = Field(default_factory=list)
+
+
+class _LegacyDivergence(_Loose):
+    key: str
+    layer: str = ""
+    positions: list[_LegacyPosition] = Field(default_factory=list)
+
+
+class _LegacyLedger(_Loose):
+    """What the diff and the keys read from an older ledger; its answers are not replayed."""
+
+    clusters: list[_LegacyCluster] = Field(default_factory=list)
+    divergences: list[_LegacyDivergence] = Field(default_factory=list)
+
+
+def _first_problem(exc: ValidationError) -> str:
+    err = exc.errors()[0]
+    where = ".".join(str(p) for p in err["loc"]) or "(top level)"
+    return f"field {where}: {err['msg']}"
+
+
+def read_previous(path: Path) -> tuple[dict[str, Any] | None, str | None]:
+    """The previous ledger as a dict, or (None, warning) when it is missing, damaged or not ours.
+
+    A current-schema ledger must validate completely (its answers may be replayed); an @1 ledger is
+    kept only for the diff and the keys (its clusters and divergences must have the right shape, and
+    everything else is dropped). Whatever is wrong is named — the file and the field — and the
+    synthesis goes on as if there were no previous ledger.
     """
     if not path.exists():
         return None, None
+    name = f"{path.parent.name}/{path.name}"
+    tail = "; the claim diff compares against nothing and no answers are replayed from it"
     try:
         data = json.loads(path.read_text(encoding="utf-8"))
     except (OSError, ValueError) as exc:
-        return None, f"{path.name}: previous ledger is unreadable ({type(exc).__name__}); diffing against nothing"
-    if not isinstance(data, dict) or data.get("schema") != SCHEMA:
-        return None, f"{path.name}: previous ledger has another schema; diffing against nothing"
-    return data, None
+        return None, f"{name}: previous ledger is unreadable ({type(exc).__name__}: {exc}){tail}"
+    schema = data.get("schema") if isinstance(data, dict) else None
+    try:
+        if schema == SCHEMA:
+            Ledger.model_validate(data)
+            return data, None
+        if schema in LEGACY_SCHEMAS:
+            legacy = _LegacyLedger.model_validate(data)
+            return {"schema": schema, **legacy.model_dump(mode="json")}, None
+    except ValidationError as exc:
+        return None, f"{name}: previous ledger is damaged ({_first_problem(exc)}){tail}"
+    shown = repr(schema)[:80] if schema is not None else "none"
+    return None, f"{name}: previous ledger has schema {shown}, not {SCHEMA}{tail}"

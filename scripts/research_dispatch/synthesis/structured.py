@@ -12,6 +12,7 @@ validation error fed back; a second failure raises `StructuredOutputInvalid`. Ga
 from __future__ import annotations
 
 import json
+import time
 from dataclasses import dataclass
 from typing import Any, Generic, TypeVar
 
@@ -21,7 +22,7 @@ from research_dispatch.errors import GatewayError
 from research_dispatch.gateway import CallRecord, Gateway
 from research_dispatch.redact import redact
 from research_dispatch.sanitize import one_line
-from research_dispatch.synthesis.errors import StructuredCallFailed, StructuredOutputInvalid
+from research_dispatch.synthesis.errors import StructuredCallFailed, StructuredOutputInvalid, TimeLimitReached
 
 T = TypeVar("T", bound=BaseModel)
 MAX_ATTEMPTS = 2  # the call, and one repair with the validation error fed back
@@ -55,7 +56,7 @@ def parse(content: str, model: type[T], context: dict[str, Any] | None, finish_r
         raise ValueError("the answer was cut off by the token limit (finish_reason=length); answer more briefly")
     try:
         data = json.loads(content)
-    except ValueError as exc:
+    except json.JSONDecodeError as exc:
         raise ValueError(f"the answer is not valid JSON ({exc.msg} at character {exc.pos})") from None
     try:
         return model.model_validate(data, context=context)
@@ -65,16 +66,26 @@ def parse(content: str, model: type[T], context: dict[str, Any] | None, finish_r
 
 def call_structured(gateway: Gateway, *, model: str, messages: list[dict[str, Any]], name: str,
                     schema: dict[str, Any], parser: type[T], purpose: str, session_id: str | None,
-                    context: dict[str, Any] | None = None, subject: str = "") -> StructuredResult[T]:
-    """Ask for structured output; validate; repair once; raise a typed error otherwise."""
+                    context: dict[str, Any] | None = None, subject: str = "",
+                    deadline: float | None = None) -> StructuredResult[T]:
+    """Ask for structured output; validate; repair once; raise a typed error otherwise.
+
+    `deadline` (a `time.monotonic()` value) is the synthesis' overall time limit: no attempt starts
+    after it, the gateway bounds each call by it, and a call it cuts short is `TimeLimitReached`.
+    """
     records: list[CallRecord] = []
     history = list(messages)
     problem = ""
     for _attempt in range(MAX_ATTEMPTS):
+        if deadline is not None and time.monotonic() >= deadline:
+            raise TimeLimitReached(f"{subject}: not done when the synthesis time limit was reached", records=records)
         try:
             completion = gateway.complete(model=model, messages=history, response_format=response_format(name, schema),
-                                          purpose=purpose, session_id=session_id)
+                                          purpose=purpose, session_id=session_id, deadline=deadline)
         except GatewayError as exc:
+            if deadline is not None and time.monotonic() >= deadline:
+                raise TimeLimitReached(f"{subject}: not done when the synthesis time limit was reached",
+                                       records=records) from None
             raise StructuredCallFailed(f"{subject}: gateway call failed: {redact(str(exc))}",
                                        records=records) from None
         records.append(completion.record)

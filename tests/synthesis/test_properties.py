@@ -1,0 +1,273 @@
+"""Properties of the classification (issue 12, Build 8), over generated reports, claims and judge answers.
+
+The pure part of the synthesis — `align.assemble` (judge answers → clusters and contradictions) and
+`classify.classify` (clusters → classes and divergences) — is exercised with hypothesis: any reports
+(counted or excluded, one family, several or none), any claims, any judge answer that passes the
+judge schema. Invariants:
+
+* the output is a function of the input: byte-identical whatever the order of claims, groups,
+  positions and claim ids;
+* a convergent cluster has at least two counted reports of independent families;
+* every divergence has at least two sides, each held by counted reports, with disjoint report sets;
+  equal support at the top is a tie that reads "no consensus", never "use X today";
+* excluded reports never change a counted cluster's class, pick, support or flag, nor a divergence;
+* adding a report whose claims the judge relates to no existing claim never changes a cluster's class;
+* a divergence side held by one report, and a single-source recommendation or high-confidence claim,
+  is flagged;
+* and, for the damaged-ledger rule, the claim diff accepts any JSON without raising.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from typing import Any
+
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from research_dispatch.synthesis.align import Batch, Judgement, assemble
+from research_dispatch.synthesis.classify import classify, independent
+from research_dispatch.synthesis.diff import diff_ledgers
+from research_dispatch.synthesis.extract import Claim
+from research_dispatch.synthesis.inputs import Counting
+
+FAMILIES = ("a", "b", "c")
+PICKS = ("X", "Y", "Z")
+FAST = settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+
+
+@dataclass(frozen=True)
+class Scenario:
+    counting: dict[str, Counting]
+    claims: list[Claim]
+    groups: list[list[list[str]]]  # batch 1: groups of positions of claim keys
+    again: list[list[list[str]]] = field(default_factory=list)  # batch 2: claims judged again, as anchors
+
+
+@st.composite
+def reports(draw: st.DrawFn, count: int | None = None) -> dict[str, Counting]:
+    n = count if count is not None else draw(st.integers(2, 5))
+    out = {}
+    for i in range(n):
+        families = draw(st.one_of(
+            st.sampled_from(FAMILIES).map(lambda f: frozenset({f})),
+            st.frozensets(st.sampled_from(FAMILIES), max_size=2)))
+        out[f"r{i}"] = Counting(stem=f"r{i}", counted=draw(st.sampled_from((True, True, True, False))),
+                                families=families)
+    return out
+
+
+@st.composite
+def claims_of(draw: st.DrawFn, stems: list[str], picks: tuple[str, ...] = PICKS, prefix: str = "") -> list[Claim]:
+    out = []
+    for stem in stems:
+        for i in range(draw(st.integers(1, 3))):
+            recommend = draw(st.booleans())
+            out.append(Claim(
+                key=f"{stem}#{prefix}{i}", report=stem, statement=f"statement {stem} {prefix}{i}",
+                layer=draw(st.sampled_from(("L1", "L1", "L2"))), stance="recommend" if recommend else "describe",
+                decision=draw(st.sampled_from(("d1", "d2"))) if recommend else None,
+                pick=draw(st.sampled_from(picks[:2] + picks)) if recommend else None, alternatives=(),
+                condition=draw(st.sampled_from((None, "today", "once it is stable"))), sources=(1,),
+                confidence=draw(st.sampled_from(("high", "medium", "low")))))
+    return out
+
+
+@st.composite
+def judge_groups(draw: st.DrawFn, keys: list[str], groups: int = 3) -> list[list[list[str]]]:
+    """Any answer the judge schema accepts: each claim at most once, agree = 1 position, contradict ≥ 2."""
+    slots: dict[tuple[int, int], list[str]] = {}
+    for key in keys:
+        if draw(st.integers(0, 3)) == 0:
+            continue  # left out, as the prompt allows
+        slots.setdefault((draw(st.integers(0, groups - 1)), draw(st.sampled_from((0, 0, 1, 1, 2)))), []).append(key)
+    groups: dict[int, list[list[str]]] = {}
+    for (group, _position), members in sorted(slots.items()):
+        groups.setdefault(group, []).append(members)
+    return [positions for _group, positions in sorted(groups.items())]
+
+
+@st.composite
+def scenarios(draw: st.DrawFn) -> Scenario:
+    counting = draw(reports())
+    claims = draw(claims_of(sorted(counting)))
+    keys = [c.key for c in claims]
+    # a component cut at a batch boundary: some claims are judged again in the next batch, as anchors
+    anchors = draw(st.lists(st.sampled_from(keys), unique=True, max_size=5)) if keys else []
+    return Scenario(counting, claims, draw(judge_groups(keys)), draw(judge_groups(anchors, groups=1)))
+
+
+def _batch(index: int, keys: list[str], groups: list[list[list[str]]], order: int,
+           anchors: bool) -> tuple[Batch, Judgement]:
+    if order:
+        groups = [[list(reversed(p)) for p in reversed(g)] for g in reversed(groups)]
+    ids = {f"C{i + 1}": key for i, key in enumerate(reversed(keys) if order else keys)}
+    id_of = {key: cid for cid, key in ids.items()}
+    answer = {"groups": [{"label": "g", "relation": "agree" if len(g) == 1 else "contradict",
+                          "positions": [{"claims": [id_of[k] for k in p], "summary": "s"} for p in g]}
+                         for g in groups]}
+    judgement = Judgement.model_validate(answer, context={"ids": set(ids)})
+    batch = Batch(index=index, ids=ids, anchors=list(keys) if anchors else [], labels={}, judge_model="j/j",
+                  judge_is_author=False, messages=[], key=f"k{index}")
+    return batch, judgement
+
+
+def run(scenario: Scenario, *, order: int = 0) -> tuple[list[Any], list[Any]]:
+    """assemble + classify, presenting claims, groups, positions and ids in one of several orders."""
+    claims = list(reversed(scenario.claims)) if order else list(scenario.claims)
+    keys = [c.key for c in claims]
+    first = _batch(1, keys, scenario.groups, order, anchors=False)
+    again_keys = sorted({k for g in scenario.again for p in g for k in p}, reverse=bool(order))
+    second = _batch(2, again_keys, scenario.again, order, anchors=True)
+    batches = [second, first] if order else [first, second]
+    counted = {s for s, c in scenario.counting.items() if c.counted}
+    alignment = assemble(claims, [b for b, _j in batches], {b.index: j for b, j in batches}, counted)
+    return classify(alignment, {c.key: c for c in claims}, scenario.counting)
+
+
+def canonical(result: tuple[list[Any], list[Any]]) -> str:
+    """The classification as text, independent of internal cluster numbering."""
+    clusters, divergences = result
+    members = {c.index: c.members for c in clusters}
+    out = {
+        "clusters": sorted([{"members": c.members, "status": c.status, "flagged": c.flagged, "pick": c.pick,
+                             "layer": c.layer, "decision": c.decision, "reports": c.reports, "families": c.families,
+                             "excluded": c.excluded_reports, "label": c.label, "condition": c.condition,
+                             "summary": c.summary, "contradicts": sorted(members[i] for i in c.contradicts),
+                             "contrary_excluded": c.contrary_excluded} for c in clusters],
+                           key=lambda c: c["members"]),
+        "divergences": sorted([{"sides": [(members[s.cluster], s.reports, s.families, s.label) for s in d.sides],
+                                "tie": d.tie, "line": d.line, "kind": d.kind, "layer": d.layer,
+                                "ambivalent": d.ambivalent_reports,
+                                "weighed": sorted(members[i] for i in d.weighed_clusters),
+                                "excluded": d.excluded_claims} for d in divergences],
+                              key=lambda d: d["sides"]),
+    }
+    return json.dumps(out, sort_keys=True)
+
+
+@FAST
+@given(scenarios())
+def test_the_output_is_a_function_of_the_input_whatever_the_order(scenario: Scenario) -> None:
+    assert canonical(run(scenario)) == canonical(run(scenario, order=1))
+
+
+@FAST
+@given(scenarios())
+def test_class_invariants(scenario: Scenario) -> None:
+    clusters, divergences = run(scenario)
+    counting = scenario.counting
+    claims = {c.key: c for c in scenario.claims}
+    assert sorted(k for c in clusters for k in c.members) == sorted(claims)  # a partition of the claims
+    for cluster in clusters:
+        assert all(counting[r].counted for r in cluster.reports)
+        assert not set(cluster.reports) & set(cluster.excluded_reports)
+        if cluster.status == "convergent":
+            assert len(cluster.families) >= 2 and independent(cluster.reports, counting)
+        if cluster.status == "same_family":
+            assert len(cluster.reports) >= 2 and not independent(cluster.reports, counting)
+        if cluster.status == "single_source":
+            assert len(cluster.reports) == 1
+            mine = [claims[k] for k in cluster.members if claims[k].report in cluster.reports]
+            assert cluster.flagged == any(c.stance == "recommend" or c.confidence == "high" for c in mine)
+        if cluster.status == "excluded":
+            assert cluster.reports == [] and not cluster.flagged
+        assert (cluster.status == "divergent") == (cluster.divergence is not None or any(
+            cluster.index in d.clusters for d in divergences))
+    for divergence in divergences:
+        assert len(divergence.sides) >= 2
+        held = [set(side.reports) for side in divergence.sides]
+        assert all(held) and all(not (a & b) for i, a in enumerate(held) for b in held[i + 1:])
+        assert all(counting[r].counted for side in held for r in side)
+        assert not set(divergence.ambivalent_reports) & set().union(*held)
+        support = [side.support for side in divergence.sides]
+        assert support == sorted(support, reverse=True)
+        assert divergence.tie == (support[0] == support[1])
+        assert divergence.line.startswith("No consensus") == divergence.tie
+        if divergence.tie:
+            assert "today," not in divergence.line.split(":", 1)[0] and not divergence.line.startswith("Use")
+        for side in divergence.sides:
+            cluster = next(c for c in clusters if c.index == side.cluster)
+            assert cluster.status == "divergent" and cluster.flagged == (len(side.reports) == 1)
+
+
+def without(scenario: Scenario, stems: set[str]) -> Scenario:
+    """The same scenario with these reports' claims gone from the claims and from the judge's answer."""
+    gone = {c.key for c in scenario.claims if c.report in stems}
+
+    def keep(groups: list[list[list[str]]]) -> list[list[list[str]]]:
+        out = []
+        for group in groups:
+            positions = [p for p in ([k for k in p if k not in gone] for p in group) if p]
+            if positions:
+                out.append(positions)
+        return out
+
+    return Scenario({s: c for s, c in scenario.counting.items() if s not in stems},
+                    [c for c in scenario.claims if c.report not in stems], keep(scenario.groups), keep(scenario.again))
+
+
+def counted_view(result: tuple[list[Any], list[Any]], counting: dict[str, Counting]) -> str:
+    """What counted reports show: every cluster with counted support (by its counted claims), every divergence."""
+    clusters, divergences = result
+    counted_members = {c.index: [k for k in c.members if counting[k.split("#")[0]].counted] for c in clusters}
+    view = {
+        "clusters": sorted([{"members": counted_members[c.index], "status": c.status, "flagged": c.flagged,
+                             "pick": c.pick, "layer": c.layer, "label": c.label, "decision": c.decision,
+                             "condition": c.condition, "summary": c.summary, "reports": c.reports,
+                             "families": c.families, "divergent": c.divergence is not None}
+                            for c in clusters if c.reports], key=lambda c: c["members"]),
+        "divergences": sorted([{"sides": [(counted_members[s.cluster], s.reports, s.label) for s in d.sides],
+                                "tie": d.tie, "line": d.line, "ambivalent": d.ambivalent_reports}
+                               for d in divergences], key=lambda d: d["sides"]),
+    }
+    return json.dumps(view, sort_keys=True)
+
+
+@FAST
+@given(scenarios())
+def test_excluded_reports_never_change_counted_findings(scenario: Scenario) -> None:
+    excluded = {s for s, c in scenario.counting.items() if not c.counted}
+    with_them = run(scenario)
+    without_them = run(without(scenario, excluded))
+    assert counted_view(with_them, scenario.counting) == counted_view(without_them, scenario.counting)
+
+
+@st.composite
+def scenario_and_newcomer(draw: st.DrawFn) -> tuple[Scenario, Scenario]:
+    base = draw(scenarios())
+    stem = f"r{len(base.counting)}"
+    newcomer = Counting(stem=stem, counted=draw(st.booleans()),
+                        families=frozenset({draw(st.sampled_from(FAMILIES))}))
+    # picks of its own, so that code's same-pick merge cannot join it to an existing cluster either
+    claims = draw(claims_of([stem], picks=("P", "Q"), prefix="n"))
+    groups = draw(judge_groups([c.key for c in claims]))  # the judge relates its claims only to each other
+    bigger = Scenario({**base.counting, stem: newcomer}, base.claims + claims, base.groups + groups, base.again)
+    return base, bigger
+
+
+@FAST
+@given(scenario_and_newcomer())
+def test_an_unrelated_report_never_changes_a_cluster(pair: tuple[Scenario, Scenario]) -> None:
+    base, bigger = pair
+    before = {tuple(c.members): (c.status, c.flagged, c.pick, c.reports) for c in run(base)[0]}
+    after = {tuple(c.members): (c.status, c.flagged, c.pick, c.reports) for c in run(bigger)[0]}
+    for members, state in before.items():
+        assert after[members] == state
+
+
+JSON = st.recursive(st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False) | st.text(max_size=8),
+                    lambda inner: st.lists(inner, max_size=4) | st.dictionaries(
+                        st.sampled_from(("key", "clusters", "divergences", "positions", "cluster", "reports",
+                                         "families", "status", "pick", "summary", "layer", "label", "tie", "flagged",
+                                         "x")), inner, max_size=5),
+                    max_leaves=25)
+
+
+@settings(max_examples=200, deadline=None)
+@given(JSON, JSON)
+def test_the_claim_diff_accepts_any_json(old: Any, new: Any) -> None:
+    diff = diff_ledgers(old, new)
+    diff.text()
+    diff.markdown()
