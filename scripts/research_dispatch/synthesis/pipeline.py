@@ -42,10 +42,10 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Literal, TypeVar
 
-from research_dispatch import environment
 from research_dispatch.config import Settings
 from research_dispatch.fsio import confined, write_atomic
 from research_dispatch.gateway import CallRecord, Gateway
+from research_dispatch.gateway import credentials as gateway_credentials
 from research_dispatch.plan import Leg
 from research_dispatch.redact import redact
 from research_dispatch.sanitize import one_line
@@ -143,7 +143,7 @@ class _LazyGateway:
 
     def get(self) -> Gateway:
         if self._gateway is None:
-            creds = environment.require(self._env, environment.OPENROUTER)
+            creds = gateway_credentials(self._env, self._settings.gateway)
             self._gateway = Gateway(api_key=creds.key, base_url=creds.base_url, settings=self._settings.gateway)
             self._own = True
         return self._gateway

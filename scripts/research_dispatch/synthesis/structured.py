@@ -93,7 +93,11 @@ def call_structured(gateway: Gateway, *, model: str, messages: list[dict[str, An
             value = parse(completion.content, parser, context, completion.finish_reason)
         except ValueError as exc:
             problem = str(exc)
-            history = [*history, {"role": "assistant", "content": completion.content[:20000]},
+            # the rejected answer goes back as a canonical assistant turn: an empty one is left out
+            # (strict servers refuse empty or null assistant content)
+            rejected = ([{"role": "assistant", "content": completion.content[:20000]}]
+                        if completion.content.strip() else [])
+            history = [*history, *rejected,
                        {"role": "user", "content": f"Your answer was rejected: {problem}. Answer again with a "
                                                    "single JSON object that matches the schema exactly."}]
             continue
