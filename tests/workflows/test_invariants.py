@@ -172,6 +172,7 @@ def test_secrets_appear_only_where_they_are_needed() -> None:
     assert found == {
         (MAIN, "jobs", "research", "steps", research_step, "env", "OPENROUTER_API_KEY", "OPENROUTER_API_KEY"),
         (MAIN, "jobs", "research", "steps", research_step, "env", "TAVILY_API_KEY", "TAVILY_API_KEY"),
+        (MAIN, "jobs", "research", "steps", research_step, "env", "EXA_API_KEY", "EXA_API_KEY"),
         (MAIN, "jobs", "synthesize", "steps", synth_step, "env", "OPENROUTER_API_KEY", "OPENROUTER_API_KEY"),
         # the App's private key goes only to the action that mints the short-lived token
         (MAIN, "jobs", "publish", "steps", token_step, "with", "private-key", "REFRESH_APP_PRIVATE_KEY"),
@@ -179,6 +180,7 @@ def test_secrets_appear_only_where_they_are_needed() -> None:
         # the schedule wrapper passes each secret explicitly (no `secrets: inherit`)
         (SCHEDULE, "jobs", "refresh", "secrets", "OPENROUTER_API_KEY", "OPENROUTER_API_KEY"),
         (SCHEDULE, "jobs", "refresh", "secrets", "TAVILY_API_KEY", "TAVILY_API_KEY"),
+        (SCHEDULE, "jobs", "refresh", "secrets", "EXA_API_KEY", "EXA_API_KEY"),
         (SCHEDULE, "jobs", "refresh", "secrets", "REFRESH_APP_PRIVATE_KEY", "REFRESH_APP_PRIVATE_KEY"),
     }
     for name in FILES:
@@ -230,7 +232,7 @@ def test_dispatch_and_call_take_the_same_inputs() -> None:
         assert dispatch[key]["default"] == call[key]["default"] == ""
     secrets = on["workflow_call"]["secrets"]
     assert {k for k, v in secrets.items() if v["required"]} == {"OPENROUTER_API_KEY", "TAVILY_API_KEY"}
-    assert set(secrets) == {"OPENROUTER_API_KEY", "TAVILY_API_KEY", "REFRESH_APP_PRIVATE_KEY"}
+    assert set(secrets) == {"OPENROUTER_API_KEY", "TAVILY_API_KEY", "EXA_API_KEY", "REFRESH_APP_PRIVATE_KEY"}
 
 
 def test_every_input_use_is_defaulted_or_empty_means_all() -> None:
@@ -364,7 +366,7 @@ def test_schedule_wrapper_only_schedules_and_calls_the_main_workflow() -> None:
     (job,) = schedule["jobs"].values()
     assert job["uses"] == f"./.github/workflows/{MAIN}"
     assert set(job["with"]) <= INPUTS
-    assert set(job["secrets"]) == {"OPENROUTER_API_KEY", "TAVILY_API_KEY", "REFRESH_APP_PRIVATE_KEY"}
+    assert set(job["secrets"]) == {"OPENROUTER_API_KEY", "TAVILY_API_KEY", "EXA_API_KEY", "REFRESH_APP_PRIVATE_KEY"}
     assert "schedule" not in wf(MAIN)["on"]  # the main workflow can never be disabled for inactivity
 
 
@@ -444,4 +446,4 @@ def test_the_adopter_schedule_wrapper_only_schedules_and_calls_the_reusable_work
     (job,) = schedule["jobs"].values()
     assert job["uses"] == f"{REUSABLE}@{ADOPTER_REF}"
     assert set(job["with"]) <= INPUTS
-    assert set(job["secrets"]) == {"OPENROUTER_API_KEY", "TAVILY_API_KEY", "REFRESH_APP_PRIVATE_KEY"}
+    assert set(job["secrets"]) == {"OPENROUTER_API_KEY", "TAVILY_API_KEY", "EXA_API_KEY", "REFRESH_APP_PRIVATE_KEY"}
