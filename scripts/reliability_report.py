@@ -33,6 +33,7 @@ AREAS: tuple[tuple[str, str], ...] = (
     ("search", "Search faults"),
     ("budget", "Budgets"),
     ("crash", "Crash safety and resume"),
+    ("refresh", "A refresh never loses work"),
     ("publish", "Publish faults"),
     ("hostile", "Hostile content"),
     ("secrets", "Secrets"),

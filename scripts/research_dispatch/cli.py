@@ -83,6 +83,13 @@ def _load(repo: Path) -> tuple[Any, list[Any]]:
     return settings, load_topics(repo, settings)
 
 
+def _writer(repo: Path, settings: Any, command: str) -> Any:
+    """The repository lock for a writing command (one writer at a time; see `lock.py`)."""
+    from research_dispatch.lock import writer_lock
+
+    return writer_lock(repo, settings.build_dir, command, warn=lambda message: click.echo(f"warning: {message}"))
+
+
 @click.group(context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100})
 @click.version_option(package_name="research-dispatch")
 def main() -> None:
@@ -157,12 +164,13 @@ def research(repo: Path, topic: str, model: str | None, export_dir: Path | None,
     require_keys(os.environ)
     cycle_id = _cycle(cycle)
     codes = []
-    for leg in legs:
-        result = run_leg(repo, settings, leg, cycle=cycle_id, run_url=_run_url())
-        codes.append(result.exit_code)
-        click.echo(_leg_line(result))
-        if export_dir is not None:
-            export_leg(repo, settings, leg, export_dir)
+    with _writer(repo, settings, "research"):
+        for leg in legs:
+            result = run_leg(repo, settings, leg, cycle=cycle_id, run_url=_run_url())
+            codes.append(result.exit_code)
+            click.echo(_leg_line(result))
+            if export_dir is not None:
+                export_leg(repo, settings, leg, export_dir)
     if 1 in codes:
         sys.exit(1)
     if 3 in codes:
@@ -173,8 +181,8 @@ def _leg_line(result: Any) -> str:
     from research_dispatch.sanitize import one_line
 
     head = f"{result.stem}: {result.status}"
-    if result.status == "failed":
-        return f"{head} — {one_line(result.error or 'failed', 300)}"
+    if result.status == "failed":  # the money is said even when the leg failed after spending
+        return f"{head} — {one_line(result.error or 'failed', 300)} ({result.calls} calls, ${result.cost_usd:.4f})"
     line = (f"{head}, route {result.route}, {result.words} words, {result.sources} sources, "
             f"{result.calls} calls, ${result.cost_usd:.4f} → {result.report}")
     if result.reasons:
@@ -198,7 +206,8 @@ def collect(repo: Path, incoming: Path, topic_ids: str | None, model_ids: str | 
 
     settings, topics = _load(repo)
     legs = plan_legs(select_topics(topics, _split(topic_ids)), settings, _split(model_ids))
-    result = collect_files(repo, settings, incoming, legs, synthesis=with_synthesis)
+    with _writer(repo, settings, "collect"):
+        result = collect_files(repo, settings, incoming, legs, synthesis=with_synthesis)
     click.echo(f"imported {len(result.imported)} file(s); missing: {', '.join(result.missing) or 'nothing'}")
     for line in result.rejected:
         click.echo(f"rejected: {line}", err=True)
@@ -218,10 +227,13 @@ def verify(repo: Path, reports: tuple[Path, ...], online: bool, github_summary: 
     """Print the route table for reports (default: all of research/); exit 3 if any is not verified."""
     from research_dispatch.config import load_settings
     from research_dispatch.errors import BadInput
+    from research_dispatch.lock import try_complete_pending
     from research_dispatch.report import load_report
     from research_dispatch.verify import markdown_table, text_table, verify_report
 
     settings = load_settings(repo)
+    for line in try_complete_pending(repo, settings.build_dir):  # a killed writer's committed unit
+        click.echo(line, err=True)
     paths = list(reports) or sorted((repo / settings.research_dir).glob("*.md"))
     if not paths:
         raise BadInput("no reports to verify", path=settings.research_dir + "/")
@@ -253,11 +265,22 @@ def verify(repo: Path, reports: tuple[Path, ...], online: bool, github_summary: 
 @cycle_option
 @guarded
 def synthesize(repo: Path, github_summary: bool, cycle: str | None) -> None:
-    """Write the synthesis, the claims ledger and the methodology table; print the claim diff."""
+    """Write the synthesis, the claims ledger and the methodology table; print the claim diff.
+
+    First the cycle's refresh branch (local or remote-tracking) is overlaid: its newer good reports come
+    into research/, so the synthesis describes the reports the branch will hold."""
+    from research_dispatch.config import load_settings
+    from research_dispatch.runner import overlay_for_synthesis
     from research_dispatch.synthesis.command import synthesize_command
 
-    sys.exit(synthesize_command(repo, cycle=_cycle(cycle), env=os.environ, echo=click.echo,
-                                github_summary=github_summary))
+    settings = load_settings(repo)
+    cycle_id = _cycle(cycle)
+    with _writer(repo, settings, "synthesize"):
+        keep = overlay_for_synthesis(repo, settings, cycle_id, os.environ, click.echo)
+        if keep:
+            return
+        sys.exit(synthesize_command(repo, cycle=cycle_id, env=os.environ, echo=click.echo,
+                                    github_summary=github_summary))
 
 
 @main.command()
@@ -270,10 +293,13 @@ def synthesize(repo: Path, github_summary: bool, cycle: str | None) -> None:
 @click.option("--github-summary", is_flag=True, help="Append the PR (or its preview) to $GITHUB_STEP_SUMMARY.")
 @click.option("--topics", "topic_ids", default=None, help="Only these topic ids' legs (default: all).")
 @click.option("--models", "model_ids", default=None, help="Only legs routed to these model slugs.")
+@click.option("--allow-edited", is_flag=True, help="Commit reports edited by hand (trailer `Edited: yes`) instead of "
+              "refusing them with exit 2.")
 @cycle_option
 @guarded
 def publish(repo: Path, branch: str | None, base: str | None, no_push: bool, no_pr: bool, dry_run: bool,
-            github_summary: bool, topic_ids: str | None, model_ids: str | None, cycle: str | None) -> None:
+            github_summary: bool, topic_ids: str | None, model_ids: str | None, allow_edited: bool,
+            cycle: str | None) -> None:
     """Commit (one per changed report, one for the synthesis), push, and create or update the PR."""
     from research_dispatch.config import select_topics
     from research_dispatch.plan import plan_legs
@@ -285,7 +311,7 @@ def publish(repo: Path, branch: str | None, base: str | None, no_push: bool, no_
         legs = plan_legs(select_topics(topics, _split(topic_ids)), settings, _split(model_ids))
     sys.exit(publish_command(repo, branch=branch, base=base, push=not no_push, open_pr=not no_pr,
                              dry_run=dry_run, cycle=_cycle(cycle), env=os.environ, echo=click.echo,
-                             github_summary=github_summary, legs=legs))
+                             github_summary=github_summary, legs=legs, allow_edited=allow_edited))
 
 
 @main.command()
@@ -296,17 +322,19 @@ def publish(repo: Path, branch: str | None, base: str | None, no_push: bool, no_
 @click.option("--publish/--no-publish", "do_publish", default=True, show_default=True,
               help="Commit the refresh to its local branch at the end.")
 @click.option("--push", is_flag=True, help="Also push the branch and open or update the PR.")
-@click.option("--fresh", is_flag=True, help="Redo every leg, even those with a good report this cycle.")
+@click.option("--fresh", is_flag=True, help="Redo every leg, even those with a good report this cycle (reports "
+              "edited by hand are moved to build/edited/ first).")
+@click.option("--allow-edited", is_flag=True, help="Publish reports edited by hand (trailer `Edited: yes`).")
 @cycle_option
 @guarded
 def run(repo: Path, topic_ids: str | None, model_ids: str | None, jobs: int | None, do_publish: bool, push: bool,
-        fresh: bool, cycle: str | None) -> None:
+        fresh: bool, allow_edited: bool, cycle: str | None) -> None:
     """The whole refresh locally: legs in parallel with live progress, then verify, synthesize, publish."""
     from research_dispatch.runner import run_command
 
     sys.exit(run_command(repo, topics=_split(topic_ids), models=_split(model_ids), jobs=jobs,
                          publish=do_publish, push=push, fresh=fresh, cycle=_cycle(cycle), env=os.environ,
-                         echo=click.echo))
+                         echo=click.echo, allow_edited=allow_edited))
 
 
 @main.command()

@@ -76,9 +76,7 @@ def _validate(kind: str, text: str, leg: Leg, display: str) -> None:
                 if record.requested_model != leg.route.model:
                     raise ValueError(f"line {number} requested {record.requested_model}")
     elif kind == "status":
-        data = json.loads(text)
-        data.pop("exit_code", None)
-        status = LegResult(**data)
+        status = LegResult.from_json(text)
         if status.stem != leg.stem or status.model != leg.route.model:
             raise ValueError("status record is for another leg")
     elif kind == "trace":

@@ -10,8 +10,9 @@ the cited sources only. The front matter is the report's provenance record.
 
 from __future__ import annotations
 
+import hashlib
 import re
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
@@ -229,6 +230,8 @@ class ReportMeta(BaseModel):
     input_hash: str | None = None
     cycle: str | None = None
     run_url: str | None = None
+    # sha256 of the body as written (everything after the front matter); a mismatch means a hand edit
+    body_sha256: str | None = None
 
     def ordered(self) -> dict[str, Any]:
         """Keys in a fixed order (FIXED keys first), nested mappings sorted: stable diffs."""
@@ -237,7 +240,7 @@ class ReportMeta(BaseModel):
                  "served_models", "served_providers", "route", "route_verified", "calls", "generation_ids",
                  "status", "status_reasons", "words", "word_band", "usage", "citations_dropped",
                  "links_removed", "search", "sources", "prompt_version", "input_hash", "cycle", "run_url",
-                 "started_at", "finished_at"]
+                 "body_sha256", "started_at", "finished_at"]
         result = {key: data.pop(key) for key in order if key in data}
         result.update(dict(sorted(data.items())))
         return result
@@ -247,11 +250,29 @@ def _yaml_dump(data: dict[str, Any]) -> str:
     return yaml.safe_dump(data, sort_keys=False, allow_unicode=True, width=1000, default_flow_style=None)
 
 
-def render_report(meta: ReportMeta, body: str, sources: list[CitedSource]) -> str:
-    parts = ["---", _yaml_dump(meta.ordered()).rstrip(), "---", "", body.strip(), ""]
+def sha256_of(text: str) -> str:
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()
+
+
+def body_sha256_of(text: str) -> str | None:
+    """sha256 of a report file's body as written (everything after the front matter), or None."""
+    if not text.startswith("---\n"):
+        return None
+    end = text.find("\n---\n", 4)
+    return sha256_of(text[end + 5:]) if end >= 0 else None
+
+
+def render_report(meta: ReportMeta, body: str, sources: list[CitedSource], *,
+                  clean: Callable[[str], str] | None = None) -> str:
+    """The report file: front matter, body, references. `body_sha256` is computed here, from the body
+    exactly as written (after `clean`, e.g. redaction, so a clean-up never looks like a hand edit)."""
+    clean = clean or (lambda text: text)
+    parts = ["", body.strip(), ""]
     if sources:
         parts += [render_references(sources), ""]
-    return "\n".join(parts)
+    written_body = clean("\n".join(parts))
+    meta = meta.model_copy(update={"body_sha256": sha256_of(written_body)})
+    return clean("---\n" + _yaml_dump(meta.ordered()).rstrip() + "\n---\n") + written_body
 
 
 @dataclass
@@ -261,10 +282,17 @@ class Report:
     meta: ReportMeta
     body: str
     text: str
+    written_body_sha256: str = ""  # sha256 of everything after the front matter, as found on disk
 
     @property
     def stem(self) -> str:
         return self.path.name[: -len(".md")]
+
+    @property
+    def edited(self) -> bool:
+        """The body no longer matches the `body_sha256` it was written with: someone edited it by hand.
+        A report without `body_sha256` (written before the key existed) cannot tell and counts as unedited."""
+        return self.meta.body_sha256 is not None and self.meta.body_sha256 != self.written_body_sha256
 
 
 def parse_report_text(text: str, *, display: str, path: Path | None = None) -> Report:
@@ -281,7 +309,8 @@ def parse_report_text(text: str, *, display: str, path: Path | None = None) -> R
     except ValidationError as exc:
         field_name, message = _first_error(exc)
         raise BadInput(message, path=display, field=field_name.replace("schema_", "schema")) from None
-    return Report(path=path or Path(display), relpath=display, meta=meta, body=text[end + 5:].strip(), text=text)
+    return Report(path=path or Path(display), relpath=display, meta=meta, body=text[end + 5:].strip(), text=text,
+                  written_body_sha256=sha256_of(text[end + 5:]))
 
 
 def load_report(path: Path, *, repo: Path) -> Report:

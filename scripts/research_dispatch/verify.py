@@ -44,14 +44,19 @@ class RouteRow:
 
 
 def load_calls(path: Path) -> list[CallRecord]:
+    return parse_calls(path.read_text(encoding="utf-8"), display=path.name)
+
+
+def parse_calls(text: str, *, display: str) -> list[CallRecord]:
+    """Call records from a call log's text (a working-tree file or a blob of the refresh branch)."""
     records = []
-    for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), start=1):
+    for number, line in enumerate(text.splitlines(), start=1):
         if not line.strip():
             continue
         try:
             records.append(CallRecord.from_dict(json.loads(line)))
         except (ValueError, TypeError) as exc:
-            raise BadInput(f"line {number} is not a call record ({exc})", path=path.name) from None
+            raise BadInput(f"line {number} is not a call record ({exc})", path=display) from None
     return records
 
 
@@ -90,17 +95,22 @@ def online_verdict(data: dict[str, Any], requested_model: str, record: CallRecor
 
 
 def verify_report(report: Report, *, gateway: Gateway | None = None) -> RouteRow:
+    calls_path = report.path.with_name(f"{report.stem}.calls.jsonl")
+    records = load_calls(calls_path) if calls_path.exists() else None
+    return verify_records(report, records, gateway=gateway)
+
+
+def verify_records(report: Report, records: list[CallRecord] | None, *, gateway: Gateway | None = None) -> RouteRow:
+    """The route row of a report given its call records (None: there is no call log)."""
     meta = report.meta
     row = RouteRow(stem=report.stem, relpath=report.relpath, topic=meta.topic, requested_model=meta.requested_model,
                    requested_provider=meta.requested_provider, served_models=list(meta.served_models),
                    served_providers=list(meta.served_providers), claimed_route=meta.route, route=meta.route,
                    status=meta.status, words=meta.words, cost_usd=meta.usage.cost_usd, calls=meta.calls)
-    calls_path = report.path.with_name(f"{report.stem}.calls.jsonl")
-    if not calls_path.exists():
+    if records is None:
         row.route = "unverified"
         row.problems.append("no call log next to the report")
         return row
-    records = load_calls(calls_path)
     verdicts = [recheck(r, meta.requested_model) for r in records]
     logged_ids = [r.generation_id for r in records if r.generation_id]
     if logged_ids != list(meta.generation_ids):
