@@ -564,9 +564,10 @@ class _Publisher:
             self.notes += [n for n in client.notes if n not in self.notes]
         except GithubException as exc:
             raise PublishError(f"GitHub: {describe(exc)} (the branch was {state}; re-run to retry the PR)") from None
-        draft = " (draft)" if bool(getattr(pr, "draft", plan.draft)) else ""
+        is_draft = bool(pr.draft)  # what GitHub did, which may differ from what the state asks (notes say why)
+        draft = " (draft)" if is_draft else ""
         partial = ", partial" if plan.draft else ""
-        return self.result(plan, operation, pr_number=pr.number, pr_url=pr.html_url,
+        return self.result(plan, operation, pr_number=pr.number, pr_url=pr.html_url, draft=is_draft,
                            message=f"{self.branch} {state}; PR #{pr.number} {operation}{draft}{partial}", **common)
 
 
