@@ -158,6 +158,7 @@ def research(repo: Path, topic: str, model: str | None, export_dir: Path | None,
     from research_dispatch.collect import export_leg
     from research_dispatch.leg import require_keys, run_leg
     from research_dispatch.plan import resolve_legs
+    from research_dispatch.publish.accumulate import set_aside_edited
 
     settings, topics = _load(repo)
     legs = resolve_legs(topics, settings, topic, model)
@@ -166,6 +167,7 @@ def research(repo: Path, topic: str, model: str | None, export_dir: Path | None,
     codes = []
     with _writer(repo, settings, "research"):
         for leg in legs:
+            set_aside_edited(repo, settings, leg, click.echo)  # asked for explicitly: the edit is kept aside
             result = run_leg(repo, settings, leg, cycle=cycle_id, run_url=_run_url())
             codes.append(result.exit_code)
             click.echo(_leg_line(result))

@@ -20,7 +20,7 @@ STEMS = ["01-composer-2.5", "02-diloco-family", "03-monarch-torchforge-openenv",
          "05-trace-replay-distillation"]
 
 
-def branch_reports(world) -> dict[str, str]:  # noqa: ANN001
+def branch_reports(world) -> dict[str, str]:
     names = world.origin_git("ls-tree", "--name-only", f"{BRANCH}:research").split()
     return {n[:-3]: world.origin_git("show", f"{BRANCH}:research/{n}") for n in names if n.endswith(".md")}
 

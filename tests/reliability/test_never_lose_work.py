@@ -87,7 +87,7 @@ def test_random_sequences_of_runs_keep_the_newest_good_report_per_leg(user_world
     names = sorted(STEMS)
     expected: dict[str, str] = {}
     clones: list[Path] = []
-    for step in range(5):
+    for step in range(4):
         clone = world.clone() if not clones or rng.random() < 0.5 else rng.choice(clones)
         if clone not in clones:
             clones.append(clone)

@@ -13,7 +13,8 @@ as one unit) over older working-tree ones, moves the reports of legs no longer p
 `research/` into `build/unplanned/` (the refresh removes them from the branch), and never overwrites a
 report edited by hand. `run` overlays before deciding which legs to redo and before synthesizing,
 `synthesize` before synthesizing (so CI's synthesize job, which checks out every branch, describes the
-reports the branch will hold), and `publish` before committing. Everything here runs under the
+reports the branch will hold), and `publish` before committing. A working-tree report the overlay
+replaces that the branch does not hold is kept in `build/replaced/`. Everything here runs under the
 repository lock.
 """
 
@@ -34,6 +35,7 @@ from research_dispatch.report import MAX_REPORT_BYTES, SCHEMA
 
 UNPLANNED_DIR = "unplanned"
 EDITED_DIR = "edited"
+REPLACED_DIR = "replaced"
 
 
 @dataclass(frozen=True)
@@ -176,7 +178,7 @@ class OverlayResult:
     brought: list[str] = field(default_factory=list)  # reports taken from the branch into the working tree
     unplanned_moved: list[str] = field(default_factory=list)  # moved to build/unplanned/
     edited_kept: list[str] = field(default_factory=list)  # edited working-tree reports left alone
-    edited_set_aside: list[str] = field(default_factory=list)  # edits saved to build/edited/ (replace_edited)
+    edited_set_aside: list[tuple[str, str]] = field(default_factory=list)  # (edit, where saved): replace_edited
     problems: list[str] = field(default_factory=list)
 
     def lines(self) -> list[str]:
@@ -186,7 +188,7 @@ class OverlayResult:
         out += [f"warning: {rel} was edited by hand; kept as it is (not replaced by the branch's report)"
                 for rel in self.edited_kept]
         out += [f"warning: {rel} (edited by hand) is replaced; the edit is saved in {where}"
-                for rel, where in (item.split("\x00") for item in self.edited_set_aside)]
+                for rel, where in self.edited_set_aside]
         out += [f"warning: {p}" for p in self.problems]
         return out
 
@@ -202,7 +204,7 @@ def apply_overlay(repo: Path, settings: Settings, accumulation: Accumulation, *,
         if replace_edited:
             for lost in (c for c in item.candidates if c.edited and c is not chosen and c.where is Where.BRANCH):
                 where = set_aside(repo, settings, item.leg, lost.text, lost.calls_text, EDITED_DIR)
-                result.edited_set_aside.append(f"{lost.relpath} ({lost.where})\x00{where}")
+                result.edited_set_aside.append((f"{lost.relpath} ({lost.where})", where))
         if chosen is None or chosen.where is not Where.BRANCH:
             continue
         if worktree is not None and worktree.text == chosen.text and worktree.calls_text == chosen.calls_text:
@@ -210,6 +212,10 @@ def apply_overlay(repo: Path, settings: Settings, accumulation: Accumulation, *,
         if worktree is not None and worktree.edited and not replace_edited:
             result.edited_kept.append(worktree.relpath)  # never overwrite a hand edit
             continue
+        if worktree is not None and worktree.text and not any(c.text == worktree.text for c in item.candidates
+                                                              if c.where is Where.BRANCH):
+            # superseded by a newer good report, but not on the branch: kept in build/replaced/, not lost
+            set_aside(repo, settings, item.leg, worktree.text, worktree.calls_text, REPLACED_DIR)
         files = [FileWrite(item.leg.calls_relpath(settings), chosen.calls_text or ""),
                  FileWrite(item.leg.report_relpath(settings), chosen.text)]
         if chosen.calls_text is None:
@@ -253,6 +259,19 @@ def set_aside(repo: Path, settings: Settings, leg: Leg, text: str, calls_text: s
     if calls_text is not None:
         write_atomic(confined(repo, f"{settings.build_dir}/{folder}/{leg.stem}.calls.jsonl"), calls_text)
     return target
+
+
+def set_aside_edited(repo: Path, settings: Settings, leg: Leg, say: Callable[[str], None]) -> str | None:
+    """`research LEG` redoes a leg on request: a hand-edited report of it is moved to `build/edited/`
+    first (never overwritten silently). Returns where it went, or None."""
+    from research_dispatch.legstate import worktree_candidate
+
+    candidate = worktree_candidate(repo, settings, leg)
+    if candidate is None or not candidate.edited:
+        return None
+    where = move_aside(repo, settings, candidate.relpath, EDITED_DIR)
+    say(f"warning: {candidate.relpath} was edited by hand; moved to {where} before researching the leg again")
+    return where
 
 
 def move_edited_aside(repo: Path, settings: Settings, assessments: Iterable[LegAssessment],

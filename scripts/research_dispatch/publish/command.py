@@ -567,7 +567,8 @@ class _Publisher:
         is_draft = bool(pr.draft)  # what GitHub did, which may differ from what the state asks (notes say why)
         draft = " (draft)" if is_draft else ""
         partial = ", partial" if plan.draft else ""
-        return self.result(plan, operation, pr_number=pr.number, pr_url=pr.html_url, draft=is_draft,
+        done: Operation = "created" if operation == "created" else "updated"
+        return self.result(plan, done, pr_number=pr.number, pr_url=pr.html_url, draft=is_draft,
                            message=f"{self.branch} {state}; PR #{pr.number} {operation}{draft}{partial}", **common)
 
 

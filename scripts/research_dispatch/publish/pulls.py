@@ -20,6 +20,7 @@ first.
 
 from __future__ import annotations
 
+import functools
 import re
 import time
 from collections.abc import Callable, Mapping, Sequence
@@ -296,7 +297,7 @@ class PullRequests:
                     raise PublishError(f"GitHub: could not set labels on PR #{pr.number}: {describe(exc)}") from None
                 for name in missing:  # one by one: existing labels can still be added
                     try:
-                        self.retry("add a label", lambda name=name: pr.add_to_labels(name))
+                        self.retry("add a label", functools.partial(pr.add_to_labels, name))
                     except GithubException as one:
                         if one.status not in (403, 404, 422):
                             raise PublishError(f"GitHub: could not set labels on PR #{pr.number}: "
@@ -307,7 +308,7 @@ class PullRequests:
         try:
             for name in managed:
                 if name.lower() in current and name.lower() not in wanted_lower:
-                    self.retry("remove a label", lambda name=name: pr.remove_from_labels(name))
+                    self.retry("remove a label", functools.partial(pr.remove_from_labels, name))
         except GithubException as exc:
             raise PublishError(f"GitHub: could not remove a label on PR #{pr.number}: {describe(exc)}") from None
         if not refused:
