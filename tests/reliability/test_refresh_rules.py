@@ -206,6 +206,27 @@ def test_an_edited_synthesis_document_is_kept_until_its_reports_change(user_worl
     assert (clone / "build" / "edited" / f"{FRAMEWORK}.md").read_text(encoding="utf-8") == edited
 
 
+@reliability(area="refresh", case="publish finds a synthesis that no longer matches the reports it commits and "
+                                  "cannot re-synthesize (no gateway key)",
+             expect="the stale synthesis is not committed (the branch keeps the base's); the title says 'synthesis "
+                    "not updated' and the body why; the new report is published; exit 0")
+def test_a_stale_synthesis_is_never_committed(user_world: UserWorld) -> None:  # noqa: F811
+    world = user_world
+    clone = world.clone()
+    assert world.cli(clone, "run", "--push").code == 0
+    assert world.branch_file("framework/claims.json") is not None
+    assert world.cli(clone, "research", TOPIC_IDS["B"]).code == 0  # a new report; the synthesis is now stale
+    env = world.env()
+    env.pop("OPENROUTER_API_KEY")
+    done = world.cli(clone, "publish", env=env)
+    assert done.code == 0, done
+    assert world.branch_file(f"research/{STEMS['B']}.md") == (clone / "research" / f"{STEMS['B']}.md").read_text()
+    assert world.branch_file("framework/claims.json") is None  # never a synthesis of other reports
+    pr = world.pr()
+    assert "synthesis not updated" in pr["title"]
+    assert "The synthesis was not updated" in pr["body"] and "OPENROUTER_API_KEY" in pr["body"]
+
+
 # -- (6) one writer at a time ---------------------------------------------------------------------
 
 
@@ -234,6 +255,8 @@ def test_a_second_writer_is_refused_while_a_run_writes(user_world: UserWorld, tm
             errors = [line for line in done.output.splitlines() if line.startswith("error:")]
             assert errors == [f"error: another refresh is running in {clone} (`run`, pid {holder['pid']} since "
                               f"{holder['started_at']}); wait or remove {lock} if it is stale"], done
+        done = world.cli(clone, "verify")  # a reader: never refused by the lock
+        assert "another refresh is running" not in done.output and done.code in (0, 2, 3), done
         assert run.poll() is None, "the run must still be running for this test to mean anything"
         world.gateway.set_scenario({})
         output, _ = run.communicate(timeout=240)
