@@ -36,6 +36,7 @@ AREAS: tuple[tuple[str, str], ...] = (
     ("budget", "Budgets"),
     ("crash", "Crash safety and resume"),
     ("bounds", "Bounds: time, memory, exits"),
+    ("refresh", "A refresh never loses work"),
     ("publish", "Publish faults"),
     ("hostile", "Hostile content"),
     ("secrets", "Secrets"),

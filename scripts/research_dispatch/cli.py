@@ -108,6 +108,13 @@ def _load(repo: Path) -> tuple[Any, list[Any]]:
     return settings, load_topics(repo, settings)
 
 
+def _writer(repo: Path, settings: Any, command: str) -> Any:
+    """The repository lock for a writing command (one writer at a time; see `lock.py`)."""
+    from research_dispatch.lock import writer_lock
+
+    return writer_lock(repo, settings.build_dir, command, warn=lambda message: click.echo(f"warning: {message}"))
+
+
 @click.group(context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100})
 @click.version_option(version=__version__, prog_name="research-dispatch", message="%(prog)s %(version)s")
 def main() -> None:
@@ -175,6 +182,7 @@ def research(repo: Path, topic: str, model: str | None, export_dir: Path | None,
     from research_dispatch.fsio import confined
     from research_dispatch.leg import require_keys, run_leg
     from research_dispatch.plan import resolve_legs
+    from research_dispatch.publish.accumulate import set_aside_edited
 
     settings, topics = _load(repo)
     legs = resolve_legs(topics, settings, topic, model)
@@ -185,15 +193,17 @@ def research(repo: Path, topic: str, model: str | None, export_dir: Path | None,
     if export_dir is not None:
         _writable(export_dir, "--export")
     codes = []
-    for leg in legs:
-        result = run_leg(repo, settings, leg, cycle=cycle_id, run_url=_run_url())
-        codes.append(result.exit_code)
-        click.echo(_leg_line(result))
-        if result.interrupted:
-            raise Interrupted(f"interrupted by the user (Ctrl-C); {leg.stem} is recorded as interrupted in "
-                              f"{leg.status_relpath(settings)}")
-        if export_dir is not None:
-            export_leg(repo, settings, leg, export_dir)
+    with _writer(repo, settings, "research"):
+        for leg in legs:
+            set_aside_edited(repo, settings, leg, click.echo)  # asked for explicitly: the edit is kept aside
+            result = run_leg(repo, settings, leg, cycle=cycle_id, run_url=_run_url())
+            codes.append(result.exit_code)
+            click.echo(_leg_line(result))
+            if result.interrupted:
+                raise Interrupted(f"interrupted by the user (Ctrl-C); {leg.stem} is recorded as interrupted in "
+                                  f"{leg.status_relpath(settings)}")
+            if export_dir is not None:
+                export_leg(repo, settings, leg, export_dir)
     if 1 in codes:
         sys.exit(1)
     if 3 in codes:
@@ -204,8 +214,8 @@ def _leg_line(result: Any) -> str:
     from research_dispatch.sanitize import one_line
 
     head = f"{result.stem}: {result.status}"
-    if result.status == "failed":
-        return f"{head} — {one_line(result.error or 'failed', 300)}"
+    if result.status == "failed":  # the money is said even when the leg failed after spending
+        return f"{head} — {one_line(result.error or 'failed', 300)} ({result.calls} calls, ${result.cost_usd:.4f})"
     line = (f"{head}, route {result.route}, {result.words} words, {result.sources} sources, "
             f"{result.calls} calls, ${result.cost_usd:.4f} → {result.report}")
     if result.reasons:
@@ -229,7 +239,8 @@ def collect(repo: Path, incoming: Path, topic_ids: str | None, model_ids: str | 
 
     settings, topics = _load(repo)
     legs = plan_legs(select_topics(topics, _split(topic_ids, "--topics")), settings, _split(model_ids, "--models"))
-    result = collect_files(repo, settings, incoming, legs, synthesis=with_synthesis)
+    with _writer(repo, settings, "collect"):
+        result = collect_files(repo, settings, incoming, legs, synthesis=with_synthesis)
     click.echo(f"imported {len(result.imported)} file(s); missing: {', '.join(result.missing) or 'nothing'}")
     for line in result.rejected:
         click.echo(f"rejected: {line}", err=True)
@@ -249,12 +260,15 @@ def verify(repo: Path, reports: tuple[Path, ...], online: bool, github_summary: 
     """Print the route table for reports (default: all of research/); exit 3 if any is not verified."""
     from research_dispatch.config import load_settings
     from research_dispatch.errors import BadInput
+    from research_dispatch.lock import try_complete_pending
     from research_dispatch.report import load_report
     from research_dispatch.verify import markdown_table, text_table, verify_report
 
     if github_summary:
         _runner_file("GITHUB_STEP_SUMMARY")
     settings = load_settings(repo)
+    for line in try_complete_pending(repo, settings.build_dir):  # a killed writer's committed unit
+        click.echo(line, err=True)
     paths = list(reports) or sorted((repo / settings.research_dir).glob("*.md"))
     if not paths:
         raise BadInput("no reports to verify", path=settings.research_dir + "/")
@@ -285,15 +299,26 @@ def verify(repo: Path, reports: tuple[Path, ...], online: bool, github_summary: 
 @cycle_option
 @guarded
 def synthesize(repo: Path, github_summary: bool, cycle: str | None) -> None:
-    """Write the synthesis, the claims ledger and the methodology table; print the claim diff."""
+    """Write the synthesis, the claims ledger and the methodology table; print the claim diff.
+
+    First the cycle's refresh branch (local or remote-tracking) is overlaid: its newer good reports come
+    into research/, so the synthesis describes the reports the branch will hold."""
+    from research_dispatch.config import load_settings
     from research_dispatch.preload import GATEWAY_MODULES, import_worker_modules
+    from research_dispatch.runner import overlay_for_synthesis
     from research_dispatch.synthesis.command import synthesize_command
 
     if github_summary:
         _runner_file("GITHUB_STEP_SUMMARY")
+    settings = load_settings(repo)
+    cycle_id = _cycle(cycle)
     import_worker_modules(GATEWAY_MODULES)  # the synthesis calls the gateway from a thread pool (preload.py)
-    sys.exit(synthesize_command(repo, cycle=_cycle(cycle), env=os.environ, echo=click.echo,
-                                github_summary=github_summary))
+    with _writer(repo, settings, "synthesize"):
+        keep = overlay_for_synthesis(repo, settings, cycle_id, os.environ, click.echo)
+        if keep:
+            return
+        sys.exit(synthesize_command(repo, cycle=cycle_id, env=os.environ, echo=click.echo,
+                                    github_summary=github_summary))
 
 
 @main.command()
@@ -306,10 +331,13 @@ def synthesize(repo: Path, github_summary: bool, cycle: str | None) -> None:
 @click.option("--github-summary", is_flag=True, help="Append the PR (or its preview) to $GITHUB_STEP_SUMMARY.")
 @click.option("--topics", "topic_ids", default=None, help="Only these topic ids' legs (default: all).")
 @click.option("--models", "model_ids", default=None, help="Only legs routed to these model slugs.")
+@click.option("--allow-edited", is_flag=True, help="Commit reports edited by hand (trailer `Edited: yes`) instead of "
+              "refusing them with exit 2.")
 @cycle_option
 @guarded
 def publish(repo: Path, branch: str | None, base: str | None, no_push: bool, no_pr: bool, dry_run: bool,
-            github_summary: bool, topic_ids: str | None, model_ids: str | None, cycle: str | None) -> None:
+            github_summary: bool, topic_ids: str | None, model_ids: str | None, allow_edited: bool,
+            cycle: str | None) -> None:
     """Commit (one per changed report, one for the synthesis), push, and create or update the PR."""
     from research_dispatch import environment
     from research_dispatch.config import select_topics
@@ -327,7 +355,7 @@ def publish(repo: Path, branch: str | None, base: str | None, no_push: bool, no_
                          _split(model_ids, "--models"))
     sys.exit(publish_command(repo, branch=branch, base=base, push=not no_push, open_pr=not no_pr,
                              dry_run=dry_run, cycle=_cycle(cycle), env=os.environ, echo=click.echo,
-                             github_summary=github_summary, legs=legs))
+                             github_summary=github_summary, legs=legs, allow_edited=allow_edited))
 
 
 @main.command()
@@ -338,17 +366,19 @@ def publish(repo: Path, branch: str | None, base: str | None, no_push: bool, no_
 @click.option("--publish/--no-publish", "do_publish", default=True, show_default=True,
               help="Commit the refresh to its local branch at the end.")
 @click.option("--push", is_flag=True, help="Also push the branch and open or update the PR.")
-@click.option("--fresh", is_flag=True, help="Redo every leg, even those with a good report this cycle.")
+@click.option("--fresh", is_flag=True, help="Redo every leg, even those with a good report this cycle (reports "
+              "edited by hand are moved to build/edited/ first).")
+@click.option("--allow-edited", is_flag=True, help="Publish reports edited by hand (trailer `Edited: yes`).")
 @cycle_option
 @guarded
 def run(repo: Path, topic_ids: str | None, model_ids: str | None, jobs: int | None, do_publish: bool, push: bool,
-        fresh: bool, cycle: str | None) -> None:
+        fresh: bool, allow_edited: bool, cycle: str | None) -> None:
     """The whole refresh locally: legs in parallel with live progress, then verify, synthesize, publish."""
     from research_dispatch.runner import run_command
 
     sys.exit(run_command(repo, topics=_split(topic_ids, "--topics"), models=_split(model_ids, "--models"), jobs=jobs,
                          publish=do_publish, push=push, fresh=fresh, cycle=_cycle(cycle), env=os.environ,
-                         echo=click.echo))
+                         echo=click.echo, allow_edited=allow_edited))
 
 
 @main.command()

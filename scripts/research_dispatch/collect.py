@@ -18,7 +18,7 @@ from research_dispatch.config import Settings
 from research_dispatch.errors import BadInput
 from research_dispatch.fsio import confined, write_atomic
 from research_dispatch.gateway import CallRecord
-from research_dispatch.leg import MAX_STATUS_BYTES, parse_status
+from research_dispatch.leg import MAX_STATUS_BYTES, LegResult
 from research_dispatch.plan import Leg
 from research_dispatch.report import MAX_REPORT_BYTES, parse_report_text
 from research_dispatch.verify import MAX_CALLS_BYTES, parse_call_record
@@ -75,7 +75,7 @@ def _validate(kind: str, text: str, leg: Leg, display: str) -> None:
                 if record.requested_model != leg.route.model:
                     raise ValueError(f"line {number} requested {record.requested_model}")
     elif kind == "status":
-        status = parse_status(text)
+        status = LegResult.from_json(text)
         if status.stem != leg.stem or status.model != leg.route.model:
             raise ValueError("status record is for another leg")
     elif kind == "trace":

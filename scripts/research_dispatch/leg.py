@@ -1,11 +1,14 @@
 """Run one leg end to end: check keys, research, finalise citations, judge the route, write files.
 
 Files written (atomically, at computed paths only):
-* `research/<stem>.md` and `research/<stem>.calls.jsonl` — only when a report was produced; a failed
+* `research/<stem>.md` and `research/<stem>.calls.jsonl` — only when a report was produced, and as ONE
+  unit (`legfiles.write_unit`): after any failure both are the old ones or both the new ones; a failed
   leg never replaces the last good report;
 * `build/traces/<stem>.jsonl` — the full conversation and tool trace (an artefact, not committed);
-* `build/legs/<stem>.json` — the leg's status, written even when it fails, so the synthesis, the run
-  summary and the workflow can say which legs are missing.
+* `build/legs/<stem>.json` — the leg's status, written after the report and call log (and even when the
+  leg fails), so the synthesis, the run summary and the workflow can say which legs are missing. Its
+  `cost_usd` counts every call the leg made, also when it failed after spending (a crash, an interrupt,
+  a failed write): money is never hidden.
 """
 
 from __future__ import annotations
@@ -28,6 +31,8 @@ from research_dispatch.errors import Interrupted, MissingKey
 from research_dispatch.fsio import append_line, confined, write_atomic
 from research_dispatch.gateway import CallRecord, Gateway, RetryPolicy
 from research_dispatch.gateway import credentials as gateway_credentials
+from research_dispatch.legfiles import FileWrite, UnitNotWritten, UnitPending, write_unit
+from research_dispatch.legstate import LegState
 from research_dispatch.plan import Leg
 from research_dispatch.providers import ExaProvider, SearchProvider, TavilyProvider
 from research_dispatch.records import load_record
@@ -36,6 +41,7 @@ from research_dispatch.report import (
     ReportMeta,
     SourceEntry,
     Usage,
+    body_sha256_of,
     cap_report,
     count_words,
     finalize_citations,
@@ -56,7 +62,7 @@ class LegResult:
     topic: str
     model: str
     family: str
-    status: str  # ok | degraded | failed
+    status: LegState  # OK | DEGRADED | FAILED: how this attempt ended
     reasons: list[str] = field(default_factory=list)
     route: str = "unverified"
     route_verified: bool = False
@@ -71,15 +77,31 @@ class LegResult:
     finished_at: str = ""
     error: str | None = None
     interrupted: bool = False  # stopped by Ctrl-C (status "failed"; no report written)
+    body_sha256: str | None = None  # the body_sha256 of the report this attempt wrote (None: it wrote none)
 
     @property
     def exit_code(self) -> int:
-        if self.status == "failed":
+        if self.status == LegState.FAILED:
             return EXIT_FAILED
         return EXIT_OK if self.route_verified else EXIT_ROUTE
 
     def to_json(self) -> str:
-        return json.dumps({**asdict(self), "exit_code": self.exit_code}, sort_keys=True, indent=2) + "\n"
+        data = {**asdict(self), "status": self.status.value, "exit_code": self.exit_code}
+        return json.dumps(data, sort_keys=True, indent=2) + "\n"
+
+    @classmethod
+    def from_json(cls, text: str) -> LegResult:
+        """Parse a status file, every field checked (`records.py`): unknown keys (a newer writer) are
+        ignored, a damaged field is a `ValueError` naming it, a status other than an attempt's outcome
+        (ok, degraded, failed) is an error."""
+        values = load_record(text, cls, required=_STATUS_REQUIRED)
+        values["status"] = LegState(values["status"])
+        if values["status"] not in (LegState.OK, LegState.DEGRADED, LegState.FAILED):
+            raise ValueError(f"status: {values['status']} is not an attempt's outcome (ok, degraded, failed)")
+        return cls(**values)
+
+
+_STATUS_REQUIRED = ("stem", "topic", "model", "family", "status")
 
 
 def _now() -> str:
@@ -135,7 +157,9 @@ class _TraceWriter:
         path.write_text("", encoding="utf-8")
 
     def __call__(self, event: dict[str, Any]) -> None:
-        append_line(self.path, redact(json.dumps({"at": _now(), **event}, sort_keys=True, default=str)))
+        # a full or read-only disk: the trace is an artefact; the leg's outcome is what matters
+        with contextlib.suppress(OSError):
+            append_line(self.path, redact(json.dumps({"at": _now(), **event}, sort_keys=True, default=str)))
 
 
 def run_leg(repo: Path, settings: Settings, leg: Leg, *, env: Mapping[str, str] | None = None, cycle: str,
@@ -157,11 +181,15 @@ def run_leg(repo: Path, settings: Settings, leg: Leg, *, env: Mapping[str, str] 
     words, budget, search_settings = effective(leg.topic, settings)
     started = _now()
     result = LegResult(stem=leg.stem, topic=leg.topic.id, model=leg.route.model, family=leg.family,
-                       status="failed", input_hash=leg_input_hash(leg, settings), cycle=cycle, started_at=started)
+                       status=LegState.FAILED, input_hash=leg_input_hash(leg, settings), cycle=cycle,
+                       started_at=started)
     trace_path = confined(repo, leg.trace_relpath(settings))
     trace = _TraceWriter(trace_path)
+    spent: list[float] = []  # every call's cost as it happens: counted even if the researcher crashes
 
     def traced(event: dict[str, Any]) -> None:
+        if event.get("event") == "call" and isinstance(event.get("record"), dict):
+            spent.append(float(event["record"].get("cost_usd") or 0.0))
         trace(event)
         if progress is not None:
             progress({"leg": leg.stem, **event})
@@ -200,8 +228,10 @@ def run_leg(repo: Path, settings: Settings, leg: Leg, *, env: Mapping[str, str] 
         result.error = redact(f"{type(exc).__name__}: {exc}")
         result.reasons = ["internal error; see the trace"]
         result.finished_at = _now()
+        result.cost_usd = round(sum(spent), 6)
+        result.calls = len(spent)
         trace({"event": "crash", "error": result.error})
-        _write_status(repo, settings, leg, result)
+        _write_status(repo, settings, leg, result, quiet=True)
         return result
 
     records = outcome.records
@@ -238,7 +268,7 @@ def run_leg(repo: Path, settings: Settings, leg: Leg, *, env: Mapping[str, str] 
         stop = f"no report was produced: {outcome.reasons[-1]}" if outcome.reasons else "no report was produced"
         result.error = redact(outcome.failure or stop)
         result.finished_at = _now()
-        _write_status(repo, settings, leg, result)
+        _write_status(repo, settings, leg, result, quiet=True)
         return result
 
     final = finalize_citations(outcome.draft, tools.registry)
@@ -258,10 +288,10 @@ def run_leg(repo: Path, settings: Settings, leg: Leg, *, env: Mapping[str, str] 
         result.reasons = reasons
         result.error = "the report cites no retrieved source; an unsupported report is not written"
         result.finished_at = _now()
-        _write_status(repo, settings, leg, result)
+        _write_status(repo, settings, leg, result, quiet=True)
         return result
 
-    status = "degraded" if reasons else "ok"
+    status = LegState.DEGRADED if reasons else LegState.OK
     finished = _now()
     meta = ReportMeta(
         topic=leg.topic.id, title=leg.topic.title, requested_model=leg.route.model, family=leg.family,
@@ -269,7 +299,7 @@ def run_leg(repo: Path, settings: Settings, leg: Leg, *, env: Mapping[str, str] 
         served_providers=sorted({r.served_provider for r in records if r.served_provider}),
         route=verdict, route_verified=result.route_verified, calls=len(records),
         generation_ids=[r.generation_id for r in records if r.generation_id],
-        status=status, words=words_count,
+        status=status.value, words=words_count,
         usage=_usage(records),
         sources=[SourceEntry(id=s.id, url=s.url, title=s.title) for s in final.sources],
         started_at=started, finished_at=finished,
@@ -284,16 +314,36 @@ def run_leg(repo: Path, settings: Settings, leg: Leg, *, env: Mapping[str, str] 
     report_rel = leg.report_relpath(settings)
     calls_text = "".join(redact(r.to_json()) + "\n" for r in records)
     capped = cap_report(meta, final.body, final.sources, finish=redact)  # never over what verify reads back
-    write_atomic(confined(repo, leg.calls_relpath(settings)), calls_text)
-    write_atomic(confined(repo, report_rel), capped.text)
-    result.status = capped.meta.status
+    report_text = capped.text
+    result.status = LegState(capped.meta.status)
     result.reasons = list(capped.meta.status_reasons)
     result.report = report_rel
     result.words = capped.meta.words
     result.sources = len(capped.sources)
     result.finished_at = finished
-    _write_status(repo, settings, leg, result)
+    result.body_sha256 = body_sha256_of(report_text)
+    try:
+        write_unit(repo, settings.build_dir, leg.stem,
+                   [FileWrite(leg.calls_relpath(settings), calls_text), FileWrite(report_rel, report_text)],
+                   status=FileWrite(leg.status_relpath(settings), redact(result.to_json())))
+    except UnitNotWritten as exc:
+        _failed_write(result, str(exc))
+        trace({"event": "write_failed", "error": result.error})
+        _write_status(repo, settings, leg, result, quiet=True)
+    except UnitPending as exc:
+        _failed_write(result, str(exc))
+        trace({"event": "write_pending", "error": result.error})
     return result
+
+
+def _failed_write(result: LegResult, error: str) -> None:
+    """The report could not be put in place: the leg failed, its money is still counted."""
+    result.status = LegState.FAILED
+    result.error = redact(error)
+    result.report = None
+    result.body_sha256 = None
+    result.words = 0
+    result.sources = 0
 
 
 def _usage(records: list[CallRecord]) -> Usage:
@@ -303,20 +353,17 @@ def _usage(records: list[CallRecord]) -> Usage:
                  cost_usd=round(sum(r.cost_usd for r in records), 6))
 
 
-def _write_status(repo: Path, settings: Settings, leg: Leg, result: LegResult) -> None:
-    write_atomic(confined(repo, leg.status_relpath(settings)), redact(result.to_json()))
+def _write_status(repo: Path, settings: Settings, leg: Leg, result: LegResult, *, quiet: bool = False) -> None:
+    """Write the status file. `quiet`: a full or read-only disk may refuse it too; the result still
+    reaches the caller (and the run summary), the previous status file stays."""
+    try:
+        write_atomic(confined(repo, leg.status_relpath(settings)), redact(result.to_json()))
+    except OSError:
+        if not quiet:
+            raise
 
 
 MAX_STATUS_BYTES = 256 * 1024
-_STATUS_REQUIRED = ("stem", "topic", "model", "family", "status")
-
-
-def parse_status(text: str) -> LegResult:
-    """A status record, every field checked (`records.py`); `ValueError` names the damaged field."""
-    data = load_record(text, LegResult, required=_STATUS_REQUIRED)
-    if data["status"] not in ("ok", "degraded", "failed"):
-        raise ValueError(f"status: {str(data['status'])[:40]!r} is not ok, degraded or failed")
-    return LegResult(**data)
 
 
 def read_status(repo: Path, settings: Settings, leg: Leg,
@@ -329,7 +376,7 @@ def read_status(repo: Path, settings: Settings, leg: Leg,
     try:
         if not path.is_file() or path.stat().st_size > MAX_STATUS_BYTES:
             raise ValueError(f"not a regular file of at most {MAX_STATUS_BYTES} bytes")
-        return parse_status(path.read_text(encoding="utf-8"))
+        return LegResult.from_json(path.read_text(encoding="utf-8"))
     except (OSError, ValueError, TypeError) as exc:  # UnicodeDecodeError is a ValueError
         if warn is not None:
             warn(f"{leg.status_relpath(settings)}: ignoring a damaged status file ({exc})")

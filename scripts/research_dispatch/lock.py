@@ -1,7 +1,14 @@
-"""The repository lock: one refresh at a time per repository.
+"""The repository lock: one writer at a time per repository.
 
-Two refreshes on the same checkout would interleave report writes, race on the synthesis and fight
-over the refresh branch. The lock is a small JSON file, `build/.research-dispatch.lock`, published
+Every command that writes — `research`, `synthesize`, `publish`, `run`, `collect` — takes it (see
+`writer_lock`): two writers on the same checkout would interleave report writes, race on the synthesis
+and fight over the refresh branch (a `publish` beside a running `run` committed half a refresh). A
+second writer is refused with one line naming the holder's command, pid and start time.
+
+The lock is re-entrant within one process: `run` holds it for the whole refresh, and the stages it
+calls (`publish`, the synthesis) take it again without deadlocking on their own lock.
+
+The lock is a small JSON file, `build/.research-dispatch.lock`, published
 atomically (written to a temp file, then hard-linked into place, which fails if the name exists — the
 O_CREAT|O_EXCL guarantee with the content complete from the first instant), holding the pid, the
 host, the start time and a random token.
@@ -31,6 +38,7 @@ from research_dispatch.errors import LockHeld
 
 LOCK_NAME = ".research-dispatch.lock"
 _HELD_TOKENS: set[str] = set()  # tokens held by this process (a lock with our pid but not ours is stale)
+_HELD_PATHS: dict[Path, list[LockInfo]] = {}  # lock files this process holds, for re-entry (a stack per path)
 
 
 @dataclass(frozen=True)
@@ -42,19 +50,21 @@ class LockInfo:
     started_at: str
     token: str
     proc_start: str | None = None
+    command: str = ""
 
     @classmethod
     def parse(cls, text: str) -> LockInfo | None:
         try:
             data = json.loads(text)
             return cls(pid=int(data["pid"]), host=str(data.get("host", "")), started_at=str(data.get("started_at", "")),
-                       token=str(data.get("token", "")), proc_start=data.get("proc_start"))
+                       token=str(data.get("token", "")), proc_start=data.get("proc_start"),
+                       command=str(data.get("command") or ""))
         except (ValueError, KeyError, TypeError):
             return None
 
     def to_json(self) -> str:
         return json.dumps({"pid": self.pid, "host": self.host, "started_at": self.started_at, "token": self.token,
-                           "proc_start": self.proc_start}, sort_keys=True) + "\n"
+                           "proc_start": self.proc_start, "command": self.command}, sort_keys=True) + "\n"
 
 
 def _proc_start(pid: int) -> str | None:
@@ -115,19 +125,28 @@ def _guard(path: Path) -> Iterator[None]:
 class RepoLock:
     """`with RepoLock(path): ...` — refuse a second refresh; replace a stale lock with a warning."""
 
-    def __init__(self, path: Path, *, repo_display: str = ".", warn: Callable[[str], None] | None = None) -> None:
+    def __init__(self, path: Path, *, repo_display: str = ".", warn: Callable[[str], None] | None = None,
+                 command: str = "") -> None:
         self.path = path
         self.repo_display = repo_display
         self.warn = warn or (lambda _message: None)
+        self.command = command
         self.info: LockInfo | None = None
+        self._nested = False
 
     def acquire(self) -> LockInfo:
         self.path.parent.mkdir(parents=True, exist_ok=True)
+        key = self.path.resolve()
+        held = _HELD_PATHS.get(key)
+        if held and LockInfo.parse(self._read() or "") == held[0]:
+            self.info, self._nested = held[0], True  # re-entry: `run` calls stages that lock too
+            held.append(held[0])
+            return held[0]
         pid = os.getpid()
         info = LockInfo(pid=pid, host=socket.gethostname(),
                         started_at=dt.datetime.now(dt.timezone.utc).replace(microsecond=0).isoformat()
                         .replace("+00:00", "Z"),
-                        token=secrets.token_hex(8), proc_start=_proc_start(pid))
+                        token=secrets.token_hex(8), proc_start=_proc_start(pid), command=self.command)
         with _guard(self.path):
             if not self._publish(info):
                 holder_text = self._read()
@@ -146,12 +165,21 @@ class RepoLock:
                 else:
                     raise self._held(holder)
         _HELD_TOKENS.add(info.token)
+        _HELD_PATHS[key] = [info]
         self.info = info
         return info
 
     def release(self) -> None:
         if self.info is None:
             return
+        key = self.path.resolve()
+        if self._nested:
+            held = _HELD_PATHS.get(key)
+            if held and len(held) > 1:
+                held.pop()
+            self.info, self._nested = None, False
+            return
+        _HELD_PATHS.pop(key, None)
         with _guard(self.path):
             current = LockInfo.parse(self._read() or "")
             if current is not None and current.token == self.info.token:
@@ -203,5 +231,62 @@ class RepoLock:
         who = (f"pid {holder.pid} on {holder.host} since {holder.started_at}" if holder and holder.host
                != socket.gethostname() else f"pid {holder.pid} since {holder.started_at}" if holder
                else "holder unknown")
+        if holder is not None and holder.command:
+            who = f"`{holder.command}`, {who}"
         return LockHeld(f"another refresh is running in {self.repo_display} ({who}); wait or remove "
                         f"{self.path} if it is stale")
+
+
+def lock_path(repo: Path, build_dir: str) -> Path:
+    """The repository's lock file (`<build_dir>/.research-dispatch.lock`), confined to the repository."""
+    from research_dispatch.fsio import confined
+
+    return confined(repo, build_dir) / LOCK_NAME
+
+
+@contextlib.contextmanager
+def writer_lock(repo: Path, build_dir: str, command: str, *,
+                warn: Callable[[str], None] | None = None) -> Iterator[RepoLock]:
+    """Hold the repository lock for one writing command, and complete any unit a killed writer left
+    committed but not applied (`legfiles.complete_pending`) before the command looks at the reports.
+
+    While it is held, the Ctrl-C backstop (`interrupt.py`) releases it if it must end the process
+    without unwinding (a call that cannot be cancelled), so no command leaves its lock behind."""
+    from research_dispatch.interrupt import register_cleanup, unregister_cleanup
+    from research_dispatch.legfiles import complete_pending
+
+    lock = RepoLock(lock_path(repo, build_dir), repo_display=str(repo), warn=warn, command=command)
+    with lock:
+        outermost = not lock._nested
+        if outermost:
+            register_cleanup(lock.release)
+            completed, problems = complete_pending(repo, build_dir)
+            say = warn or (lambda _message: None)
+            for stem in completed:
+                say(f"completed the interrupted write of {stem}'s report and call log")
+            for problem in problems:
+                say(problem)
+        try:
+            yield lock
+        finally:
+            if outermost:
+                unregister_cleanup(lock.release)
+
+
+def try_complete_pending(repo: Path, build_dir: str) -> list[str]:
+    """For readers (`verify`): complete pending units when no writer holds the lock; never waits or
+    fails. Returns what it completed (or could not)."""
+    from research_dispatch.legfiles import complete_pending, pending_stems
+
+    if not pending_stems(repo, build_dir):
+        return []
+    lock = RepoLock(lock_path(repo, build_dir), repo_display=str(repo), command="verify")
+    try:
+        lock.acquire()
+    except (LockHeld, OSError):
+        return []
+    try:
+        completed, problems = complete_pending(repo, build_dir)
+    finally:
+        lock.release()
+    return [f"completed the interrupted write of {stem}'s report and call log" for stem in completed] + problems

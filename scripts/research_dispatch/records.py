@@ -13,6 +13,7 @@ finite and not negative (every number in these records is a count, an amount or 
 
 from __future__ import annotations
 
+import enum
 import json
 import math
 import types
@@ -59,6 +60,9 @@ def check_value(name: str, value: Any, hint: Any) -> None:
         return
     elif isinstance(value, str) and str in options:
         return
+    elif isinstance(value, str) and any(isinstance(o, type) and issubclass(o, enum.Enum)
+                                        and value in {m.value for m in o} for o in options):
+        return  # a string enum field (e.g. a leg's status) holding one of its values
     elif isinstance(value, list):
         for option in options:
             if typing.get_origin(option) is list:

@@ -11,6 +11,7 @@ the cited sources only. The front matter is the report's provenance record.
 from __future__ import annotations
 
 import functools
+import hashlib
 import re
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
@@ -241,6 +242,8 @@ class ReportMeta(BaseModel):
     input_hash: str | None = None
     cycle: str | None = None
     run_url: str | None = None
+    # sha256 of the body as written (everything after the front matter); a mismatch means a hand edit
+    body_sha256: str | None = None
 
     def ordered(self) -> dict[str, Any]:
         """Keys in a fixed order (FIXED keys first), nested mappings sorted: stable diffs."""
@@ -249,7 +252,7 @@ class ReportMeta(BaseModel):
                  "served_models", "served_providers", "route", "route_verified", "calls", "generation_ids",
                  "status", "status_reasons", "words", "word_band", "usage", "citations_dropped",
                  "links_removed", "search", "sources", "prompt_version", "input_hash", "cycle", "run_url",
-                 "started_at", "finished_at"]
+                 "body_sha256", "started_at", "finished_at"]
         result = {key: data.pop(key) for key in order if key in data}
         result.update(dict(sorted(data.items())))
         return result
@@ -259,11 +262,29 @@ def _yaml_dump(data: dict[str, Any]) -> str:
     return yaml.safe_dump(data, sort_keys=False, allow_unicode=True, width=1000, default_flow_style=None)
 
 
-def render_report(meta: ReportMeta, body: str, sources: list[CitedSource]) -> str:
-    parts = ["---", _yaml_dump(meta.ordered()).rstrip(), "---", "", body.strip(), ""]
+def sha256_of(text: str) -> str:
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()
+
+
+def body_sha256_of(text: str) -> str | None:
+    """sha256 of a report file's body as written (everything after the front matter), or None."""
+    if not text.startswith("---\n"):
+        return None
+    end = text.find("\n---\n", 4)
+    return sha256_of(text[end + 5:]) if end >= 0 else None
+
+
+def render_report(meta: ReportMeta, body: str, sources: list[CitedSource], *,
+                  clean: Callable[[str], str] | None = None) -> str:
+    """The report file: front matter, body, references. `body_sha256` is computed here, from the body
+    exactly as written (after `clean`, e.g. redaction, so a clean-up never looks like a hand edit)."""
+    clean = clean or (lambda text: text)
+    parts = ["", body.strip(), ""]
     if sources:
         parts += [render_references(sources), ""]
-    return "\n".join(parts)
+    written_body = clean("\n".join(parts))
+    meta = meta.model_copy(update={"body_sha256": sha256_of(written_body)})
+    return clean("---\n" + _yaml_dump(meta.ordered()).rstrip() + "\n---\n") + written_body
 
 
 # --------------------------------------------------------------------------------------------------
@@ -302,7 +323,7 @@ def cap_report(meta: ReportMeta, body: str, sources: list[CitedSource], *, limit
     `finish` is applied to the rendered text before measuring (the caller's redaction), so the bytes
     measured are the bytes written. Pure: same input, same output.
     """
-    text = finish(render_report(meta, body, sources))
+    text = render_report(meta, body, sources, clean=finish)
     size = len(text.encode("utf-8"))
     if size <= limit:
         return CappedReport(text, meta, body, sources, False, size)
@@ -323,7 +344,7 @@ def cap_report(meta: ReportMeta, body: str, sources: list[CitedSource], *, limit
             "status": "degraded", "status_reasons": [*meta.status_reasons, reason],
             "words": count_words(kept),
             "sources": [SourceEntry(id=s.id, url=s.url, title=s.title) for s in kept_sources]})
-        return CappedReport(finish(render_report(new_meta, new_body, kept_sources)), new_meta, new_body,
+        return CappedReport(render_report(new_meta, new_body, kept_sources, clean=finish), new_meta, new_body,
                             kept_sources, True, size)
 
     def fits(candidate: CappedReport) -> bool:
@@ -358,10 +379,17 @@ class Report:
     meta: ReportMeta
     body: str
     text: str
+    written_body_sha256: str = ""  # sha256 of everything after the front matter, as found on disk
 
     @property
     def stem(self) -> str:
         return self.path.name[: -len(".md")]
+
+    @property
+    def edited(self) -> bool:
+        """The body no longer matches the `body_sha256` it was written with: someone edited it by hand.
+        A report without `body_sha256` (written before the key existed) cannot tell and counts as unedited."""
+        return self.meta.body_sha256 is not None and self.meta.body_sha256 != self.written_body_sha256
 
 
 def parse_report_text(text: str, *, display: str, path: Path | None = None) -> Report:
@@ -378,7 +406,8 @@ def parse_report_text(text: str, *, display: str, path: Path | None = None) -> R
     except ValidationError as exc:
         field_name, message = _first_error(exc)
         raise BadInput(message, path=display, field=field_name.replace("schema_", "schema")) from None
-    return Report(path=path or Path(display), relpath=display, meta=meta, body=text[end + 5:].strip(), text=text)
+    return Report(path=path or Path(display), relpath=display, meta=meta, body=text[end + 5:].strip(), text=text,
+                  written_body_sha256=sha256_of(text[end + 5:]))
 
 
 def load_report(path: Path, *, repo: Path) -> Report:

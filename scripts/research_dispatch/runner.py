@@ -3,18 +3,26 @@
 Order of work, and why:
 
 1. plan the legs and require both API keys *before* anything touches the network or the disk;
-2. take the repository lock (`build/.research-dispatch.lock`, see `lock.py`): two refreshes on one
-   checkout would interleave writes and fight over the branch;
-3. decide which legs to redo (`resume.py`): a re-run redoes only failed or changed legs, `--fresh`
-   redoes all; the kept ones are listed with the reason;
+2. take the repository lock (`build/.research-dispatch.lock`, see `lock.py`): two writers on one
+   checkout would interleave writes and fight over the branch. The lock is held for the whole refresh;
+   the stages below take it again re-entrantly, never deadlocking on it;
+3. overlay the cycle's refresh branch (`publish/accumulate.py`): its newest good reports of this cycle
+   come into the working tree (a fresh clone continues where any earlier run left off), reports of legs
+   no longer planned move to `build/unplanned/`; `--fresh` first moves hand-edited reports to
+   `build/edited/`;
+4. decide which legs to redo (`resume.py`, on `legstate`): a re-run redoes only failed or changed legs,
+   `--fresh` redoes all; a report edited by hand is skipped with a warning; the kept ones are listed
+   with the reason;
 4. run the legs in a thread pool (`--jobs`, default `jobs` in the config). Legs are I/O-bound (HTTP to
    the gateway and the search API), so threads overlap them fully. A leg's failure — even a crash — is
    that leg's result, never the run's; the others go on;
 5. a run-level dollar cap (`run_budget_usd`): once the live total of the legs' `usage.cost` reaches
    it, no new leg starts (they are reported "not started: run budget reached"); running legs finish
    under their own per-leg caps;
-6. print the summary and the route table, then synthesize, then publish to the local refresh branch
-   (push and PR only with `--push`). A stage failure after the legs is reported and exits 1.
+6. print the summary (what this run did with each leg, where the leg now stands — one `LegState` —, and
+   the money every call cost, failed legs included) and the route table, then synthesize (an edited
+   synthesis document is kept when nothing it depends on changed), then publish to the local refresh
+   branch (push and PR only with `--push`). A stage failure after the legs is reported and exits 1.
 
 Ctrl-C stops new legs from starting and makes running legs stop at their next step (the interrupt
 Event reaches `run_leg`; their status file says `interrupted`; no partial report is ever written:
@@ -33,15 +41,17 @@ both.
 from __future__ import annotations
 
 import contextlib
+import enum
 import re
 import threading
 import time
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from research_dispatch.errors import BadInput, DispatchError
+from research_dispatch.legstate import LegState
 from research_dispatch.redact import redacting
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -57,15 +67,30 @@ DIFF_PREVIEW_LINES = 12
 _TEMP_FILE = re.compile(r"^\..+\.[A-Za-z0-9_]{6,}\.tmp$")  # fsio.write_atomic's temp names
 
 
+class Activity(str, enum.Enum):
+    """What this run did with a leg (where the leg then stands is its `LegState`)."""
+
+    QUEUED = "queued"
+    RAN = "ran"
+    KEPT = "kept"  # a good report of this cycle stands and its inputs are unchanged
+    SKIPPED = "skipped"  # its report was edited by hand: never regenerated silently
+    NOT_STARTED = "not started"
+
+    def __str__(self) -> str:
+        return self.value
+
+
 @dataclass
 class LegOutcome:
-    """One leg of this run: what was decided, and what happened."""
+    """One leg of this run: what was decided, what this run did, and where the leg stands after it."""
 
     leg: Leg
     decision: Decision
-    state: str  # ok | degraded | failed | kept | not started
+    activity: Activity
     note: str = ""
     result: LegResult | None = None
+    state: LegState = LegState.MISSING  # after the run, from the repository (`legstate.assess`)
+    cost_usd_before: float = 0.0  # the standing report's cost, for kept legs
 
     @property
     def stem(self) -> str:
@@ -76,8 +101,15 @@ class LegOutcome:
         return self.result is not None
 
     @property
+    def label(self) -> str:
+        """This run's word for the leg: the attempt's outcome (ok, degraded, failed) or the activity."""
+        if self.result is not None:
+            return self.result.status.value
+        return self.activity.value
+
+    @property
     def good(self) -> bool:
-        return self.state in ("ok", "degraded", "kept")
+        return self.state.has_report
 
 
 @dataclass
@@ -96,8 +128,9 @@ class RunOutcome:
     wall_s: float = 0.0
     exit_code: int = 1
 
-    def stems(self, *states: str) -> list[str]:
-        return [o.stem for o in self.legs if o.state in states]
+    def stems(self, *labels: str) -> list[str]:
+        """Legs whose label in this run (ok, degraded, failed, kept, skipped, not started) is one of these."""
+        return [o.stem for o in self.legs if o.label in labels]
 
     @property
     def ran(self) -> list[str]:
@@ -109,21 +142,20 @@ class RunOutcome:
 
 
 def run_command(repo: Path, *, topics: list[str], models: list[str], jobs: int | None, publish: bool, push: bool,
-                fresh: bool, cycle: str, env: Mapping[str, str], echo: Echo) -> int:
+                fresh: bool, cycle: str, env: Mapping[str, str], echo: Echo, allow_edited: bool = False) -> int:
     """The `run` command: the whole refresh; returns the exit code (see the module docstring)."""
     return run_refresh(repo, topics=topics, models=models, jobs=jobs, publish=publish, push=push, fresh=fresh,
-                       cycle=cycle, env=env, echo=echo).exit_code
+                       cycle=cycle, env=env, echo=echo, allow_edited=allow_edited).exit_code
 
 
 def run_refresh(repo: Path, *, topics: list[str] | None = None, models: list[str] | None = None,
                 jobs: int | None = None, publish: bool = True, push: bool = False, fresh: bool = False,
                 cycle: str, env: Mapping[str, str], echo: Echo, synthesize: bool = True,
-                live: bool | None = None) -> RunOutcome:
+                live: bool | None = None, allow_edited: bool = False) -> RunOutcome:
     """Run the refresh and return what happened. `synthesize=False` stops after the route table."""
     from research_dispatch.config import load_settings, load_topics, select_topics
-    from research_dispatch.fsio import confined
     from research_dispatch.leg import require_keys
-    from research_dispatch.lock import LOCK_NAME, RepoLock
+    from research_dispatch.lock import writer_lock
     from research_dispatch.plan import plan_legs
 
     started = time.monotonic()
@@ -137,20 +169,21 @@ def run_refresh(repo: Path, *, topics: list[str] | None = None, models: list[str
     _require_output_dirs(repo, settings, synthesize=synthesize)
     if publish and synthesize:
         _preflight_publish(repo, settings, env, push=push, cycle=cycle)
-    lock_path = confined(repo, settings.build_dir) / LOCK_NAME
     outcome = RunOutcome(cycle=cycle)
-    with RepoLock(lock_path, repo_display=str(repo), warn=lambda message: echo(f"warning: {message}")) as lock, \
-            _released_on_hard_exit(lock.release):
+    full_plan = plan_legs(all_topics, settings)
+    with writer_lock(repo, settings.build_dir, "run", warn=lambda message: echo(f"warning: {message}")):
         _sweep_temp_files(repo, settings, echo)
+        _overlay(repo, settings, full_plan, outcome, env=env, fresh=fresh, echo=echo)
         _run_legs(repo, settings, legs, outcome, jobs=jobs, fresh=fresh, env=env, echo=echo, live=live)
+        _assess_after(repo, settings, outcome, echo)
         _summarise_legs(outcome, echo)
         if not outcome.interrupted:
             _route_table(repo, settings, outcome, echo)
             if synthesize:
-                full_plan = plan_legs(all_topics, settings)
                 _synthesize(repo, settings, outcome, env=env, legs=full_plan, echo=echo)
                 if publish and not outcome.stage_errors:
-                    _publish(repo, settings, outcome, env=env, push=push, legs=full_plan, echo=echo)
+                    _publish(repo, settings, outcome, env=env, push=push, legs=full_plan, echo=echo,
+                             fresh=fresh, allow_edited=allow_edited)
                 elif publish:
                     echo("publish: skipped because an earlier stage failed")
     outcome.wall_s = round(time.monotonic() - started, 3)
@@ -188,33 +221,88 @@ def _sweep_temp_files(repo: Path, settings: Settings, echo: Echo) -> None:
         echo(f"removed {removed} temp file(s) left by an interrupted run")
 
 
+def _overlay(repo: Path, settings: Settings, planned: list[Leg], outcome: RunOutcome, *, env: Mapping[str, str],
+             fresh: bool, echo: Echo) -> None:
+    """Bring the cycle branch's newest good reports into the working tree (see `publish/accumulate.py`),
+    so that resume, the synthesis and the commit all start from what the branch already holds."""
+    from research_dispatch.publish.accumulate import accumulate, apply_overlay, branch_view, move_edited_aside
+
+    view = branch_view(repo, settings, outcome.cycle, env)
+    accumulation = accumulate(repo, settings, planned, outcome.cycle, view, replace_edited=fresh)
+    if fresh and move_edited_aside(repo, settings, accumulation.legs, echo):
+        accumulation = accumulate(repo, settings, planned, outcome.cycle, view, replace_edited=fresh)
+    result = apply_overlay(repo, settings, accumulation, replace_edited=fresh)
+    for line in result.lines():
+        echo(f"overlay: {line}")
+
+
+def overlay_for_synthesis(repo: Path, settings: Settings, cycle: str, env: Mapping[str, str], echo: Echo) -> bool:
+    """The first step of `synthesize` (under its lock): overlay the refresh branch's newer good reports,
+    so the synthesis describes what the branch will hold (CI's synthesize job checks out every branch);
+    then the edited-document rule. Returns True when an edited document is kept (do not synthesize)."""
+    from research_dispatch.config import load_topics, topic_paths
+    from research_dispatch.plan import plan_legs
+    from research_dispatch.publish.accumulate import accumulate, apply_overlay, branch_view
+    from research_dispatch.synthcheck import keep_edited_document
+
+    planned = plan_legs(load_topics(repo, settings), settings) if topic_paths(repo, settings) else []
+    view = branch_view(repo, settings, cycle, env)
+    if planned and view is not None and view.tips:
+        result = apply_overlay(repo, settings, accumulate(repo, settings, planned, cycle, view), move_unplanned=False)
+        for line in result.lines():
+            echo(f"overlay: {line}")
+    keep, message = keep_edited_document(repo, settings, planned)
+    if message:
+        echo(f"synthesis: {message}")
+    return keep
+
+
+def _assess_after(repo: Path, settings: Settings, outcome: RunOutcome, echo: Echo) -> None:
+    """Where each leg stands after the run: the one rule of `legstate`, from the repository."""
+    from research_dispatch.legfiles import complete_pending
+    from research_dispatch.legstate import assess_worktree
+
+    completed, problems = complete_pending(repo, settings.build_dir)
+    for stem in completed:
+        echo(f"completed the write of {stem}'s report and call log")
+    for problem in problems:
+        echo(f"warning: {problem}")
+    for item in outcome.legs:
+        item.state = assess_worktree(repo, settings, item.leg, cycle=outcome.cycle).state
+
+
 def _run_legs(repo: Path, settings: Settings, legs: list[Leg], outcome: RunOutcome, *, jobs: int | None,
               fresh: bool, env: Mapping[str, str], echo: Echo, live: bool | None) -> None:
     from research_dispatch.config import effective
     from research_dispatch.leg import read_status
     from research_dispatch.progress import Board, make_display
-    from research_dispatch.resume import decide_all
+    from research_dispatch.resume import ResumeAction, decide_all
 
     for leg in legs:  # a damaged status file is only a record: say so, and let the report decide
         read_status(repo, settings, leg, warn=lambda message: echo(f"warning: {message}"))
     decisions = decide_all(repo, settings, legs, cycle=outcome.cycle, fresh=fresh)
     to_run = [d for d in decisions if d.run]
+    skipped = [d for d in decisions if d.action is ResumeAction.SKIP_EDITED]
     workers = max(1, min(jobs or settings.jobs, len(to_run) or 1))
     cap = settings.run_budget_usd
-    echo(f"run: cycle {outcome.cycle}, {len(legs)} leg(s): {len(to_run)} to run, {len(legs) - len(to_run)} kept; "
-         f"jobs {workers}; run budget ${cap:.2f}")
+    echo(f"run: cycle {outcome.cycle}, {len(legs)} leg(s): {len(to_run)} to run, "
+         f"{len(legs) - len(to_run) - len(skipped)} kept" + (f", {len(skipped)} skipped" if skipped else "")
+         + f"; jobs {workers}; run budget ${cap:.2f}")
     for decision in decisions:
-        verb = "run " if decision.run else "keep"
+        verb = {ResumeAction.RUN: "run ", ResumeAction.KEEP: "keep", ResumeAction.SKIP_EDITED: "skip"}[decision.action]
         echo(f"  {verb} {decision.leg.stem} ({decision.leg.route.model}): {decision.reason}")
+        if decision.action is ResumeAction.SKIP_EDITED:
+            echo(f"warning: {decision.leg.report_relpath(settings)} was edited by hand; it is not regenerated "
+                 "(run --fresh to move it to build/edited/ and redo the leg)")
 
     board = Board()
     by_stem: dict[str, LegOutcome] = {}
     for decision in decisions:
         _, budget, _ = effective(decision.leg.topic, settings)
-        board.add(decision.leg.stem, decision.leg.route.model, budget.max_steps,
-                  status="queued" if decision.run else "kept")
-        by_stem[decision.leg.stem] = LegOutcome(leg=decision.leg, decision=decision,
-                                                state="queued" if decision.run else "kept",
+        activity = {ResumeAction.RUN: Activity.QUEUED, ResumeAction.KEEP: Activity.KEPT,
+                    ResumeAction.SKIP_EDITED: Activity.SKIPPED}[decision.action]
+        board.add(decision.leg.stem, decision.leg.route.model, budget.max_steps, status=activity.value)
+        by_stem[decision.leg.stem] = LegOutcome(leg=decision.leg, decision=decision, activity=activity,
                                                 note="" if decision.run else decision.reason)
     outcome.legs = [by_stem[d.leg.stem] for d in decisions]
     if not to_run:
@@ -230,18 +318,18 @@ def _run_legs(repo: Path, settings: Settings, legs: list[Leg], outcome: RunOutco
         leg = decision.leg
         record = by_stem[leg.stem]
         if stop.is_set():
-            record.state, record.note = "not started", "not started: interrupted"
+            record.activity, record.note = Activity.NOT_STARTED, "not started: interrupted"
         elif board.spent_usd >= cap:
-            record.state = "not started"
+            record.activity = Activity.NOT_STARTED
             record.note = f"not started: run budget reached (${board.spent_usd:.4f} of ${cap:.2f})"
         else:
             _run_one(repo, settings, record, env=env, cycle=outcome.cycle, run_url=run_url, progress=display.event,
                      interrupt=stop, finishing=finishing, abandoned=abandoned)
         if leg.stem in abandoned:
             return
-        route = record.result.route if record.result and record.state != "failed" else ""
-        display.finished(leg.stem, record.state, route,
-                         record.note if record.state in ("failed", "not started", "degraded") else "")
+        route = record.result.route if record.result and record.label != "failed" else ""
+        display.finished(leg.stem, record.label, route,
+                         record.note if record.label in ("failed", "not started", "degraded") else "")
 
     from research_dispatch.preload import import_worker_modules
 
@@ -337,7 +425,7 @@ def _stop_legs(repo: Path, settings: Settings, threads: _LegThreads, by_stem: di
     outcome.interrupted = True
     for decision in threads.cancel_queued():
         record = by_stem[decision.leg.stem]
-        record.state, record.note = "not started", "not started: interrupted"
+        record.activity, record.note = Activity.NOT_STARTED, "not started: interrupted"
     display.stop()
     running = [d.leg.stem for d in threads.running()]
     echo("interrupted: no new legs start; " + (f"giving {', '.join(running)} up to {LEG_STOP_GRACE_S:g} s to stop "
@@ -355,7 +443,7 @@ def _stop_legs(repo: Path, settings: Settings, threads: _LegThreads, by_stem: di
             row = rows.get(record.stem)
             record.result = _interrupted_result(decision.leg, outcome.cycle, calls=row.step if row else 0,
                                                 cost_usd=row.cost_usd if row else 0.0)
-            record.state, record.note = "failed", "interrupted (blocked in a call; abandoned)"
+            record.activity, record.note = Activity.RAN, "interrupted (blocked in a call; abandoned)"
             _write_status(repo, settings, decision.leg, record.result)
             blocked.append(record.stem)
     if blocked:
@@ -370,7 +458,7 @@ def _interrupted_result(leg: Leg, cycle: str, *, calls: int, cost_usd: float) ->
 
     now = dt.datetime.now(dt.timezone.utc).replace(microsecond=0).isoformat().replace("+00:00", "Z")
     return LegResult(stem=leg.stem, topic=leg.topic.id, model=leg.route.model, family=leg.family,
-                     status="failed", error="interrupted by the user (Ctrl-C) during a model or search call",
+                     status=LegState.FAILED, error="interrupted by the user (Ctrl-C) during a model or search call",
                      reasons=["interrupted"], calls=calls, cost_usd=round(cost_usd, 6), cycle=cycle,
                      finished_at=now, interrupted=True)
 
@@ -391,17 +479,17 @@ def _run_one(repo: Path, settings: Settings, record: LegOutcome, *, env: Mapping
                          interrupt=interrupt)
     except Exception as exc:  # a crash outside the leg's own guard: still only this leg's failure
         result = LegResult(stem=leg.stem, topic=leg.topic.id, model=leg.route.model, family=leg.family,
-                           status="failed", error=redact(f"{type(exc).__name__}: {exc}"), cycle=cycle,
+                           status=LegState.FAILED, error=redact(f"{type(exc).__name__}: {exc}"), cycle=cycle,
                            reasons=["the leg crashed; see the trace"])
         _write_status(repo, settings, leg, result)
     with finishing:
         if leg.stem in abandoned:
             return
         record.result = result
-        record.state = result.status
+        record.activity = Activity.RAN
         if result.interrupted:
             record.note = "interrupted"
-        elif result.status == "failed":
+        elif result.status == LegState.FAILED:
             record.note = one_line(result.error or "; ".join(result.reasons) or "failed", 200)
         elif result.reasons:
             record.note = one_line("; ".join(result.reasons), 200)
@@ -427,28 +515,36 @@ def _table(headers: list[str], rows: list[list[str]]) -> str:
 
 
 def _summarise_legs(outcome: RunOutcome, echo: Echo) -> None:
+    """One row per leg: what this run did, where the leg stands now, and the money — every call counts,
+    also those of a leg that failed after spending."""
     rows = []
     for item in outcome.legs:
         result = item.result
         if result is not None:
-            route = result.route if result.status != "failed" else "—"
+            route = result.route if result.status != LegState.FAILED else "—"
             words = str(result.words) if result.words else "—"
             cost = f"${result.cost_usd:.4f}"
         else:
-            decision = item.decision
-            route = decision.route or "—" if item.state == "kept" else "—"
-            words = str(decision.words) if item.state == "kept" and decision.words else "—"
-            cost = f"${decision.cost_usd:.4f}" if item.state == "kept" else "—"
-        rows.append([item.stem, item.state, route, words, cost, item.note or ""])
+            assessment = item.decision.assessment
+            standing = item.activity in (Activity.KEPT, Activity.SKIPPED) and assessment.report is not None
+            route = (assessment.row.route if assessment.row is not None else "—") if standing else "—"
+            words = str(assessment.report.meta.words) if standing and assessment.report is not None else "—"
+            cost = f"${assessment.report_cost_usd:.4f}" if standing else "—"
+        rows.append([item.stem, item.label, str(item.state), route, words, cost, item.note or ""])
     echo("")
-    echo(_table(["leg", "status", "route", "words", "cost", "reason"], rows))
-    counts = {state: len(outcome.stems(state)) for state in ("ok", "degraded", "failed", "kept", "not started")}
-    parts = [f"{n} {state}" for state, n in counts.items() if n]
+    echo(_table(["leg", "this run", "state", "route", "words", "cost", "reason"], rows))
+    labels = ("ok", "degraded", "failed", "kept", "skipped", "not started")
+    counts = {label: len(outcome.stems(label)) for label in labels}
+    parts = [f"{n} {label}" for label, n in counts.items() if n]
+    spent_failed = sum(o.result.cost_usd for o in outcome.legs if o.result and o.result.status == LegState.FAILED)
     echo(f"legs: {len(outcome.legs)} planned, {len(outcome.ran)} ran ({', '.join(parts)}); "
-         f"legs cost ${outcome.legs_cost_usd:.4f}")
+         f"legs cost ${outcome.legs_cost_usd:.4f}" + (f" (${spent_failed:.4f} of it by failed legs)"
+                                                       if spent_failed else ""))
     failed = outcome.stems("failed")
     if failed:
-        echo(f"failed legs: {', '.join(failed)} (the previous report, if any, was kept)")
+        kept = [o.stem for o in outcome.legs if o.label == "failed" and o.state.has_report]
+        echo(f"failed legs: {', '.join(failed)}" + (f" (a good report of this cycle still stands for "
+                                                    f"{', '.join(kept)})" if kept else ""))
     missing = outcome.stems("not started")
     if missing:
         echo(f"not started: {', '.join(missing)}")
@@ -467,7 +563,8 @@ def _route_table(repo: Path, settings: Settings, outcome: RunOutcome, echo: Echo
             missing.append(item.stem)
             continue
         try:
-            rows.append(verify_report(load_report(path, repo=repo)))
+            rows.append(verify_report(load_report(path, repo=repo),
+                                      trust_self_reported=settings.gateway.trust_self_reported))
         except DispatchError as exc:
             outcome.stage_errors.append(f"verify: {exc}")
     outcome.routes = rows
@@ -498,10 +595,18 @@ def _stage_failed(outcome: RunOutcome, stage: str, exc: BaseException, echo: Ech
 
 def _synthesize(repo: Path, settings: Settings, outcome: RunOutcome, *, env: Mapping[str, str], legs: list[Leg],
                 echo: Echo) -> None:
+    from research_dispatch.synthcheck import keep_edited_document
+
     research = repo / settings.research_dir
     if not (research.is_dir() and any(research.glob("*.md"))):
         outcome.stage_errors.append("synthesize: no reports to synthesize")
         echo("synthesize: skipped — there are no reports")
+        return
+    keep, message = keep_edited_document(repo, settings, legs)
+    if message:
+        echo(f"synthesis: {message}")
+    if keep:
+        echo("")
         return
     try:
         from research_dispatch.synthesis import synthesize
@@ -536,7 +641,7 @@ def _synthesize(repo: Path, settings: Settings, outcome: RunOutcome, *, env: Map
 
 
 def _publish(repo: Path, settings: Settings, outcome: RunOutcome, *, env: Mapping[str, str], push: bool,
-             legs: list[Leg], echo: Echo) -> None:
+             legs: list[Leg], echo: Echo, fresh: bool = False, allow_edited: bool = False) -> None:
     """Commit to the local refresh branch; with `push`, also push it and create or update the PR."""
     branch = f"{settings.pr.branch_prefix}{outcome.cycle}"
     tips_before = {_git_rev(repo, f"refs/heads/{branch}"),
@@ -545,7 +650,8 @@ def _publish(repo: Path, settings: Settings, outcome: RunOutcome, *, env: Mappin
         from research_dispatch import publish as publish_module
 
         result = publish_module.publish(repo, settings, cycle=outcome.cycle, push=push, open_pr=push, env=env,
-                                        legs=legs, log=lambda message: echo(f"  {message}"))
+                                        legs=legs, planned=legs, log=lambda message: echo(f"  {message}"),
+                                        replace_edited=fresh, allow_edited=allow_edited)
     except Exception as exc:
         _stage_failed(outcome, "publish", exc, echo)
         return
@@ -562,19 +668,6 @@ def _publish(repo: Path, settings: Settings, outcome: RunOutcome, *, env: Mappin
     if getattr(result, "exit_code", 0):
         outcome.stage_errors.append(f"publish: {getattr(result, 'message', '') or 'did not complete'}")
     echo("")
-
-
-@contextlib.contextmanager
-def _released_on_hard_exit(release: Callable[[], None]) -> Iterator[None]:
-    """While the run holds the lock, the Ctrl-C backstop (interrupt.py) releases it if it must end the
-    process without unwinding."""
-    from research_dispatch.interrupt import register_cleanup, unregister_cleanup
-
-    register_cleanup(release)
-    try:
-        yield
-    finally:
-        unregister_cleanup(release)
 
 
 def _require_output_dirs(repo: Path, settings: Settings, *, synthesize: bool) -> None:

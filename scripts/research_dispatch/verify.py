@@ -71,6 +71,12 @@ def load_calls(path: Path, *, display: str | None = None) -> list[CallRecord]:
     except OSError as exc:
         raise BadInput(f"cannot read: {exc.strerror}", path=display) from None
     text = read_text_strict(path, display=display, max_bytes=MAX_CALLS_BYTES)
+    return parse_calls(text, display=display)
+
+
+def parse_calls(text: str, *, display: str) -> list[CallRecord]:
+    """Call records from a call log's text (a working-tree file or a blob of the refresh branch)."""
+    records: list[CallRecord] = []
     for number, line in enumerate(text.splitlines(), start=1):
         if not line.strip():
             continue
@@ -131,18 +137,25 @@ def online_gateway(settings: Settings, env: Mapping[str, str]) -> Gateway:
 def verify_report(report: Report, *, gateway: Gateway | None = None, trust_self_reported: bool = False) -> RouteRow:
     """The route row of one report. `trust_self_reported` is the configuration's
     `[tool.research-dispatch.gateway] trust_self_reported` (a `self_reported` route counts as verified)."""
+    calls_path = report.path.with_name(f"{report.stem}.calls.jsonl")
+    records = (load_calls(calls_path, display=str(Path(report.relpath).with_name(calls_path.name)))
+               if calls_path.exists() else None)
+    return verify_records(report, records, gateway=gateway, trust_self_reported=trust_self_reported)
+
+
+def verify_records(report: Report, records: list[CallRecord] | None, *, gateway: Gateway | None = None,
+                   trust_self_reported: bool = False) -> RouteRow:
+    """The route row of a report given its call records (None: there is no call log)."""
     meta = report.meta
     row = RouteRow(stem=report.stem, relpath=report.relpath, topic=meta.topic, requested_model=meta.requested_model,
                    requested_provider=meta.requested_provider, served_models=list(meta.served_models),
                    served_providers=list(meta.served_providers), claimed_route=meta.route, route=meta.route,
                    status=meta.status, words=meta.words, cost_usd=meta.usage.cost_usd, calls=meta.calls,
                    trust_self_reported=trust_self_reported)
-    calls_path = report.path.with_name(f"{report.stem}.calls.jsonl")
-    if not calls_path.exists():
+    if records is None:
         row.route = "unverified"
         row.problems.append("no call log next to the report")
         return row
-    records = load_calls(calls_path, display=str(Path(report.relpath).with_name(calls_path.name)))
     verdicts = [recheck(r, meta.requested_model) for r in records]
     logged_ids = [r.generation_id for r in records if r.generation_id]
     if logged_ids != list(meta.generation_ids):

@@ -11,6 +11,7 @@ import json
 import os
 import re
 import subprocess
+import urllib.error
 import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
@@ -382,3 +383,92 @@ def test_state_is_deterministic_across_servers() -> None:
     first = run()
     assert first == run()
     assert '"created_at": "2026-11-30T00:00:01Z"' in first
+
+
+# ----------------------------------------------------------------------------------------------
+# What GitHub refuses by design (api-facts §0.0): drafts on some plans, GraphQL draft conversions with the
+# Actions token, label creation without `issues: write`, reviewers who are not collaborators.
+
+
+def raw_post(fake: FakeGitHub, path: str, payload: Any) -> tuple[int, Any]:
+    """A POST without PyGithub, to see the exact status and body GitHub would send."""
+    req = urllib.request.Request(f"{fake.base_url}{path}", data=json.dumps(payload).encode(), method="POST",
+                                 headers={"Content-Type": "application/json", "Authorization": f"token {TOKEN}"})
+    try:
+        with urllib.request.urlopen(req, timeout=5) as resp:
+            return resp.status, json.loads(resp.read())
+    except urllib.error.HTTPError as exc:
+        return exc.code, json.loads(exc.read())
+
+
+def test_a_repository_without_drafts_refuses_a_draft_pull_with_422(memfake: FakeGitHub) -> None:
+    memfake.configure(drafts_supported=False)
+    repo = client(memfake).get_repo(memfake.full_name)
+    with pytest.raises(GithubException) as caught:
+        repo.create_pull(base="main", head=BRANCH, title="t", body="b", draft=True)
+    assert caught.value.status == 422
+    assert caught.value.data["message"] == "Draft pull requests are not supported in this repository."
+    assert memfake.pulls == []
+    pr = repo.create_pull(base="main", head=BRANCH, title="t", body="b", draft=False)
+    assert pr.draft is False
+    with pytest.raises(GithubException):  # nor can an open PR become a draft
+        pr.convert_to_draft()
+    assert memfake.pull(pr.number)["draft"] is False
+
+
+def test_the_actions_token_gets_graphql_forbidden_in_an_http_200(memfake: FakeGitHub) -> None:
+    repo = client(memfake).get_repo(memfake.full_name)
+    pr = repo.create_pull(base="main", head=BRANCH, title="t", body="b", draft=True)
+    memfake.set_scenario({"settings": {"token_kind": "actions"}})
+    status, body = raw_post(memfake, "/graphql", {
+        "query": "mutation ($input: MarkPullRequestReadyForReviewInput!) { markPullRequestReadyForReview"
+                 "(input: $input) { clientMutationId } }",
+        "variables": {"input": {"pullRequestId": pr.node_id}}})
+    assert status == 200
+    assert body["data"] == {"markPullRequestReadyForReview": None}
+    assert body["errors"][0]["type"] == "FORBIDDEN"
+    assert body["errors"][0]["message"] == "Resource not accessible by integration"
+    with pytest.raises(GithubException) as caught:  # PyGithub raises for GraphQL errors
+        pr.mark_ready_for_review()
+    assert caught.value.data["errors"][0]["type"] == "FORBIDDEN"
+    with pytest.raises(GithubException):
+        pr.convert_to_draft()
+    assert memfake.pull(pr.number)["draft"] is True
+    memfake.configure(token_kind="app")  # a GitHub App token may
+    pr.mark_ready_for_review()
+    assert memfake.pull(pr.number)["draft"] is False
+
+
+def test_creating_a_label_needs_issues_write(memfake: FakeGitHub) -> None:
+    memfake.set_scenario({"seed": {"labels": [{"name": "automated", "color": "ededed"}]}})
+    memfake.configure(issues_write=False)
+    repo = client(memfake).get_repo(memfake.full_name)
+    pr = repo.create_pull(base="main", head=BRANCH, title="t", body="b")
+    with pytest.raises(GithubException) as caught:
+        repo.create_label("partial", "d93f0b")
+    assert caught.value.status == 403 and caught.value.data["message"] == "Resource not accessible by integration"
+    with pytest.raises(GithubException) as caught:  # adding an unknown label would create it
+        pr.add_to_labels("automated", "partial")
+    assert caught.value.status == 403
+    assert [label["name"] for label in memfake.labels] == ["automated"] and memfake.pull(pr.number)["labels"] == []
+    pr.add_to_labels("automated")  # an existing label needs only pull-requests: write
+    assert [label["name"] for label in memfake.pull(pr.number)["labels"]] == ["automated"]
+    memfake.configure(issues_write=True)
+    pr.add_to_labels("partial")
+    assert {label["name"] for label in memfake.labels} == {"automated", "partial"}
+
+
+def test_reviewers_must_be_collaborators(memfake: FakeGitHub) -> None:
+    memfake.configure(collaborators=["octocat"])
+    repo = client(memfake).get_repo(memfake.full_name)
+    pr = repo.create_pull(base="main", head=BRANCH, title="t", body="b")
+    with pytest.raises(GithubException) as caught:
+        pr.create_review_request(reviewers=["octocat", "stranger"])
+    assert caught.value.status == 422
+    assert caught.value.data["message"].startswith("Reviews may only be requested from collaborators.")
+    assert memfake.pull(pr.number)["requested_reviewers"] == []
+    status, body = raw_post(memfake, f"/repos/acme/review/pulls/{pr.number}/requested_reviewers",
+                            {"reviewers": ["octocat"]})
+    assert status == 201 and [u["login"] for u in body["requested_reviewers"]] == ["octocat"]
+    users, teams = repo.get_pull(pr.number).get_review_requests()
+    assert [u.login for u in users] == ["octocat"] and list(teams) == []

@@ -6,6 +6,8 @@ Nothing of the product is mocked: git is the real CLI, the PR goes through the r
 
 from __future__ import annotations
 
+import hashlib
+import json
 import os
 import shutil
 import subprocess
@@ -78,14 +80,21 @@ class World:
         chosen = [leg for leg in self.legs() if not topics or leg.topic.id in topics]
         return [run_leg(self.repo, settings, leg, env=os.environ, cycle=CYCLE) for leg in chosen]
 
-    def write_synthesis(self, note: str = "first") -> None:
+    def write_synthesis(self, note: str = "first", ledger: dict[str, Any] | None = None) -> None:
+        """A stand-in synthesis whose ledger lists the reports in research/ (so it matches the commit)."""
         framework = self.repo / "framework"
         framework.mkdir(exist_ok=True)
         (framework / f"{FRAMEWORK}.md").write_text(f"# Synthesis\n\nGenerated ({note}).\n", encoding="utf-8")
-        (framework / "claims.json").write_text('{"schema": "test-ledger", "claims": []}\n', encoding="utf-8")
+        data = {"schema": "test-ledger", "claims": [], **(ledger or {}), "reports": self.ledger_reports()}
+        (framework / "claims.json").write_text(json.dumps(data) + "\n", encoding="utf-8")
         methodology = self.repo / "docs" / "METHODOLOGY.md"
         methodology.write_text(methodology.read_text(encoding="utf-8") + f"\nDispatch table ({note}).\n",
                                encoding="utf-8")
+
+    def ledger_reports(self) -> list[dict[str, str]]:
+        """The `reports` entries a synthesis of the current research/ would list (path and file sha256)."""
+        return [{"path": f"research/{p.name}", "sha256": hashlib.sha256(p.read_bytes()).hexdigest()}
+                for p in sorted((self.repo / "research").glob("*.md"))]
 
     def publish(self, **kwargs: Any) -> PublishResult:
         kwargs.setdefault("cycle", CYCLE)

@@ -70,7 +70,7 @@ def test_the_body_is_capped_at_65536_characters(world_factory) -> None:
     body = world.github.pulls[0]["body"]
     assert len(body) <= prbody.BODY_LIMIT and len(body) > 60_000
     assert body.endswith(prbody.TRUNCATED_NOTE) and body.startswith("<!-- research-refresh:v1 ")
-    assert result.title == f"docs(research): refresh {CYCLE} — 1 report, 256 failed"
+    assert result.title == f"docs(research): refresh {CYCLE} (partial: 1/257 legs) — 1 report, 256 missing"
 
 
 def test_inline_block_and_cap_helpers() -> None:

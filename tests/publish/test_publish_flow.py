@@ -113,7 +113,8 @@ def test_a_human_commit_on_the_branch_is_not_overwritten(world: World) -> None:
     comments = world.github.comments[1]
     assert len(comments) == 1
     assert "Edited/Blocked" in comments[0]["body"] and human[:12] in comments[0]["body"]
-    assert "rewrites this branch, **unless someone else has pushed to it**" in world.github.pulls[0]["body"]
+    body = world.github.pulls[0]["body"]
+    assert "keeps the newest good report of the cycle from any run, **unless someone else has pushed to it**" in body
 
     # a re-run does not repeat the comment, and still does not push
     assert world.cli().exit_code == 1
@@ -132,7 +133,7 @@ def test_a_leg_failure_makes_the_pr_a_draft_and_names_the_leg(world: World, gate
     assert result.failed_legs == ["04-verl-trl"]
     pr = world.github.pulls[0]
     assert pr["draft"] is True
-    assert pr["title"] == f"docs(research): refresh {CYCLE} — 4 reports, synthesis, 1 failed"
+    assert pr["title"] == f"docs(research): refresh {CYCLE} (partial: 4/5 legs) — 4 reports, synthesis, 1 failed"
     assert "`04-verl-trl` (anthropic/claude-sonnet-4.6) — **failed**" in pr["body"]
     assert "402" in pr["body"]
     assert "partial" in {label["name"] for label in pr["labels"]}
@@ -212,7 +213,8 @@ def test_dry_run_prints_title_and_body_and_writes_nothing(world: World, monkeypa
     requests_before = len(world.github.requests)
     cli = world.cli("--dry-run")
     assert cli.exit_code == 0, cli.output + cli.stderr
-    assert cli.output.startswith(f"docs(research): refresh {CYCLE} — 2 reports, synthesis, 3 failed\n\n"
+    assert cli.output.startswith(f"docs(research): refresh {CYCLE} (partial: 2/5 legs) — 2 reports, synthesis, "
+                                 "3 missing\n\n"
                                  f"<!-- research-refresh:v1 cycle={CYCLE} -->")
     assert "dry run: nothing was committed, pushed or sent" in cli.output
     assert snapshot() == before

@@ -27,20 +27,50 @@ def dead_pid() -> int:
     return process.pid
 
 
+HOLDER = """
+import sys
+from pathlib import Path
+from research_dispatch.lock import RepoLock
+lock = RepoLock(Path(sys.argv[1]), command=sys.argv[2])
+info = lock.acquire()
+print(info.pid, info.started_at, flush=True)
+sys.stdin.read()
+lock.release()
+"""
+
+
+def hold_lock(path: Path, command: str, children: list) -> tuple[subprocess.Popen[str], str, str]:
+    """Another process holds the repository lock (as another writing command would) until its stdin closes."""
+    process = subprocess.Popen([sys.executable, "-c", HOLDER, str(path), command], stdin=subprocess.PIPE,
+                               stdout=subprocess.PIPE, text=True, start_new_session=True)
+    children.append(process)
+    assert process.stdout is not None
+    pid, started = process.stdout.readline().split()
+    return process, pid, started
+
+
+def release(process: subprocess.Popen[str]) -> None:
+    assert process.stdin is not None
+    process.stdin.close()
+    assert process.wait(30) == 0
+
+
 def test_a_second_run_is_refused_while_the_lock_is_held(repo: Path, run_env: dict, gateway: Any, out: Output,
-                                                        monkeypatch: pytest.MonkeyPatch) -> None:
+                                                        monkeypatch: pytest.MonkeyPatch, children: list) -> None:
     lock_path = repo / "build" / LOCK_NAME
-    with RepoLock(lock_path, repo_display=str(repo)) as held:
-        with pytest.raises(LockHeld) as caught:
-            refresh(repo, run_env, out.append)
-        message = str(caught.value)
-        assert message == (f"another refresh is running in {repo} (pid {os.getpid()} since {held.info.started_at}); "
-                           f"wait or remove {lock_path} if it is stale")
-        for key, value in run_env.items():
-            monkeypatch.setenv(key, value)
-        result = CliRunner().invoke(main, ["run", "--repo", str(repo), "--no-publish", "--cycle", CYCLE])
-        assert result.exit_code == 1
-        assert result.stderr.strip() == f"error: {message}"
+    lock_path.parent.mkdir(parents=True)
+    holder, pid, started = hold_lock(lock_path, "publish", children)
+    with pytest.raises(LockHeld) as caught:
+        refresh(repo, run_env, out.append)
+    message = str(caught.value)
+    assert message == (f"another refresh is running in {repo} (`publish`, pid {pid} since {started}); "
+                       f"wait or remove {lock_path} if it is stale")
+    for key, value in run_env.items():
+        monkeypatch.setenv(key, value)
+    result = CliRunner().invoke(main, ["run", "--repo", str(repo), "--no-publish", "--cycle", CYCLE])
+    assert result.exit_code == 1
+    assert result.stderr.strip() == f"error: {message}"
+    release(holder)
     assert gateway.completions == []
     assert not lock_path.exists()
 
@@ -57,24 +87,33 @@ def test_a_stale_lock_from_a_dead_process_is_replaced_with_a_warning(repo: Path,
     assert not lock_path.exists()
 
 
-def test_lock_rules(tmp_path: Path) -> None:
+def test_lock_rules(tmp_path: Path, children: list) -> None:
     host = socket.gethostname()
     assert not is_stale(LockInfo(pid=1, host="another-host", started_at="", token="x"))
     assert not is_stale(None)
     assert is_stale(LockInfo(pid=dead_pid(), host=host, started_at="", token="x"))
     assert is_stale(LockInfo(pid=os.getpid(), host=host, started_at="", token="not-ours"))
     path = tmp_path / "build" / LOCK_NAME
-    first = RepoLock(path)
+    first = RepoLock(path, command="run")
     info = first.acquire()
     assert is_stale(LockInfo(pid=os.getpid(), host=host, started_at="", token=info.token)) is False
-    foreign = {"pid": 4242, "host": "ci-runner-7", "started_at": "2026-01-01T00:00:00Z", "token": "t"}
-    with pytest.raises(LockHeld, match="pid"):
-        RepoLock(path).acquire()
+    # re-entrant within one process (`run` calls `publish`, which locks too), released by the outer holder
+    inner = RepoLock(path, command="publish")
+    assert inner.acquire() == info
+    inner.release()
+    assert json.loads(path.read_text())["token"] == info.token
+    foreign = {"pid": 4242, "host": "ci-runner-7", "started_at": "2026-01-01T00:00:00Z", "token": "t",
+               "command": "collect"}
     path.write_text(json.dumps(foreign))  # someone replaced it: our release must not delete theirs
     first.release()
     assert json.loads(path.read_text()) == foreign
-    with pytest.raises(LockHeld, match="pid 4242 on ci-runner-7 since 2026-01-01T00:00:00Z"):
+    with pytest.raises(LockHeld, match="`collect`, pid 4242 on ci-runner-7 since 2026-01-01T00:00:00Z"):
         RepoLock(path).acquire()
+    path.unlink()
+    holder, pid, _ = hold_lock(path, "research", children)  # another process: refused, not re-entered
+    with pytest.raises(LockHeld, match=f"`research`, pid {pid} since"):
+        RepoLock(path).acquire()
+    release(holder)
 
 
 def test_killed_mid_run_leaves_no_partial_report_and_the_next_run_redoes_exactly_that_leg(

@@ -107,7 +107,7 @@ def test_dry_run_from_a_branch_runs_legs_and_synthesis_but_writes_nothing(world_
     assert world.gateway.completions, "the legs called the model"
     summary = run.job("synthesize").summary
     assert "## Pull request preview (dry run)" in summary
-    assert f"docs(research): refresh {CYCLE} — 2 reports, synthesis" in summary
+    assert f"docs(research): refresh {CYCLE} (partial: 2/5 legs) — 2 reports, synthesis" in summary
     # nothing written: no new branch, no moved ref, no PR, no comment, no label
     assert {ref: world.origin_git("rev-parse", ref) for ref in world.branches()} == before
     state = world.github.state()

@@ -26,6 +26,22 @@ What it serves (paths relative to `base_url`, which has no path prefix, like git
   `GET|PATCH|DELETE .../labels/{name}`. Adding an unknown label to an issue creates it (as GitHub does).
 * `POST /graphql`: the `convertPullRequestToDraft` and `markPullRequestReadyForReview` mutations that
   `PullRequest.convert_to_draft()` / `mark_ready_for_review()` send, keyed on the PR `node_id`.
+* `GET|POST .../pulls/{n}/requested_reviewers`: a review may be requested only from collaborators
+  (`collaborators=`; 422 "Reviews may only be requested from collaborators. ..." otherwise), never from
+  the PR's author.
+
+What the repository and the token may do, as on GitHub (constructor arguments, `configure()`, or the
+scenario's `settings`):
+
+* `drafts_supported=False` — a private repository on a plan without drafts: `POST /pulls` with
+  `draft: true` answers 422 "Draft pull requests are not supported in this repository.", and the
+  draft conversion answers a GraphQL error.
+* `token_kind="actions"` — the Actions `GITHUB_TOKEN`: the GraphQL draft conversions answer HTTP 200
+  with `errors: [{type: FORBIDDEN, message: "Resource not accessible by integration"}]` (PyGithub raises
+  `GithubException` for GraphQL errors). `"app"` (default): a GitHub App token, allowed.
+* `issues_write=False` — a token without `issues: write`: creating a label (`POST .../labels`, or adding
+  a label that does not exist yet to an issue or PR) answers 403 "Resource not accessible by
+  integration"; adding existing labels still works (`pull-requests: write` suffices on a PR).
 * Test hooks (no auth, never scripted): `GET /__fake__/state`, `POST /__fake__/scenario`,
   `POST /__fake__/reset`.
 
@@ -118,6 +134,11 @@ _RULE_KEYS = frozenset({
     "method", "path", "on_call", "calls", "every", "times", "status", "message", "errors", "rate_limit",
     "secondary_rate_limit", "retry_after", "create_then_fail", "drop", "delay_s",
 })
+_SETTING_KEYS = frozenset({"drafts_supported", "token_kind", "issues_write", "collaborators"})
+DRAFTS_UNSUPPORTED = "Draft pull requests are not supported in this repository."
+NOT_ACCESSIBLE = "Resource not accessible by integration"
+NOT_COLLABORATOR = ("Reviews may only be requested from collaborators. One or more of the users or teams you "
+                    "specified is not a collaborator of the {repo} repository.")
 _SEED_PULL_KEYS = frozenset({"head", "base", "title", "body", "draft", "state", "labels"})
 
 
@@ -150,6 +171,13 @@ class _HTTPError(Exception):
 
     def response(self) -> FakeResponse:
         return FakeResponse.json(_error_body(self.message, self.errors), self.status)
+
+
+def _plain(status: int, message: str) -> _HTTPError:
+    """An error whose whole explanation is its `message` (no `errors` list), as GitHub sends some 422s."""
+    error = _HTTPError(status, message)
+    error.errors = None
+    return error
 
 
 def _invalid(resource: str, field: str, code: str = "invalid", message: str | None = None) -> _HTTPError:
@@ -416,7 +444,9 @@ class FakeGitHub(FakeServer):
 
     def __init__(self, owner: str = "acme", name: str = "review", default_branch: str = "main",
                  git_dir: Path | None = None, token: str | None = None,
-                 scenario: dict[str, Any] | None = None, host: str = "127.0.0.1", port: int = 0) -> None:
+                 scenario: dict[str, Any] | None = None, host: str = "127.0.0.1", port: int = 0, *,
+                 drafts_supported: bool = True, token_kind: str = "app", issues_write: bool = True,
+                 collaborators: tuple[str, ...] | list[str] = ("mia-maintainer", "octocat")) -> None:
         super().__init__(host, port)
         self.owner = owner
         self.name = name
@@ -424,6 +454,12 @@ class FakeGitHub(FakeServer):
         self.git_dir = Path(git_dir) if git_dir is not None else None
         self.token = token
         self._state_lock = threading.RLock()
+        self.drafts_supported = True
+        self.token_kind = "app"
+        self.issues_write = True
+        self.collaborators: tuple[str, ...] = ()
+        self.configure(drafts_supported=drafts_supported, token_kind=token_kind, issues_write=issues_write,
+                       collaborators=collaborators)
         self._rules: list[_Rule] = []
         self.fired: list[dict[str, Any]] = []
         self._reset_state()
@@ -480,11 +516,32 @@ class FakeGitHub(FakeServer):
                 "fired": copy.deepcopy(self.fired),
             }
 
+    def configure(self, **settings: Any) -> None:
+        """What the repository and the token may do (see the module docstring); ValueError if unknown."""
+        unknown = set(settings) - _SETTING_KEYS
+        if unknown:
+            raise ValueError(f"settings: unknown keys {sorted(unknown)}")
+        if "token_kind" in settings and settings["token_kind"] not in ("app", "actions"):
+            raise ValueError("settings: token_kind is 'app' or 'actions'")
+        with self._state_lock:
+            if "drafts_supported" in settings:
+                self.drafts_supported = bool(settings["drafts_supported"])
+            if "token_kind" in settings:
+                self.token_kind = str(settings["token_kind"])
+            if "issues_write" in settings:
+                self.issues_write = bool(settings["issues_write"])
+            if "collaborators" in settings:
+                self.collaborators = tuple(str(c) for c in settings["collaborators"])
+
     def set_scenario(self, scenario: dict[str, Any]) -> None:
         """Replace the rules (counters restart) and apply any `seed`; raises ValueError if malformed."""
         if not isinstance(scenario, dict):
             raise ValueError("scenario must be a JSON object")
-        unknown = set(scenario) - {"rules", "seed"}
+        if "settings" in scenario:
+            if not isinstance(scenario["settings"], dict):
+                raise ValueError("scenario: 'settings' must be an object")
+            self.configure(**scenario["settings"])
+        unknown = set(scenario) - {"rules", "seed", "settings"}
         if unknown:
             raise ValueError(f"scenario: unknown keys {sorted(unknown)}")
         raw_rules = scenario.get("rules") or []
@@ -826,7 +883,30 @@ class FakeGitHub(FakeServer):
                 return self._edit_pull(pr, _json_object(request))
         if rest[1:] == ["merge"] and method == "GET":
             raise _HTTPError(404)
+        if rest[1:] == ["requested_reviewers"]:
+            if method == "GET":
+                return FakeResponse.json({"users": [self._user_json(login) for login in pr["reviewers"]],
+                                          "teams": []})
+            if method == "POST":
+                return self._request_reviewers(pr, _json_object(request))
         raise _HTTPError(404)
+
+    def _request_reviewers(self, pr: dict[str, Any], data: dict[str, Any]) -> FakeResponse:
+        """GitHub: reviewers must be collaborators (422 otherwise); the author cannot review their PR."""
+        users, teams = data.get("reviewers") or [], data.get("team_reviewers") or []
+        if not isinstance(users, list) or not isinstance(teams, list) or not all(isinstance(u, str) for u in users):
+            raise _invalid("PullRequest", "reviewers")
+        if not users and not teams:
+            raise _invalid("PullRequest", "reviewers", code="missing_field")
+        if teams or any(u.lower() not in {c.lower() for c in self.collaborators} for u in users):
+            raise _plain(422, NOT_COLLABORATOR.format(repo=self.full_name))
+        if any(u.lower() == BOT_LOGIN.lower() for u in users):
+            raise _plain(422, "Review cannot be requested from pull request author.")
+        for user in users:
+            if user.lower() not in [r.lower() for r in pr["reviewers"]]:
+                pr["reviewers"].append(user)
+        self._touch(pr)
+        return FakeResponse.json(self._pr_json(pr, full=True), 201)
 
     def _get_pull(self, raw: str) -> dict[str, Any]:
         if not raw.isdigit() or int(raw) not in self._pulls:
@@ -885,6 +965,8 @@ class FakeGitHub(FakeServer):
         head_sha = self._branch_sha(head_ref)
         if self._store.live and (head_sha is None or self._store.ahead(base_sha, head_sha) == 0):
             raise _custom("PullRequest", f"No commits between {base_ref} and {head_ref}")
+        if data.get("draft") and not self.drafts_supported:
+            raise _plain(422, DRAFTS_UNSUPPORTED)
         pr = self._new_pull(head_ref, base_ref, data["title"], data.get("body"),
                             bool(data.get("draft", False)))
         if "maintainer_can_modify" in data:
@@ -902,7 +984,7 @@ class FakeGitHub(FakeServer):
             "head_ref": head_ref, "base_ref": base_ref,
             "head_sha": self._branch_sha(head_ref) or _fake_sha("head", head_ref),
             "base_sha": self._branch_sha(base_ref) or _fake_sha("base", base_ref),
-            "labels": [], "maintainer_can_modify": False,
+            "labels": [], "maintainer_can_modify": False, "reviewers": [],
             "created_at": now, "updated_at": now, "updated_clock": self._clock, "closed_at": None,
         }
         self._pulls[number] = pr
@@ -1043,6 +1125,8 @@ class FakeGitHub(FakeServer):
         return names
 
     def _add_labels(self, pr: dict[str, Any], names: list[str]) -> None:
+        if not self.issues_write and any(name.lower() not in self._labels for name in names):
+            raise _HTTPError(403, NOT_ACCESSIBLE)  # adding an unknown label creates it: needs issues: write
         for name in names:
             self._attach_label(pr, name)
 
@@ -1076,6 +1160,8 @@ class FakeGitHub(FakeServer):
                 name = data.get("name")
                 if not isinstance(name, str) or not name.strip():
                     raise _invalid("Label", "name", code="missing_field")
+                if not self.issues_write:
+                    raise _HTTPError(403, NOT_ACCESSIBLE)
                 if name.lower() in self._labels:
                     raise _invalid("Label", "name", code="already_exists")
                 label = self._create_label(name, data.get("color"), data.get("description"))
@@ -1134,10 +1220,18 @@ class FakeGitHub(FakeServer):
             return FakeResponse.json({"data": {name: None}, "errors": [{
                 "type": "NOT_FOUND", "path": [name], "locations": [{"line": 1, "column": 1}],
                 "message": f"Could not resolve to a node with the global id of '{node_id}'."}]})
+        if self.token_kind == "actions":  # the Actions GITHUB_TOKEN may not run these mutations
+            return FakeResponse.json({"data": {name: None}, "errors": [{
+                "type": "FORBIDDEN", "path": [name], "extensions": {"saml_failure": False},
+                "locations": [{"line": 1, "column": 1}], "message": NOT_ACCESSIBLE}]})
         if pr["state"] != "open":
             return FakeResponse.json({"data": {name: None}, "errors": [{
                 "type": "UNPROCESSABLE", "path": [name], "locations": [{"line": 1, "column": 1}],
                 "message": "Pull request is closed"}]})
+        if name == "convertPullRequestToDraft" and not self.drafts_supported:
+            return FakeResponse.json({"data": {name: None}, "errors": [{
+                "type": "UNPROCESSABLE", "path": [name], "locations": [{"line": 1, "column": 1}],
+                "message": DRAFTS_UNSUPPORTED}]})
         want_draft = name == "convertPullRequestToDraft"
         if pr["draft"] != want_draft:
             pr["draft"] = want_draft
@@ -1202,6 +1296,11 @@ class FakeGitHub(FakeServer):
         return {"login": self.owner, "id": 2, "node_id": "O_kgFAKE2", "type": "Organization",
                 "site_admin": False, "url": f"{self.base_url}/users/{quote(self.owner)}",
                 "html_url": f"{HTML_HOST}/{self.owner}", "avatar_url": f"{HTML_HOST}/avatars/{self.owner}"}
+
+    def _user_json(self, login: str) -> dict[str, Any]:
+        return {"login": login, "id": 100 + sum(map(ord, login)), "node_id": f"U_kgFAKE{login}", "type": "User",
+                "site_admin": False, "url": f"{self.base_url}/users/{quote(login, safe='')}",
+                "html_url": f"{HTML_HOST}/{login}", "avatar_url": f"{HTML_HOST}/avatars/{login}"}
 
     def _bot_json(self, full: bool = False) -> dict[str, Any]:
         bot: dict[str, Any] = {
@@ -1319,7 +1418,9 @@ class FakeGitHub(FakeServer):
             "user": self._bot_json(), "body": pr["body"], "labels": self._pr_labels(pr), "milestone": None,
             "active_lock_reason": None, "created_at": pr["created_at"], "updated_at": pr["updated_at"],
             "closed_at": pr["closed_at"], "merged_at": None, "merge_commit_sha": None,
-            "assignee": None, "assignees": [], "requested_reviewers": [], "requested_teams": [],
+            "assignee": None, "assignees": [],
+            "requested_reviewers": [self._user_json(login) for login in pr.get("reviewers", [])],
+            "requested_teams": [],
             "head": self._pr_part(pr["head_ref"], head_sha), "base": self._pr_part(pr["base_ref"], base_sha),
             "_links": {"self": {"href": url}, "html": {"href": html}, "issue": {"href": issue_url},
                        "comments": {"href": f"{issue_url}/comments"},

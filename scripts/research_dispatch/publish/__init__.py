@@ -1,6 +1,7 @@
 """The publish stage: one commit per changed report, one synthesis commit, a leased push, one PR.
 
-Modules: `collect` (what is published: legs, computed paths, commit messages and trailers), `gitops`
+Modules: `accumulate` (what the cycle branch holds for every planned leg, by the one rule of
+`legstate`, and the overlay into the working tree), `messages` (commit messages and trailers), `gitops`
 (plumbing commits in a temporary index, foreign-commit detection, push with a lease), `prbody` (title
 and sanitised, capped body), `pulls` (the PR through PyGithub with bounded retries), `command`
 (the flow and the CLI entry point).

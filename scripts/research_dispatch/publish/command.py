@@ -1,14 +1,30 @@
-"""The publish stage: commits per changed report plus one synthesis commit, a leased push, one PR.
+"""The publish stage: commits per changed report, a removal and a synthesis commit, a leased push, one PR.
 
 Order of work, and why:
-1. Check inputs and auth (exit 2 before any network call).
-2. Read every planned leg's report, call log and status; decide what changed against the base tree.
-   `--dry-run` stops here and only prints the title and body.
-3. Fetch the base and the refresh branch; if the branch carries commits the bot did not make, stop and
+1. Check inputs and auth (exit 2 before any network call); take the repository lock (one writer).
+2. Fetch the base and the refresh branch. If the branch carries commits the bot did not make, stop and
    comment (Renovate's "Edited/Blocked") instead of rewriting someone else's work.
-4. Build the commits off to the side (temporary index), push them with a lease on the sha inspected in
-   step 3; a lost race means re-fetch and re-check once, never overwrite.
-5. Create or update the single PR for the branch; draft and labels follow the legs' outcome.
+3. The branch accumulates (`publish/accumulate`): for every planned leg, the report that stands for it is
+   chosen by the one rule of `legstate` among the working tree's report and the branch's (local and
+   remote tips) — the newest good report of this cycle from any run. A refresh is never built from the
+   working tree alone, so a partial re-run or a fresh clone never drops another run's work. A report
+   edited by hand is refused (exit 2, naming it) unless `--allow-edited`, which commits it with the
+   trailer `Edited: yes`. The overlay writes the chosen reports into the working tree, so that:
+4. the synthesis matches its commit (`synthcheck`): the claims ledger on disk must list exactly the
+   reports the commit will hold. When it does not, publish re-synthesizes (possible when the gateway key
+   is set or every answer replays from the cache and the ledger); when it cannot, the stale synthesis is
+   NOT committed (the branch keeps the base's) and the title and body say "synthesis not updated".
+5. Build the commits off to the side (temporary index) on the base: one per leg whose report differs from
+   the base, one removing the reports of legs no longer planned, one for the synthesis; push them with a
+   lease on the sha inspected in step 2; a lost race means re-fetch and do 3–5 again once.
+6. Create or update the single PR. It is a draft, labelled `partial` and titled as partial exactly while
+   some planned leg lacks a good report of this cycle or a counted route is unverified. Where GitHub
+   cannot make or unmake a draft (422 "Draft pull requests are not supported in this repository.", or
+   the Actions token's GraphQL FORBIDDEN) or cannot create the label (no `issues: write`), the label,
+   title and body carry the state, the publish succeeds, and says why once.
+
+`--dry-run` takes no lock, fetches nothing and writes nothing: it prints what a publish from the
+current knowledge of the branch would commit and say.
 """
 
 from __future__ import annotations
@@ -20,22 +36,34 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
+from research_dispatch import synthcheck
 from research_dispatch.config import PRSettings, Settings, load_settings, load_topics
-from research_dispatch.errors import BadInput, PublishError
+from research_dispatch.errors import BadInput, DispatchError, PublishError
 from research_dispatch.fsio import confined, write_atomic
 from research_dispatch.ghactions import append_step_summary
+from research_dispatch.legstate import LegAssessment, LegState, Where
+from research_dispatch.lock import writer_lock
 from research_dispatch.plan import Leg, plan_legs
 from research_dispatch.publish import prbody
-from research_dispatch.publish.collect import (
-    LegEntry,
-    collect_legs,
+from research_dispatch.publish.accumulate import (
+    Accumulation,
+    BranchView,
+    Tip,
+    accumulate,
+    apply_overlay,
+    branch_view,
+    looks_like_report,
+    report_stem,
+)
+from research_dispatch.publish.gitops import CommitInfo, CommitSpec, FileSpec, Git, Identity, LeaseRejected
+from research_dispatch.publish.messages import (
+    removal_message,
     report_message,
     safe_run_link,
     stray_files,
     synthesis_cost,
     synthesis_message,
 )
-from research_dispatch.publish.gitops import CommitInfo, CommitSpec, FileSpec, Git, Identity, LeaseRejected
 from research_dispatch.publish.pulls import GitHubTarget, PullRequests, Retrier, describe, require_target
 from research_dispatch.redact import KEY_VARIABLES, redacting, register_env
 
@@ -65,6 +93,13 @@ class PublishResult:
     message: str = ""
     failed_legs: list[str] = field(default_factory=list)
     unverified_legs: list[str] = field(default_factory=list)
+    partial: bool = False  # some planned leg lacks a good report of this cycle (or its route is unverified)
+    incomplete_legs: list[str] = field(default_factory=list)
+    removed: list[str] = field(default_factory=list)  # reports of legs no longer planned
+    brought: list[str] = field(default_factory=list)  # reports taken from the branch into the working tree
+    notes: list[str] = field(default_factory=list)  # what GitHub could not do, said once
+    synthesis_note: str = ""  # non-empty when the synthesis was not updated (or was kept as edited)
+    cost_usd: float = 0.0  # every call this refresh's legs and synthesis spent, as the PR body says
 
     @property
     def exit_code(self) -> int:
@@ -72,16 +107,29 @@ class PublishResult:
 
 
 @dataclass
+class _Synthesis:
+    """What the commit does with the synthesis files."""
+
+    commit: bool  # the files on disk describe the commit's reports (or were regenerated to)
+    edited: bool = False  # the document was edited by hand and is kept
+    note: str = ""  # said in the body when not updated
+
+
+@dataclass
 class _Plan:
     """What this publish would commit and say, computed against one base commit."""
 
     base_sha: str
-    entries: list[LegEntry]
+    entries: list[LegAssessment]
     specs: list[CommitSpec]
+    changed: set[str]
     synthesis_changed: list[str]
+    removed: list[str]
     title: str
     body: str
     draft: bool
+    synthesis_note: str = ""
+    cost_usd: float = 0.0
 
     @property
     def empty(self) -> bool:
@@ -109,71 +157,27 @@ def _check_ref(name: str, option: str) -> None:
         raise BadInput(f"{name!r} is not a safe branch name", path=option)
 
 
-def _prepare(git: Git, repo: Path, settings: Settings, entries: list[LegEntry], *, cycle: str, branch: str,
-             base: str, base_sha: str, run_link: str | None, secrets: list[str],
-             warnings: list[str]) -> _Plan:
-    """Decide what changed against base_sha, and render the commit messages, title and body."""
-    for entry in entries:
-        entry.changed = False
-    leg_files = {e.stem: e.files(git.repo) for e in entries}
-    synth_candidates = []
-    for rel in settings.synthesis_relpaths():
-        path = repo / rel
-        if path.is_symlink():
-            warnings.append(f"{rel} is a symbolic link; not committed")
-        elif path.is_file():
-            confined(repo, rel)
-            synth_candidates.append(rel)
-    all_rel = [rel for files in leg_files.values() for rel in files] + synth_candidates
-    work = dict(zip(all_rel, git.hash_files([git.tree_path(r) for r in all_rel], write=False), strict=True))
-    base_blobs = git.blob_shas(base_sha, [git.tree_path(rel) for rel in all_rel])
-
-    def changed(rel: str) -> bool:
-        return base_blobs.get(git.tree_path(rel)) != work[rel]
-
-    specs: list[CommitSpec] = []
-    for entry in entries:
-        files = leg_files[entry.stem]
-        entry.changed = any(changed(rel) for rel in files)
-        if entry.changed:
-            specs.append(CommitSpec(files=tuple(FileSpec(git.tree_path(rel)) for rel in files),
-                                    message=report_message(entry, cycle, run_link)))
-    reports = len(specs)
-    synthesis_changed = [rel for rel in synth_candidates if changed(rel)]
-    if synthesis_changed:
-        specs.append(CommitSpec(files=tuple(FileSpec(git.tree_path(rel)) for rel in synthesis_changed),
-                                message=synthesis_message(synthesis_changed, cycle, run_link,
-                                                          sum(1 for e in entries if e.report is not None))))
-    failed = [e for e in entries if e.failed]
-    unverified = [e for e in entries if e.unverified]
-    title = prbody.render_title(cycle, reports=reports, synthesis=bool(synthesis_changed), failed=len(failed),
-                                unverified=len(unverified))
-    ledger = settings.ledger_relpath
-    diff, diff_short, note = prbody.claim_diff(git.read_blob(base_sha, git.tree_path(ledger)), repo / ledger, ledger)
-    facts = prbody.BodyFacts(cycle=cycle, branch=branch, base=base, base_sha=base_sha, entries=entries,
-                             synthesis_changed=synthesis_changed,
-                             framework_doc=settings.document_relpath,
-                             claim_diff=diff, claim_diff_short=diff_short, claim_note=note, run_link=run_link,
-                             synthesis_cost_usd=synthesis_cost(repo, settings) if synthesis_changed else 0.0)
-    body = prbody.render_body(facts, secrets=secrets)
-    return _Plan(base_sha=base_sha, entries=entries, specs=specs, synthesis_changed=synthesis_changed,
-                 title=title, body=body, draft=bool(failed or unverified))
-
-
 class _Publisher:
     """One publish run; holds the shared state so each step stays small."""
 
     def __init__(self, repo: Path, settings: Settings, *, cycle: str, branch: str, base: str, push: bool,
                  open_pr: bool, env: Mapping[str, str], log: Callable[[str], None],
-                 sleep: Callable[[float], None], target: GitHubTarget | None) -> None:
+                 sleep: Callable[[float], None], target: GitHubTarget | None, planned: list[Leg],
+                 selected: set[str] | None, allow_edited: bool, replace_edited: bool, dry_run: bool,
+                 resynthesize: bool) -> None:
         self.repo, self.settings, self.cycle, self.branch, self.base = repo, settings, cycle, branch, base
         self.push, self.open_pr, self.env, self.log, self.sleep = push, open_pr, env, log, sleep
         self.target = target
+        self.planned, self.selected = planned, selected
+        self.allow_edited, self.replace_edited, self.dry_run = allow_edited, replace_edited, dry_run
+        self.resynthesize = resynthesize and not dry_run
         self.remote = settings.pr.remote
         self.git = Git(repo, env, resolve_identity(settings.pr, env))
         self.run_link = run_link_from_env(env)
         self.secrets = [v for k in KEY_VARIABLES if len(v := env.get(k, "")) >= 6]
         self.warnings: list[str] = []
+        self.notes: list[str] = []
+        self.brought: list[str] = []
         self._client: PullRequests | None = None
 
     # -- helpers --------------------------------------------------------------------------------
@@ -184,14 +188,21 @@ class _Publisher:
                                         Retrier(self.settings.pr, sleep=self.sleep, log=self.log))
         return self._client
 
+    def warn(self, message: str) -> None:
+        if message not in self.warnings:
+            self.warnings.append(message)
+
     def result(self, plan: _Plan | None, operation: Operation, **kwargs: Any) -> PublishResult:
         entries = plan.entries if plan else []
         values: dict[str, Any] = {
             "branch": self.branch, "base": self.base, "cycle": self.cycle, "commits": [], "pushed": False,
             "pr_number": None, "pr_url": None, "operation": operation, "draft": bool(plan and plan.draft),
             "title": plan.title if plan else "", "body": plan.body if plan else "", "body_path": None,
-            "warnings": self.warnings, "failed_legs": [e.stem for e in entries if e.failed],
-            "unverified_legs": [e.stem for e in entries if e.unverified]}
+            "warnings": self.warnings, "failed_legs": [e.stem for e in entries if not e.state.has_report],
+            "unverified_legs": [e.stem for e in entries if e.unverified], "partial": bool(plan and plan.draft),
+            "incomplete_legs": [e.stem for e in prbody.incomplete(entries)],
+            "removed": list(plan.removed) if plan else [], "brought": list(self.brought), "notes": self.notes,
+            "synthesis_note": plan.synthesis_note if plan else "", "cost_usd": plan.cost_usd if plan else 0.0}
         values.update(kwargs)
         return PublishResult(**values)
 
@@ -199,11 +210,6 @@ class _Publisher:
         path = confined(self.repo, f"{self.settings.build_dir}/{BODY_FILE}")
         write_atomic(path, plan.body)
         return path
-
-    def prepare(self, base_sha: str, entries: list[LegEntry]) -> _Plan:
-        return _prepare(self.git, self.repo, self.settings, entries, cycle=self.cycle, branch=self.branch,
-                        base=self.base, base_sha=base_sha, run_link=self.run_link, secrets=self.secrets,
-                        warnings=self.warnings)
 
     def local_base(self) -> str:
         sha = self.git.rev(f"refs/heads/{self.base}") or self.git.rev(f"refs/remotes/{self.remote}/{self.base}")
@@ -242,8 +248,206 @@ class _Publisher:
     def subjects(self, plan: _Plan) -> list[str]:
         return [spec.message.split("\n", 1)[0] for spec in plan.specs]
 
+    # -- what the branch holds ------------------------------------------------------------------
+    def view(self, remote_tip: str | None = None) -> BranchView | None:
+        """The branch's tips: the local branch and the remote one (freshly fetched when pushing)."""
+        view = branch_view(self.repo, self.settings, self.cycle, self.env, branch=self.branch, git=self.git)
+        if view is not None and remote_tip is not None and remote_tip not in {t.sha for t in view.tips}:
+            view.tips.append(Tip(f"refs/remotes/{self.remote}/{self.branch}", remote_tip))
+        return view
+
+    def compose(self, base_sha: str, view: BranchView | None) -> _Plan:
+        """Steps 3–5 of the module docstring against one base and one view of the branch."""
+        accumulation = accumulate(self.repo, self.settings, self.planned, self.cycle, view,
+                                  worktree_stems=self.selected, replace_edited=self.replace_edited)
+        accumulation.unplanned_branch = sorted(set(accumulation.unplanned_branch) | set(self.unplanned_on(base_sha)))
+        self.refuse_edited(accumulation, base_sha, view)
+        if not self.dry_run:
+            overlay = apply_overlay(self.repo, self.settings, accumulation, replace_edited=self.replace_edited)
+            self.brought += [rel for rel in overlay.brought if rel not in self.brought]
+            for line in overlay.lines():
+                self.log(f"overlay: {line}")
+            for problem in overlay.problems:
+                self.warn(problem)
+        synthesis = self.synthesis(accumulation, base_sha, view)
+        return self.prepare(base_sha, accumulation, synthesis)
+
+    def unplanned_on(self, sha: str) -> list[str]:
+        """Reports in `sha`'s research/ of legs no planned leg computes (a topic renamed or removed)."""
+        if not self.planned:
+            return []
+        stems = {leg.stem for leg in self.planned}
+        found = []
+        view = BranchView(git=self.git, branch=self.branch, tips=[])
+        for rel in view.files(sha, self.settings.research_dir):
+            stem = report_stem(self.settings, rel)
+            if stem is None or stem in stems:
+                continue
+            text = self.git.read_blob(sha, self.git.tree_path(rel)) or ""
+            if looks_like_report(text):
+                found.append(rel)
+        return found
+
+    def refuse_edited(self, accumulation: Accumulation, base_sha: str, view: BranchView | None) -> None:
+        """A report edited by hand is never committed under a model's trailers without `--allow-edited`.
+        An edit already on the base or the branch was accepted before and passes."""
+        if self.allow_edited:
+            return
+        refused = []
+        for item in accumulation.legs:
+            chosen = item.chosen
+            if chosen is None or not chosen.edited or chosen.where is not Where.WORKTREE:
+                continue
+            known = [self.git.read_blob(base_sha, self.git.tree_path(chosen.relpath))]
+            known += [c.text for c in item.candidates if c.where is Where.BRANCH]
+            if chosen.text not in known:
+                refused.append(chosen.relpath)
+        if refused:
+            raise BadInput(f"{', '.join(refused)}: edited by hand (the body no longer matches body_sha256); not "
+                           "committed under the model's trailers — restore it, move it aside (`run --fresh` moves it "
+                           "to build/edited/ and redoes the leg), or pass --allow-edited to commit it with the "
+                           "trailer `Edited: yes`", path=refused[0])
+
+    def branch_reports(self, accumulation: Accumulation, base_sha: str) -> dict[str, str]:
+        """{path: text} of the planned reports the commit will hold: the chosen ones, else the base's."""
+        out: dict[str, str] = {}
+        for item in accumulation.legs:
+            rel = item.leg.report_relpath(self.settings)
+            text = item.chosen.text if item.chosen is not None else \
+                self.git.read_blob(base_sha, self.git.tree_path(rel))
+            if text is not None:
+                out[rel] = text
+        return out
+
+    def synthesis(self, accumulation: Accumulation, base_sha: str, view: BranchView | None) -> _Synthesis:
+        """Commit the synthesis only if it describes exactly the commit's reports (re-synthesize if not).
+
+        With no synthesis on disk (e.g. `research` then `publish --topics X` in a fresh clone) while the
+        branch has one, publish re-synthesizes too: the branch's synthesis no longer describes its
+        reports, and dropping it silently would lose it."""
+        reports = self.branch_reports(accumulation, base_sha)
+        ledger = self.settings.ledger_relpath
+        on_branch = view is not None and any(self.git.read_blob(t.sha, self.git.tree_path(ledger)) is not None
+                                             for t in view.tips)
+        if not (self.repo / ledger).is_file() and not on_branch:
+            return _Synthesis(commit=False)  # no synthesis in this refresh: nothing to commit or to say
+        match = synthcheck.matches(self.repo, self.settings, reports)
+        if match.matches:
+            return _Synthesis(commit=True, edited=synthcheck.document_edited(self.repo, self.settings))
+        if self.dry_run:
+            return _Synthesis(commit=False, note=f"The synthesis on disk does not describe this refresh's reports "
+                                                 f"({match.reason()}); a real publish regenerates it.")
+        why = "re-synthesizing is off for this call"
+        if self.resynthesize:
+            self.log(f"the synthesis on disk does not describe the reports this commit holds ({match.reason()}); "
+                     "re-synthesizing")
+            try:
+                if synthcheck.document_edited(self.repo, self.settings):
+                    saved = synthcheck.save_edit(self.repo, self.settings)
+                    self.warn(f"{self.settings.document_relpath} was edited by hand and its reports changed; it is "
+                              f"regenerated, and the edit is saved in {saved}")
+                from research_dispatch.synthesis import synthesize
+
+                synthesize(self.repo, self.settings, env=self.env, cycle=self.cycle, legs=self.planned)
+                match = synthcheck.matches(self.repo, self.settings, reports)
+                if match.matches:
+                    return _Synthesis(commit=True)
+                why = f"the regenerated synthesis still differs: {match.reason()}"
+            except Exception as exc:  # any failure: the stale synthesis must not be committed
+                why = f"{type(exc).__name__}: {exc}" if not isinstance(exc, DispatchError) else str(exc)
+        note = (f"The synthesis was not updated: the synthesis on disk does not describe the reports this commit "
+                f"holds ({match.reason()}), and it could not be regenerated here ({prbody.inline(why, 300)}). The "
+                f"branch keeps the base's synthesis; run `research-dispatch synthesize` and publish again.")
+        self.warn(note)
+        return _Synthesis(commit=False, note=note)
+
+    def prepare(self, base_sha: str, accumulation: Accumulation, synthesis: _Synthesis) -> _Plan:
+        """The commits against base_sha, their messages, the title and the body."""
+        git, settings = self.git, self.settings
+        entries = accumulation.legs
+        chosen = [e for e in entries if e.chosen is not None]
+        files: list[tuple[str, str]] = []
+        for item in chosen:
+            assert item.chosen is not None
+            files.append((item.leg.report_relpath(settings), item.chosen.text))
+            if item.chosen.calls_text is not None:
+                files.append((item.leg.calls_relpath(settings), item.chosen.calls_text))
+        synth_files: list[tuple[str, str]] = []
+        if synthesis.commit:
+            for rel in settings.synthesis_relpaths():
+                path = self.repo / rel
+                if path.is_symlink():
+                    self.warn(f"{rel} is a symbolic link; not committed")
+                elif path.is_file():
+                    confined(self.repo, rel)
+                    synth_files.append((rel, path.read_bytes().decode("utf-8", errors="replace")))
+        all_files = files + synth_files
+        blobs = dict(zip([rel for rel, _ in all_files],
+                         git.hash_texts([text for _, text in all_files], write=not self.dry_run), strict=True))
+        unplanned = accumulation.unplanned
+        removal_paths = [rel for stem_rel in unplanned
+                         for rel in (stem_rel, stem_rel[: -len(".md")] + ".calls.jsonl")]
+        base_blobs = git.blob_shas(base_sha, [git.tree_path(rel) for rel in [*blobs, *removal_paths]])
+
+        def changed(rel: str) -> bool:
+            return base_blobs.get(git.tree_path(rel)) != blobs[rel]
+
+        specs: list[CommitSpec] = []
+        changed_stems: set[str] = set()
+        for item in chosen:
+            assert item.chosen is not None
+            rels = [item.leg.report_relpath(settings)]
+            if item.chosen.calls_text is not None:
+                rels.append(item.leg.calls_relpath(settings))
+            if any(changed(rel) for rel in rels):
+                changed_stems.add(item.stem)
+                specs.append(CommitSpec(files=tuple(FileSpec(git.tree_path(rel), blob=blobs[rel]) for rel in rels),
+                                        message=report_message(item, self.cycle, self.run_link)))
+        to_remove = [rel for rel in removal_paths if git.tree_path(rel) in base_blobs]
+        if to_remove:
+            specs.append(CommitSpec(files=tuple(FileSpec(git.tree_path(rel), delete=True) for rel in to_remove),
+                                    message=removal_message(to_remove, self.cycle, self.run_link)))
+        synthesis_changed = [rel for rel, _ in synth_files if changed(rel)]
+        reports_on_branch = sum(1 for e in entries if e.chosen is not None)
+        if synthesis_changed:
+            specs.append(CommitSpec(files=tuple(FileSpec(git.tree_path(rel), blob=blobs[rel])
+                                                for rel in synthesis_changed),
+                                    message=synthesis_message(synthesis_changed, self.cycle, self.run_link,
+                                                              reports_on_branch, edited=synthesis.edited)))
+        gaps = prbody.incomplete(entries)
+        partial = bool(gaps)
+        failed = [e for e in entries if e.state is LegState.FAILED]
+        missing = [e for e in entries if not e.state.has_report and e.state is not LegState.FAILED]
+        unverified = [e for e in entries if e.unverified]
+        title = prbody.render_title(self.cycle, reports=len(changed_stems), synthesis=bool(synthesis_changed),
+                                    failed=len(failed), missing=len(missing), unverified=len(unverified),
+                                    complete=len(entries) - len(gaps), planned=len(entries),
+                                    synthesis_stale=bool(synthesis.note) and not synthesis.commit)
+        ledger = settings.ledger_relpath
+        diff, diff_short, note = prbody.claim_diff(git.read_blob(base_sha, git.tree_path(ledger)),
+                                                   self.repo / ledger, ledger) if synthesis.commit else \
+            (None, None, "Synthesis not updated in this refresh (see above).")
+        synthesis_usd = synthesis_cost(self.repo, settings) if synthesis_changed else 0.0
+        synthesis_note = synthesis.note
+        if synthesis.edited and synthesis_changed:
+            synthesis_note = (f"`{settings.document_relpath}` was edited by hand and nothing it depends on changed: "
+                              "it is committed as edited (trailer `Edited: yes`).")
+        facts = prbody.BodyFacts(cycle=self.cycle, branch=self.branch, base=self.base, base_sha=base_sha,
+                                 entries=entries, synthesis_changed=synthesis_changed,
+                                 framework_doc=settings.document_relpath,
+                                 claim_diff=diff, claim_diff_short=diff_short, claim_note=note,
+                                 run_link=self.run_link, synthesis_cost_usd=synthesis_usd,
+                                 changed=changed_stems, removed=unplanned, synthesis_note=synthesis_note,
+                                 notes=list(self.notes))
+        body = prbody.render_body(facts, secrets=self.secrets)
+        cost = round(sum(e.report_cost_usd for e in entries if e.stem in changed_stems)
+                     + sum(e.failed_attempt_cost_usd for e in entries) + synthesis_usd, 6)
+        return _Plan(base_sha=base_sha, entries=entries, specs=specs, changed=changed_stems,
+                     synthesis_changed=synthesis_changed, removed=unplanned, title=title, body=body, draft=partial,
+                     synthesis_note=synthesis.note, cost_usd=cost)
+
     # -- flows ----------------------------------------------------------------------------------
-    def blocked(self, plan: _Plan, where: str, tip: str, foreign: list[CommitInfo]) -> PublishResult:
+    def blocked(self, plan: _Plan | None, where: str, tip: str, foreign: list[CommitInfo]) -> PublishResult:
         names = ", ".join(f"{c.sha[:8]} by {prbody.inline(c.author_name, 60)}" for c in foreign[:5])
         more = f" and {len(foreign) - 5} more" if len(foreign) > 5 else ""
         message = (f"blocked: the {where} branch {self.branch} has {len(foreign)} commit(s) the bot did not make "
@@ -258,19 +462,27 @@ class _Publisher:
                 comment = prbody.blocked_comment(self.cycle, self.branch, tip, foreign)
                 posted = self.client.comment_once(pr, key, comment)
                 message += f"; {'commented on' if posted else 'already commented on'} PR #{pr.number}"
-        return self.result(plan, "blocked", pr_number=number, pr_url=url, body_path=self.save_body(plan),
-                           message=message)
+        body_path = self.save_body(plan) if plan is not None else None
+        return self.result(plan, "blocked", pr_number=number, pr_url=url, body_path=body_path, message=message)
 
-    def local_only(self, entries: list[LegEntry]) -> PublishResult:
-        plan = self.prepare(self.local_base(), entries)
+    def dry(self) -> PublishResult:
+        plan = self.compose(self.local_base(), self.view())
+        message = "dry run: nothing was committed, pushed or sent"
+        if plan.empty:
+            message += f"; nothing differs from {self.base}, so a real run would publish nothing"
+        return self.result(plan, "dry-run", subjects=self.subjects(plan), message=message)
+
+    def local_only(self) -> PublishResult:
+        base_sha = self.local_base()
+        local_tip = self.git.rev(f"refs/heads/{self.branch}")
+        if local_tip is not None:
+            foreign = self.git.foreign_commits(base_sha, local_tip)
+            if foreign:
+                return self.blocked(None, "local", local_tip, foreign)
+        plan = self.compose(base_sha, self.view())
         if plan.empty:
             return self.result(plan, "none", message="nothing to publish: no report or synthesis file differs "
                                                      f"from {self.base}")
-        local_tip = self.git.rev(f"refs/heads/{self.branch}")
-        if local_tip is not None:
-            foreign = self.git.foreign_commits(plan.base_sha, local_tip)
-            if foreign:
-                return self.blocked(plan, "local", local_tip, foreign)
         self.ensure_not_checked_out()
         shas, reused = self.build(plan, local_tip)
         if shas[-1] != local_tip:
@@ -280,7 +492,7 @@ class _Publisher:
         return self.result(plan, "none", commits=shas, subjects=self.subjects(plan), body_path=self.save_body(plan),
                            message=f"committed to local branch {self.branch} ({note}); not pushed")
 
-    def pushed(self, entries: list[LegEntry]) -> PublishResult:
+    def pushed(self) -> PublishResult:
         url = self.git.remote_url(self.remote)
         if url is None:
             raise BadInput(f"no git remote {self.remote!r} to push to; add one or pass --no-push",
@@ -290,15 +502,15 @@ class _Publisher:
             self.git.use_token_for(url, token)
         for attempt in (1, 2):
             base_sha, tip = self.fetch()
-            plan = self.prepare(base_sha, entries)
-            if plan.empty:
-                return self.result(plan, "none", message="nothing to publish: no report or synthesis file "
-                                                         f"differs from {self.remote}/{self.base}")
             local_tip = self.git.rev(f"refs/heads/{self.branch}")
             for where, head in (("remote", tip), ("local", local_tip)):
                 foreign = self.git.foreign_commits(base_sha, head) if head else []
                 if foreign and head:
-                    return self.blocked(plan, where, head, foreign)
+                    return self.blocked(None, where, head, foreign)
+            plan = self.compose(base_sha, self.view(tip))
+            if plan.empty:
+                return self.result(plan, "none", message="nothing to publish: no report or synthesis file "
+                                                         f"differs from {self.remote}/{self.base}")
             self.ensure_not_checked_out()
             if attempt == 1:
                 skip = self.closed_cycle()
@@ -344,26 +556,37 @@ class _Publisher:
         try:
             pr, operation, warnings = client.upsert(branch=self.branch, base=self.base, title=plan.title,
                                                     body=plan.body, draft=plan.draft)
-            self.warnings += warnings
-            client.set_draft(pr, plan.draft)
-            labels = list(self.settings.pr.labels) + ([PARTIAL_LABEL] if any(e.failed for e in plan.entries) else [])
-            client.sync_labels(pr, labels, managed=[PARTIAL_LABEL])
+            for warning in warnings:
+                self.warn(warning)
+            self.notes += [n for n in client.set_draft(pr, plan.draft) if n not in self.notes]
+            labels = list(self.settings.pr.labels) + ([PARTIAL_LABEL] if plan.draft else [])
+            self.notes += [n for n in client.sync_labels(pr, labels, managed=[PARTIAL_LABEL]) if n not in self.notes]
+            self.notes += [n for n in client.notes if n not in self.notes]
         except GithubException as exc:
             raise PublishError(f"GitHub: {describe(exc)} (the branch was {state}; re-run to retry the PR)") from None
-        draft = " (draft)" if plan.draft else ""
-        return self.result(plan, operation, pr_number=pr.number, pr_url=pr.html_url,
-                           message=f"{self.branch} {state}; PR #{pr.number} {operation}{draft}", **common)
+        is_draft = bool(pr.draft)  # what GitHub did, which may differ from what the state asks (notes say why)
+        draft = " (draft)" if is_draft else ""
+        partial = ", partial" if plan.draft else ""
+        done: Operation = "created" if operation == "created" else "updated"
+        return self.result(plan, done, pr_number=pr.number, pr_url=pr.html_url, draft=is_draft,
+                           message=f"{self.branch} {state}; PR #{pr.number} {operation}{draft}{partial}", **common)
 
 
 def publish(repo: Path, settings: Settings, *, cycle: str, branch: str | None = None, base: str | None = None,
             push: bool = True, open_pr: bool = True, dry_run: bool = False, env: Mapping[str, str] | None = None,
             legs: list[Leg] | None = None, log: Callable[[str], None] | None = None,
-            sleep: Callable[[float], None] = time.sleep) -> PublishResult:
+            sleep: Callable[[float], None] = time.sleep, allow_edited: bool = False, replace_edited: bool = False,
+            resynthesize: bool = True, planned: list[Leg] | None = None) -> PublishResult:
     """Publish the refresh: commits, leased push, PR upsert. See the module docstring for the order.
 
-    Raises `BadInput` (exit 2: bad option, missing token or repository, no remote) and `PublishError`
-    (exit 1: git or GitHub failed for good). A branch edited by someone else is not an exception: the
-    result's `operation` is "blocked" and its `exit_code` 1.
+    `legs`: the legs whose working-tree reports this publish offers (`--topics`; default all planned);
+    every planned leg (`planned`, default: all topics) is assessed over the branch either way, so a
+    partial publish never drops another leg's report. `replace_edited` (`run --fresh`) lets newer
+    generated reports replace hand edits (saved to build/edited/ first).
+
+    Raises `BadInput` (exit 2: bad option, missing token or repository, no remote, a hand-edited report
+    without `allow_edited`) and `PublishError` (exit 1: git or GitHub failed for good). A branch edited by
+    someone else is not an exception: the result's `operation` is "blocked" and its `exit_code` 1.
     """
     env = dict(os.environ if env is None else env)
     register_env(env)  # keys that live only in `env` are redacted everywhere too
@@ -375,25 +598,31 @@ def publish(repo: Path, settings: Settings, *, cycle: str, branch: str | None = 
     if branch_name == base_name:
         raise BadInput(f"the refresh branch cannot be the base branch ({base_name!r})", path="--branch")
     target = require_target(env) if (open_pr and push and not dry_run) else None
-    if legs is None:
-        legs = plan_legs(load_topics(repo, settings), settings)
+    if planned is None:
+        planned = plan_legs(load_topics(repo, settings), settings)
+    selected = {leg.stem for leg in legs} if legs is not None else None
+    say = log or (lambda _m: None)
     publisher = _Publisher(repo, settings, cycle=cycle, branch=branch_name, base=base_name, push=push,
-                           open_pr=open_pr, env=env, log=log or (lambda _m: None), sleep=sleep, target=target)
+                           open_pr=open_pr, env=env, log=say, sleep=sleep, target=target, planned=planned,
+                           selected=selected, allow_edited=allow_edited, replace_edited=replace_edited,
+                           dry_run=dry_run, resynthesize=resynthesize)
     publisher.git.check_repository()
     if not publisher.git.valid_branch(branch_name):
         raise BadInput(f"{branch_name!r} is not a valid git branch name", path="--branch")
-    entries = collect_legs(repo, settings, legs, cycle)
-    for rel in stray_files(repo, settings, entries):
-        publisher.warnings.append(f"{rel} is not a computed report or synthesis path; not committed")
+    computed = {rel for leg in planned for rel in (leg.report_relpath(settings), leg.calls_relpath(settings))}
+    for rel in stray_files(repo, settings, computed):
+        if not rel.endswith(".md") or rel not in _unplanned_reports(repo, settings, planned):
+            publisher.warn(f"{rel} is not a computed report or synthesis path; not committed")
     if dry_run:
-        plan = publisher.prepare(publisher.local_base(), entries)
-        message = "dry run: nothing was committed, pushed or sent"
-        if plan.empty:
-            message += f"; nothing differs from {base_name}, so a real run would publish nothing"
-        return publisher.result(plan, "dry-run", subjects=publisher.subjects(plan), message=message)
-    if not push:
-        return publisher.local_only(entries)
-    return publisher.pushed(entries)
+        return publisher.dry()
+    with writer_lock(repo, settings.build_dir, "publish", warn=lambda message: say(f"warning: {message}")):
+        return publisher.local_only() if not push else publisher.pushed()
+
+
+def _unplanned_reports(repo: Path, settings: Settings, planned: list[Leg]) -> set[str]:
+    from research_dispatch.publish.accumulate import _unplanned_worktree
+
+    return set(_unplanned_worktree(repo, settings, {leg.stem for leg in planned}))
 
 
 def summary_lines(result: PublishResult) -> list[str]:
@@ -404,11 +633,22 @@ def summary_lines(result: PublishResult) -> list[str]:
     lines.append(f"pushed: {'yes' if result.pushed else 'no'}")
     if result.pr_number is not None:
         draft = ", draft" if result.draft else ""
-        lines.append(f"pull request: #{result.pr_number} {result.operation}{draft} {result.pr_url or ''}".rstrip())
+        partial = ", partial" if result.partial else ""
+        lines.append(f"pull request: #{result.pr_number} {result.operation}{draft}{partial} "
+                     f"{result.pr_url or ''}".rstrip())
+    if result.brought:
+        lines.append("taken from the refresh branch: " + ", ".join(result.brought))
     if result.failed_legs:
         lines.append("failed or missing legs: " + ", ".join(result.failed_legs))
     if result.unverified_legs:
         lines.append("unverified routes: " + ", ".join(result.unverified_legs))
+    if result.incomplete_legs:
+        lines.append(f"partial: {len(result.incomplete_legs)} planned leg(s) without a good report of this cycle: "
+                     + ", ".join(result.incomplete_legs))
+    if result.removed:
+        lines.append("removed (legs no longer planned): " + ", ".join(result.removed))
+    lines.append(f"cost: ${result.cost_usd:.4f} (reports refreshed, failed attempts and synthesis)")
+    lines += [f"note: {n}" for n in result.notes]
     if result.body_path is not None:
         lines.append(f"body: {result.body_path}")
     lines += [f"warning: {w}" for w in result.warnings]
@@ -419,13 +659,13 @@ def summary_lines(result: PublishResult) -> list[str]:
 
 def publish_command(repo: Path, *, branch: str | None, base: str | None, push: bool, open_pr: bool, dry_run: bool,
                     cycle: str, env: Mapping[str, str], echo: Callable[[str], None],
-                    github_summary: bool = False, legs: list[Leg] | None = None) -> int:
+                    github_summary: bool = False, legs: list[Leg] | None = None, allow_edited: bool = False) -> int:
     """The CLI's `publish`: run, print a short summary (or, with --dry-run, the title and body)."""
     settings = load_settings(repo)
     say = redacting(echo, env)
 
     result = publish(repo, settings, cycle=cycle, branch=branch, base=base, push=push, open_pr=open_pr,
-                     dry_run=dry_run, env=env, legs=legs, log=say)
+                     dry_run=dry_run, env=env, legs=legs, log=say, allow_edited=allow_edited)
     if dry_run:
         say(result.title)
         say("")

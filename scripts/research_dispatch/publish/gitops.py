@@ -69,9 +69,14 @@ class CommitInfo:
 
 @dataclass(frozen=True)
 class FileSpec:
-    """One file of a commit, by its path from the repository top level (working tree and tree alike)."""
+    """One file of a commit, by its path from the repository top level (working tree and tree alike).
+
+    `blob`: the content's object (written beforehand, e.g. by `hash_texts`); None hashes the working-tree
+    file at that path. `delete`: remove the path from the tree instead."""
 
     tree_path: str
+    blob: str | None = None
+    delete: bool = False
 
 
 @dataclass(frozen=True)
@@ -220,9 +225,37 @@ class Git:
             raise PublishError("git hash-object returned an unexpected number of objects")
         return shas
 
+    def hash_texts(self, texts: Sequence[str], *, write: bool) -> list[str]:
+        """Blob shas of exact texts (no filters: the commit holds these bytes, as assessed)."""
+        if not texts:
+            return []
+        with tempfile.TemporaryDirectory(prefix="research-dispatch-blobs-") as tmp:
+            paths = []
+            for index, text in enumerate(texts):
+                path = Path(tmp) / f"{index}"
+                path.write_bytes(text.encode("utf-8"))
+                paths.append(str(path))
+            args = ["hash-object", *(["-w"] if write else []), "--no-filters", "--stdin-paths"]
+            shas = self.out(*args, input="\n".join(paths) + "\n").split()
+        if len(shas) != len(texts):
+            raise PublishError("git hash-object returned an unexpected number of objects")
+        return shas
+
     def read_blob(self, commit: str, tree_path: str) -> str | None:
-        proc = self.run("cat-file", "blob", f"{commit}:{tree_path}", check=False)
-        return proc.stdout if proc.returncode == 0 else None
+        """A blob's exact text (bytes decoded as UTF-8, no newline translation), or None if absent or not
+        UTF-8."""
+        command = ["git", "-c", "core.hooksPath=/dev/null", "cat-file", "blob", f"{commit}:{tree_path}"]
+        try:
+            proc = subprocess.run(command, cwd=self.repo, env=self._env, capture_output=True, check=False,
+                                  timeout=LOCAL_TIMEOUT_S)
+        except (OSError, subprocess.TimeoutExpired):
+            raise PublishError("git cat-file failed") from None
+        if proc.returncode != 0:
+            return None
+        try:
+            return proc.stdout.decode("utf-8")
+        except UnicodeDecodeError:
+            return None
 
     def commits_between(self, base: str, tip: str) -> list[CommitInfo]:
         """Commits reachable from tip but not from base, oldest first."""
@@ -256,8 +289,13 @@ class Git:
             self.run("read-tree", base, extra_env=index)
             parent = base
             for spec in specs:
-                blobs = self.hash_files([f.tree_path for f in spec.files], write=True)
-                for file, blob in zip(spec.files, blobs, strict=True):
+                hashed = iter(self.hash_files([f.tree_path for f in spec.files if f.blob is None and not f.delete],
+                                              write=True))
+                for file in spec.files:
+                    if file.delete:
+                        self.run("update-index", "--force-remove", "--", file.tree_path, extra_env=index)
+                        continue
+                    blob = file.blob or next(hashed)
                     self.run("update-index", "--add", "--cacheinfo", f"100644,{blob},{file.tree_path}",
                              extra_env=index)
                 tree = self.out("write-tree", extra_env=index)

@@ -12,11 +12,11 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from research_dispatch import sanitize
-from research_dispatch.publish.collect import LegEntry
+from research_dispatch.legstate import LegAssessment, LegState
 from research_dispatch.publish.gitops import CommitInfo
 from research_dispatch.redact import redact, register_secrets
 
@@ -26,7 +26,8 @@ TRUNCATED_NOTE = "\n\n---\n…*[Pull request body truncated to 65,536 characters
 _MARKER_LIKE = re.compile(r"(research-refresh)\s*:\s*(v\d+)", re.IGNORECASE)
 _ALLOWED_TAG = re.compile(r"</?(?:details|summary|br|b|i|em|strong|code|sub|sup|kbd|p)(?:\s+open)?\s*/?>",
                           re.IGNORECASE)
-_STATE_ICON = {"ok": "✅", "degraded": "⚠️", "failed": "❌", "missing": "❔"}
+_STATE_ICON = {LegState.OK: "✅", LegState.DEGRADED: "⚠️", LegState.UNVERIFIED: "⚠️", LegState.EDITED: "✍️",
+               LegState.FAILED: "❌", LegState.STALE: "❔", LegState.INVALID: "❌", LegState.MISSING: "❔"}
 
 
 def marker(cycle: str) -> str:
@@ -66,12 +67,24 @@ def block(markdown: str) -> str:
     return defang("".join(out)).strip()
 
 
-def render_title(cycle: str, *, reports: int, synthesis: bool, failed: int, unverified: int) -> str:
-    title = f"docs(research): refresh {cycle} — {reports} report{'s' if reports != 1 else ''}"
+def render_title(cycle: str, *, reports: int, synthesis: bool, failed: int, unverified: int,
+                 complete: int | None = None, planned: int | None = None, synthesis_stale: bool = False,
+                 missing: int = 0) -> str:
+    """`docs(research): refresh <cycle> — N reports, synthesis[, k failed][, m missing][, j unverified]`;
+    while some planned leg is not complete the title says so: `refresh <cycle> (partial: c/p legs) — …`."""
+    partial = complete is not None and planned is not None and complete < planned
+    head = f"docs(research): refresh {cycle}"
+    if partial:
+        head += f" (partial: {complete}/{planned} legs)"
+    title = f"{head} — {reports} report{'s' if reports != 1 else ''}"
     if synthesis:
         title += ", synthesis"
+    if synthesis_stale:
+        title += ", synthesis not updated"
     if failed:
         title += f", {failed} failed"
+    if missing:
+        title += f", {missing} missing"
     if unverified:
         title += f", {unverified} unverified"
     return title
@@ -85,7 +98,7 @@ class BodyFacts:
     branch: str
     base: str
     base_sha: str
-    entries: list[LegEntry]
+    entries: list[LegAssessment]
     synthesis_changed: list[str]
     framework_doc: str
     claim_diff: str | None  # Markdown from the synthesis' ledger diff, or None
@@ -93,10 +106,23 @@ class BodyFacts:
     claim_note: str  # shown when there is no diff (e.g. "Synthesis not available")
     run_link: str | None
     synthesis_cost_usd: float = 0.0
+    changed: set[str] = field(default_factory=set)  # stems whose report this PR adds or changes
+    removed: list[str] = field(default_factory=list)  # reports of legs no longer planned, removed
+    synthesis_note: str = ""  # why the synthesis was not updated (stale), or that it was edited by hand
+    notes: list[str] = field(default_factory=list)  # what GitHub could not do (draft state), said once
+
+
+def incomplete(entries: Iterable[LegAssessment]) -> list[LegAssessment]:
+    """Planned legs without a good report of this cycle (or whose route is not verified)."""
+    return [e for e in entries if not e.complete]
+
+
+def _failed(entries: Iterable[LegAssessment]) -> list[LegAssessment]:
+    return [e for e in entries if not e.state.has_report]
 
 
 def _summary(facts: BodyFacts) -> list[str]:
-    changed = [e for e in facts.entries if e.changed]
+    changed = [e for e in facts.entries if e.stem in facts.changed]
     topics = len({e.leg.topic.id for e in changed})
     families = len({e.leg.family for e in changed})
     line = (f"This PR refreshes **{len(changed)}** research report{'s' if len(changed) != 1 else ''} "
@@ -106,45 +132,58 @@ def _summary(facts: BodyFacts) -> list[str]:
     else:
         line += "; the synthesis is unchanged."
     lines = [line]
-    failed = [e for e in facts.entries if e.failed]
+    missing = _failed(facts.entries)
     unverified = [e for e in facts.entries if e.unverified]
     warnings = []
-    if failed:
-        names = ", ".join(f"`{e.stem}`" for e in failed[:20]) + (" …" if len(failed) > 20 else "")
-        warnings.append(f"**{len(failed)} leg{'s' if len(failed) != 1 else ''} failed or missing** ({names}).")
+    gaps = incomplete(facts.entries)
+    if gaps:
+        warnings.append(f"**Partial refresh: {len(facts.entries) - len(gaps)} of {len(facts.entries)} planned legs "
+                        "have a good report of this cycle.**")
+    if missing:
+        names = ", ".join(f"`{e.stem}`" for e in missing[:20]) + (" …" if len(missing) > 20 else "")
+        warnings.append(f"**{len(missing)} leg{'s' if len(missing) != 1 else ''} failed or missing** ({names}).")
     if unverified:
         names = ", ".join(f"`{e.stem}`" for e in unverified[:20]) + (" …" if len(unverified) > 20 else "")
         warnings.append(f"**{len(unverified)} route{'s' if len(unverified) != 1 else ''} not verified** "
                         f"({names}): another model or provider than requested may have written it.")
+    if facts.synthesis_note:
+        warnings.append(inline(facts.synthesis_note, 600))
     if warnings:
         lines += ["", "> [!WARNING]"]
         lines += [f"> {w}" for w in warnings]
-        lines.append("> This PR stays a draft until the refresh is re-run or the gaps are accepted.")
+        if gaps:
+            lines.append("> This PR stays a draft, labelled `partial`, until the refresh is re-run or the gaps are "
+                         "accepted.")
+    for note in facts.notes:
+        lines += ["", f"> [!NOTE]\n> {inline(note, 600)}"]
     return lines
 
 
-def _route_table(entries: Iterable[LegEntry]) -> list[str]:
+def _route_table(facts: BodyFacts) -> list[str]:
     lines = ["### Route fidelity", "",
              "| Topic | Requested model | Served model | Provider | Verdict | Words | Cost | Status |",
              "|---|---|---|---|---|---:|---:|---|"]
-    for e in entries:
+    for e in facts.entries:
         row = e.row
         served = ", ".join(row.served_models) if row and row.served_models else "—"
         provider = ", ".join(row.served_providers) if row and row.served_providers else "—"
         verdict = "—" if row is None else (f"✅ {row.route}" if row.verified else f"⚠️ {row.route}")
         words = str(row.words) if row else "—"
         cost = f"${e.cost_usd:.4f}" if (row or e.cost_usd) else "—"
-        change = "" if e.failed and not e.changed else (" · updated" if e.changed else " · unchanged")
+        changed = e.stem in facts.changed
+        change = "" if not e.state.has_report and not changed else (" · updated" if changed else " · unchanged")
         status = f"{_STATE_ICON.get(e.state, '')} {e.state}{change}".strip()
+        if e.last_attempt_failed and e.state.has_report:
+            status += " · last attempt failed"
         values = [cell(e.leg.topic.id), cell(e.leg.route.model), cell(served), cell(provider), cell(verdict),
                   words, cost, cell(status)]
         lines.append("| " + " | ".join(values) + " |")
     return lines
 
 
-def _problems(entries: Iterable[LegEntry]) -> list[str]:
+def _problems(entries: Iterable[LegAssessment]) -> list[str]:
     lines = ["### Failed, degraded or missing legs", ""]
-    listed = [e for e in entries if e.state != "ok" or e.unverified]
+    listed = [e for e in entries if e.state is not LegState.OK or e.last_attempt_failed]
     if not listed:
         return [*lines, "None: every planned leg produced a report with a verified route."]
     for e in listed:
@@ -155,47 +194,58 @@ def _problems(entries: Iterable[LegEntry]) -> list[str]:
         text = "; ".join(inline(r, 300) for r in reasons[:6]) or "no reason recorded"
         if len(reasons) > 6:
             text += f"; … {len(reasons) - 6} more"
-        state = e.state if not (e.unverified and e.state == "ok") else "unverified"
-        icon = _STATE_ICON.get(state, "⚠️")
-        lines.append(f"- {icon} `{e.stem}` ({cell(e.leg.route.model)}) — **{state}**: {text}")
+        icon = _STATE_ICON.get(e.state, "⚠️")
+        lines.append(f"- {icon} `{e.stem}` ({cell(e.leg.route.model)}) — **{e.state}**: {text}")
+    return lines
+
+
+def _removed(facts: BodyFacts) -> list[str]:
+    if not facts.removed:
+        return []
+    lines = ["### Removed: reports of legs no longer planned", "",
+             "No topic file plans these legs any more (a topic renamed or removed, a model dropped); the refresh "
+             "removes them, and the synthesis does not count them:", ""]
+    lines += [f"- `{cell(path, 200)}`" for path in facts.removed[:50]]
+    if len(facts.removed) > 50:
+        lines.append(f"- … {len(facts.removed) - 50} more")
     return lines
 
 
 def _cost(facts: BodyFacts) -> list[str]:
-    refreshed = sum(e.cost_usd for e in facts.entries if e.changed and not e.failed)
-    failed = sum(e.cost_usd for e in facts.entries if e.failed)
+    refreshed = sum(e.report_cost_usd for e in facts.entries if e.stem in facts.changed)
+    failed = sum(e.failed_attempt_cost_usd for e in facts.entries)
     total = refreshed + failed + facts.synthesis_cost_usd
     parts = [f"${refreshed:.4f} for the refreshed reports"]
     if facts.synthesis_cost_usd:
         parts.append(f"${facts.synthesis_cost_usd:.4f} for the synthesis")
     if failed:
-        parts.append(f"${failed:.4f} spent on failed legs")
+        parts.append(f"${failed:.4f} spent on failed attempts")
     return ["### Cost", "", f"**${total:.4f}** reported by the gateway: " + ", ".join(parts) + "."]
 
 
 def _checklist(facts: BodyFacts) -> list[str]:
-    failed = [e for e in facts.entries if e.failed]
-    topics = ",".join(sorted({e.leg.topic.id for e in failed}))
+    gaps = incomplete(facts.entries)
+    topics = ",".join(sorted({e.leg.topic.id for e in gaps}))
     lines = ["### Review checklist", "",
              "- [ ] Spot-check sources and citations in the changed reports",
              "- [ ] Every route verdict is `exact`, or the deviation is acceptable",
              "- [ ] The synthesis reflects the report changes (claim diff above)"]
-    if failed:
-        lines.append(f"- [ ] Failed legs: re-run them (Actions → research-refresh → Run workflow, "
+    if gaps:
+        lines.append(f"- [ ] Incomplete legs: re-run them (Actions → research-refresh → Run workflow, "
                      f"topics=`{topics}`) or accept the partial refresh")
     return lines
 
 
 def _details(facts: BodyFacts) -> list[str]:
-    changed = sum(1 for e in facts.entries if e.changed)
-    failed = sum(1 for e in facts.entries if e.failed)
+    changed = sum(1 for e in facts.entries if e.stem in facts.changed)
+    gaps = len(incomplete(facts.entries))
     run = f"[run log]({facts.run_link})" if facts.run_link else "a local run (no run link)"
     synthesis = ", ".join(f"`{p}`" for p in facts.synthesis_changed) or "none"
     return ["<details><summary>Run details</summary>", "",
             f"Cycle `{facts.cycle}` · branch `{facts.branch}` → `{facts.base}` (base `{facts.base_sha[:12]}`) · {run}",
             "",
             f"Planned legs: {len(facts.entries)} · refreshed reports: {changed} · "
-            f"unchanged: {len(facts.entries) - changed - failed} · failed or missing: {failed}",
+            f"complete: {len(facts.entries) - gaps} · incomplete: {gaps} · removed: {len(facts.removed)}",
             "",
             f"Synthesis files changed: {synthesis}",
             "", "</details>"]
@@ -206,7 +256,8 @@ def _configuration() -> list[str]:
             "📅 **Schedule**: 06:17 UTC on 1 January and 1 July (`research-refresh-schedule.yml`), "
             "plus manual runs of `research-refresh.yml`.",
             "",
-            "♻ **Updating**: re-running this cycle rewrites this branch, **unless someone else has pushed to "
+            "♻ **Updating**: re-running this cycle (all topics or some) updates this branch: for every planned "
+            "leg it keeps the newest good report of the cycle from any run, **unless someone else has pushed to "
             "it**; then the bot only comments.",
             "",
             "🚦 **Merging**: never automatic. Review the reports and the synthesis, then merge.",
@@ -222,16 +273,17 @@ def _render(facts: BodyFacts, claim_diff: str | None) -> str:
         footer += f" · [run log]({facts.run_link})"
     sections = [
         [marker(facts.cycle), *_summary(facts)],
-        _route_table(facts.entries),
+        _route_table(facts),
         ["### Claim diff", "", diff],
         _problems(facts.entries),
+        _removed(facts),
         _cost(facts),
         _checklist(facts),
         _details(facts),
         ["---", "", *_configuration()],
         ["---", footer],
     ]
-    return "\n\n".join("\n".join(section) for section in sections) + "\n"
+    return "\n\n".join("\n".join(section) for section in sections if section) + "\n"
 
 
 def cap(body: str, limit: int = BODY_LIMIT) -> str:

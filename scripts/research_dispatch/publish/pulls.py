@@ -5,6 +5,13 @@ message, within a known time. 5xx answers, dropped connections and rate limits a
 number of times, waiting for `Retry-After` or the rate-limit reset when GitHub gives one, but never
 longer than `pr.api_max_wait_s` per wait; the sleep is injectable so tests never wait.
 
+What GitHub may refuse, and why publishing still succeeds: draft pull requests do not exist in private
+repositories on some plans (`POST /pulls` with `draft: true` answers 422 "Draft pull requests are not
+supported in this repository."), the draft conversions are GraphQL mutations that the Actions
+`GITHUB_TOKEN` may not run (HTTP 200 with `errors: [{type: FORBIDDEN}]`, which PyGithub raises as
+`GithubException`), and creating a label needs `issues: write`. Each becomes one *note* (said once by
+the caller); the partial state then lives in the label, the title and the body.
+
 Why re-listing after a failed create: a 5xx (or a dropped connection) may hide a PR that was created
 all the same; the retry then gets 422 "A pull request already exists", and the answer is to find that
 PR and update it. Never a second PR: the open PR for `owner:branch` into the base is always looked up
@@ -13,6 +20,7 @@ first.
 
 from __future__ import annotations
 
+import functools
 import re
 import time
 from collections.abc import Callable, Mapping, Sequence
@@ -135,6 +143,16 @@ def _message(exc: Any) -> str:
     return str(data or exc)
 
 
+def _refused_by_design(exc: Any) -> bool:
+    """GraphQL FORBIDDEN (HTTP 200 + errors, raised by PyGithub as a 400), a 403, or drafts unsupported."""
+    data = getattr(exc, "data", None)
+    errors = data.get("errors") if isinstance(data, dict) else None
+    if isinstance(errors, list) and any(isinstance(e, dict) and e.get("type") == "FORBIDDEN" for e in errors):
+        return True
+    message = _message(exc).lower()
+    return getattr(exc, "status", 0) == 403 or "not supported" in message or "not accessible" in message
+
+
 def describe(exc: Any) -> str:
     return f"HTTP {getattr(exc, 'status', '?')}: {_message(exc)}"
 
@@ -150,6 +168,7 @@ class PullRequests:
         self.retry = retry
         loopback = (urlsplit(target.api_url).hostname or "") in _LOOPBACK
         # PyGithub's own throttling protects github.com's secondary limits; a loopback fake has none.
+        self.notes: list[str] = []  # what GitHub could not do, for the caller to say once
         self.gh = Github(base_url=target.api_url, auth=Auth.Token(target.token), timeout=int(settings.api_timeout_s),
                          retry=None, seconds_between_requests=None if loopback else 0.25,
                          seconds_between_writes=None if loopback else 1.0)
@@ -187,8 +206,7 @@ class PullRequests:
             self._edit(pr, title, body)
             return pr, "updated", warnings
         try:
-            pr = self.retry("create the pull request", lambda: self.repo.create_pull(
-                base=base, head=branch, title=title, body=body, draft=draft, maintainer_can_modify=True))
+            pr = self._create(branch=branch, base=base, title=title, body=body, draft=draft)
         except GithubException as exc:
             if exc.status != 422 or "already exists" not in _message(exc):
                 raise PublishError(f"GitHub: could not create the pull request: {describe(exc)}") from None
@@ -205,8 +223,31 @@ class PullRequests:
                 reviewers = list(self.settings.reviewers)
                 self.retry("request reviewers", lambda: pr.create_review_request(reviewers=reviewers))
             except (GithubException, PublishError) as exc:
-                warnings.append(f"could not request reviewers: {exc}")
+                detail = describe(exc) if isinstance(exc, GithubException) else str(exc)
+                warnings.append(f"could not request reviewers: {detail}")
         return pr, "created", warnings
+
+    def _create(self, *, branch: str, base: str, title: str, body: str, draft: bool) -> Any:
+        """Create the PR; where GitHub does not support drafts, create it ready and note why."""
+        from github import GithubException
+
+        def create(as_draft: bool) -> Any:
+            return self.retry("create the pull request", lambda: self.repo.create_pull(
+                base=base, head=branch, title=title, body=body, draft=as_draft, maintainer_can_modify=True))
+
+        try:
+            return create(draft)
+        except GithubException as exc:
+            if not (draft and exc.status == 422 and "draft pull requests are not supported" in _message(exc).lower()):
+                raise
+        self._note("GitHub does not support draft pull requests in this repository (422 \"Draft pull requests are "
+                   "not supported in this repository.\"): the PR is open for review, and its partial state is "
+                   "carried by the `partial` label, the title and the body")
+        return create(False)
+
+    def _note(self, note: str) -> None:
+        if note not in self.notes:
+            self.notes.append(note)
 
     def _edit(self, pr: Any, title: str, body: str) -> None:
         from github import GithubException
@@ -216,33 +257,66 @@ class PullRequests:
         except GithubException as exc:
             raise PublishError(f"GitHub: could not update PR #{pr.number}: {describe(exc)}") from None
 
-    def set_draft(self, pr: Any, draft: bool) -> None:
-        """Drafts change only through GraphQL; PATCH ignores `draft`."""
+    def set_draft(self, pr: Any, draft: bool) -> list[str]:
+        """Drafts change only through GraphQL; PATCH ignores `draft`. Returns notes (never raises for a
+        refusal GitHub makes by design: FORBIDDEN for the Actions token, drafts unsupported)."""
         from github import GithubException
 
         if bool(pr.draft) == draft:
-            return
+            return []
         what = "convert the pull request to a draft" if draft else "mark the pull request ready for review"
         try:
             self.retry(what, pr.convert_to_draft if draft else pr.mark_ready_for_review)
         except GithubException as exc:
-            raise PublishError(f"GitHub: could not {what}: {describe(exc)}") from None
+            if not _refused_by_design(exc):
+                raise PublishError(f"GitHub: could not {what}: {describe(exc)}") from None
+            state = "partial" if draft else "complete"
+            note = (f"GitHub refused to {what} ({_message(exc) or 'FORBIDDEN'}; the Actions GITHUB_TOKEN may not run "
+                    "this GraphQL mutation, a GitHub App token may): the PR stays "
+                    f"{'ready for review' if draft else 'a draft'}, and the label, the title and the body say it "
+                    f"is {state}")
+            self._note(note)
+            return [note]
+        return []
 
-    def sync_labels(self, pr: Any, wanted: Sequence[str], managed: Sequence[str]) -> None:
-        """Add the wanted labels (GitHub creates unknown ones); drop bot-managed ones no longer wanted."""
+    def sync_labels(self, pr: Any, wanted: Sequence[str], managed: Sequence[str]) -> list[str]:
+        """Add the wanted labels (GitHub creates unknown ones); drop bot-managed ones no longer wanted.
+
+        A label that cannot be added (creating it needs `issues: write`) is a note, never a failure."""
         from github import GithubException
 
         current = {label.name.lower() for label in pr.labels}
         missing = [name for name in dict.fromkeys(wanted) if name.lower() not in current]
-        try:
-            if missing:
+        refused: list[str] = []
+        reason = ""
+        if missing:
+            try:
                 self.retry("add labels", lambda: pr.add_to_labels(*missing))
-            wanted_lower = {name.lower() for name in wanted}
+            except GithubException as exc:
+                if exc.status not in (403, 404, 422):
+                    raise PublishError(f"GitHub: could not set labels on PR #{pr.number}: {describe(exc)}") from None
+                for name in missing:  # one by one: existing labels can still be added
+                    try:
+                        self.retry("add a label", functools.partial(pr.add_to_labels, name))
+                    except GithubException as one:
+                        if one.status not in (403, 404, 422):
+                            raise PublishError(f"GitHub: could not set labels on PR #{pr.number}: "
+                                               f"{describe(one)}") from None
+                        refused.append(name)
+                        reason = describe(one)
+        wanted_lower = {name.lower() for name in wanted}
+        try:
             for name in managed:
                 if name.lower() in current and name.lower() not in wanted_lower:
-                    self.retry("remove a label", lambda name=name: pr.remove_from_labels(name))
+                    self.retry("remove a label", functools.partial(pr.remove_from_labels, name))
         except GithubException as exc:
-            raise PublishError(f"GitHub: could not set labels on PR #{pr.number}: {describe(exc)}") from None
+            raise PublishError(f"GitHub: could not remove a label on PR #{pr.number}: {describe(exc)}") from None
+        if not refused:
+            return []
+        note = (f"GitHub refused the label(s) {', '.join(f'`{n}`' for n in refused)} ({reason}; creating a label "
+                "needs `issues: write`): the title and the body carry the state")
+        self._note(note)
+        return [note]
 
     def comment_once(self, pr: Any, key: str, body: str) -> bool:
         """Post `body` unless a comment carrying `key` (a hidden marker) is already there."""

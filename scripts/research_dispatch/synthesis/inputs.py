@@ -36,6 +36,7 @@ from research_dispatch.config import Settings, load_topics, topic_paths
 from research_dispatch.errors import BadInput
 from research_dispatch.plan import Leg, plan_legs
 from research_dispatch.report import Report, ReportMeta, load_report
+from research_dispatch.route import is_verified
 from research_dispatch.sanitize import one_line
 from research_dispatch.synthesis.text import sha256_text
 from research_dispatch.verify import verify_report
@@ -127,17 +128,20 @@ def served_families(meta: ReportMeta, settings: Settings) -> frozenset[str]:
     return frozenset(settings.family_of(model) for model in meta.served_models if model)
 
 
-def route_facts(report: Report) -> tuple[str, bool, tuple[str, ...]]:
-    """(route, verified, problems): the strictest reading of front matter, route field and call log."""
+def route_facts(report: Report, *, trust_self_reported: bool = False) -> tuple[str, bool, tuple[str, ...]]:
+    """(route, verified, problems): the strictest reading of front matter, route field and call log.
+    `trust_self_reported` is the gateway setting that lets an openai-compatible gateway's `self_reported`
+    route count as verified."""
     meta = report.meta
-    row = verify_report(report)
+    row = verify_report(report, trust_self_reported=trust_self_reported)
     problems = list(row.problems)
     route = row.route
     if meta.route_verified is not True:
         problems.append("front matter says route_verified: false")
-        if route == "exact":
+        if is_verified(route, trust_self_reported=trust_self_reported):
             route = "unverified"
-    verified = row.verified and meta.route == "exact" and meta.route_verified is True and not problems
+    verified = (row.verified and is_verified(meta.route, trust_self_reported=trust_self_reported)
+                and meta.route_verified is True and not problems)
     return route, verified, tuple(dict.fromkeys(problems))
 
 
@@ -188,7 +192,7 @@ def load_inputs(repo: Path, settings: Settings, legs: list[Leg]) -> Inputs:
             out.skipped.append(SkippedReport(stem=stem, relpath=report.relpath, kind="failed",
                                              reason=f"status failed: {_status_reasons(meta)}"))
             continue
-        route, verified, problems = route_facts(report)
+        route, verified, problems = route_facts(report, trust_self_reported=settings.gateway.trust_self_reported)
         families = frozenset({settings.family_of(meta.requested_model)}) if verified else served_families(meta,
                                                                                                          settings)
         counted = verified or syn.count_unverified

@@ -1,0 +1,131 @@
+"""What the publisher writes into git: commit messages with the FIXED trailers, and the files it refuses.
+
+(This was `publish/collect.py`; it collected nothing. Where each leg stands is `legstate`; which report
+the branch holds for it is `publish/accumulate`.)
+
+Commit subjects are built from validated data only (topic id, stem, model slugs from the topic file;
+served model names reduced to a safe character set). Trailers carry front-matter facts reduced to a safe
+character set; free text (status reasons, error messages) never enters a commit. The subject names the
+model that actually served the report: `… with M` when it is the requested one, `… by X (requested Y)`
+when another model answered, so `git log --oneline` never credits the wrong model.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Iterable
+from pathlib import Path
+
+from research_dispatch import route, sanitize
+from research_dispatch.config import Settings
+from research_dispatch.legstate import LegAssessment
+
+_TRAILER_UNSAFE = re.compile(r"[^A-Za-z0-9 ._:/+()\[\]-]")
+_RUN_LINK = re.compile(r"^https?://[^\s<>\"'`|\\]{1,300}$")
+
+
+def trailer_value(text: str, limit: int = 120) -> str:
+    """One safe line for a trailer: no newlines, no markup, a small character set."""
+    value = _TRAILER_UNSAFE.sub("", sanitize.one_line(str(text), limit * 2)).strip()
+    return value[:limit] or "unknown"
+
+
+def safe_run_link(url: str | None) -> str | None:
+    return url if url and _RUN_LINK.fullmatch(url) else None
+
+
+def served_other_models(item: LegAssessment) -> list[str]:
+    """Served models that are not the requested one (a dated permaslug counts as the same model)."""
+    report = item.report
+    if report is None:
+        return []
+    requested = item.leg.route.model
+    return sorted({trailer_value(m, 80) for m in report.meta.served_models if not route.same_model(requested, m)})
+
+
+def report_message(item: LegAssessment, cycle: str, run_link: str | None) -> str:
+    """The commit of one leg's report: a subject naming who wrote it, the FIXED trailers, provenance."""
+    assert item.chosen is not None and item.report is not None
+    leg, meta, row = item.leg, item.report.meta, item.row
+    others = served_other_models(item)
+    if item.chosen.edited:
+        subject = f"research({leg.topic.id}): {leg.stem} as edited by hand (generated with {leg.route.model})"
+    elif others:
+        subject = f"research({leg.topic.id}): refresh {leg.stem} by {', '.join(others)} (requested {leg.route.model})"
+    else:
+        subject = f"research({leg.topic.id}): refresh {leg.stem} with {leg.route.model}"
+    body = (f"Refreshes {item.chosen.relpath}: {meta.words} words, {len(meta.sources)} cited sources, "
+            f"{meta.calls} gateway calls.")
+    if item.chosen.edited:
+        body += " Its body was edited by hand after it was generated (body_sha256 differs): the trailers below " \
+                "describe the generation, not the edit."
+    trailers = [f"Requested-Model: {leg.route.model}"]
+    trailers += [f"Served-Model: {trailer_value(m)}" for m in sorted(set(meta.served_models))] or \
+        ["Served-Model: unknown"]
+    trailers += [f"Served-Provider: {trailer_value(p)}" for p in sorted(set(meta.served_providers))] or \
+        ["Served-Provider: unknown"]
+    verdict = row.route if row is not None else "unverified"
+    trailers += [f"Route: {verdict}", f"Report-Status: {meta.status}",
+                 f"Generation-Count: {len(meta.generation_ids)}", f"Cost-USD: {meta.usage.cost_usd:.6f}",
+                 f"Refresh-Cycle: {cycle}", f"Research-Leg: {leg.stem}"]
+    if item.chosen.edited:
+        trailers.append("Edited: yes")
+    link = safe_run_link(meta.run_url) or run_link
+    if link:
+        trailers.append(f"Run-Link: {link}")
+    return f"{subject}\n\n{body}\n\n" + "\n".join(trailers) + "\n"
+
+
+def synthesis_message(paths: list[str], cycle: str, run_link: str | None, reports: int, *,
+                      edited: bool = False) -> str:
+    subject = f"research(synthesis): regenerate for {cycle}"
+    body = "Regenerates " + ", ".join(paths) + f" from {reports} report(s)."
+    trailers = [f"Refresh-Cycle: {cycle}", f"Synthesis-Reports: {reports}"]
+    if edited:
+        subject = f"research(synthesis): {cycle} synthesis as edited by hand"
+        body += " The synthesis document was edited by hand; nothing it depends on changed, so it was kept."
+        trailers.append("Edited: yes")
+    if run_link:
+        trailers.append(f"Run-Link: {run_link}")
+    return f"{subject}\n\n{body}\n\n" + "\n".join(trailers) + "\n"
+
+
+def removal_message(paths: list[str], cycle: str, run_link: str | None) -> str:
+    """The commit that removes reports of legs no longer planned (a topic renamed or removed, a model
+    dropped): they would otherwise keep shaping the synthesis and be linked from it."""
+    subject = f"research: remove {len(paths)} file(s) of legs no longer planned"
+    body = "Removes " + ", ".join(paths) + ": no topic file plans these legs any more."
+    trailers = [f"Refresh-Cycle: {cycle}"]
+    if run_link:
+        trailers.append(f"Run-Link: {run_link}")
+    return f"{subject}\n\n{body}\n\n" + "\n".join(trailers) + "\n"
+
+
+def stray_files(repo: Path, settings: Settings, computed: Iterable[str]) -> list[str]:
+    """Files in research/ and framework/ that are not computed paths: reported, never committed."""
+    known = set(computed) | set(settings.synthesis_relpaths())
+    found: list[str] = []
+    for directory in (settings.research_dir, settings.framework_dir):
+        root = repo / directory
+        if root.is_dir():
+            found += [p.relative_to(repo).as_posix() for p in sorted(root.rglob("*"))
+                      if p.is_file() and not p.name.startswith(".")]
+    return [rel for rel in found if rel not in known]
+
+
+def synthesis_cost(repo: Path, settings: Settings) -> float:
+    """Sum of `cost_usd` over the synthesis call log, if there is one (best effort)."""
+    path = repo / settings.synthesis_calls_relpath
+    total = 0.0
+    try:
+        lines = path.read_text(encoding="utf-8").splitlines()
+    except OSError:
+        return 0.0
+    for line in lines:
+        try:
+            value = json.loads(line).get("cost_usd", 0.0)
+            total += float(value) if isinstance(value, (int, float)) else 0.0
+        except (ValueError, AttributeError):
+            continue
+    return round(total, 6)
