@@ -1,10 +1,11 @@
 """Faults at the operating-system layer, for the write-path tests: the Nth file operation under watched
 directories fails like a full disk (ENOSPC), a read-only filesystem (EROFS), or kills the process.
 
-Counted operations are the ones a durable write is made of: creating a temp file (`tempfile.mkstemp`),
-flushing it (`os.fsync` — where a full disk reports itself), renaming (`os.replace`) and removing
-(`os.unlink`). Only paths under the watched directories count, so the fake servers, git and the
-traces are untouched. This patches the OS layer, not the product: the product's own code runs as is.
+Counted operations are the ones a durable write is made of: creating a file (`os.open` with `O_CREAT`, which
+is also what `tempfile.mkstemp` does), flushing it (`os.fsync` — where a full disk reports itself), renaming
+(`os.replace`) and removing (`os.unlink`). Only paths under the watched directories count, so the fake
+servers, git and the traces are untouched. This patches the OS layer, not the product: the product's own
+code runs as is.
 
 In a child process: `FAULT_WATCH` (os.pathsep-separated directories), `FAULT_KIND` (enospc | erofs |
 kill | count), `FAULT_AT` (1-based), `FAULT_LOG` (a file that gets one line per counted operation), optionally
@@ -17,7 +18,6 @@ from __future__ import annotations
 import errno
 import os
 import signal
-import tempfile
 from pathlib import Path
 from typing import Any
 
@@ -62,13 +62,13 @@ class Faults:
         raise OSError(code, os.strerror(code), path)
 
     def install(self) -> Faults:
-        mkstemp, fsync, replace, unlink = tempfile.mkstemp, os.fsync, os.replace, os.unlink
-        self._saved = {"mkstemp": mkstemp, "fsync": fsync, "replace": replace, "unlink": unlink}
+        open_, fsync, replace, unlink = os.open, os.fsync, os.replace, os.unlink
+        self._saved = {"open": open_, "fsync": fsync, "replace": replace, "unlink": unlink}
 
-        def faulty_mkstemp(*args: Any, **kwargs: Any) -> Any:
-            directory = kwargs.get("dir") or (args[2] if len(args) > 2 else None) or tempfile.gettempdir()
-            self._hit("create", str(Path(directory) / "(temp)"))
-            return mkstemp(*args, **kwargs)
+        def faulty_open(path: Any, flags: int, *args: Any, **kwargs: Any) -> int:
+            if flags & os.O_CREAT:
+                self._hit("create", os.fspath(path))
+            return open_(path, flags, *args, **kwargs)
 
         def faulty_fsync(fd: int) -> None:
             try:
@@ -86,7 +86,7 @@ class Faults:
             self._hit("unlink", str(path))
             unlink(path, **kwargs)
 
-        tempfile.mkstemp = faulty_mkstemp  # type: ignore[assignment]
+        os.open = faulty_open  # type: ignore[assignment]
         os.fsync = faulty_fsync
         os.replace = faulty_replace
         os.unlink = faulty_unlink  # type: ignore[assignment]
@@ -94,7 +94,7 @@ class Faults:
 
     def uninstall(self) -> None:
         if self._saved:
-            tempfile.mkstemp = self._saved["mkstemp"]
+            os.open = self._saved["open"]
             os.fsync, os.replace, os.unlink = self._saved["fsync"], self._saved["replace"], self._saved["unlink"]
             self._saved = {}
 

@@ -35,15 +35,27 @@ def confined(root: Path, path: str | Path) -> Path:
 
 
 def write_atomic(path: Path, data: str | bytes, *, root: Path | None = None) -> Path:
-    """Write `data` to `path` atomically (same-directory temp file + fsync + rename).
+    """Write `data` to `path` atomically (same-directory temp file + fsync + rename)."""
+    if root is not None:
+        path = confined(root, path)
+    tmp = stage_file(path, data)
+    try:
+        os.replace(tmp, path)
+    except BaseException:
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(tmp)
+        raise
+    return path
+
+
+def stage_file(path: Path, data: str | bytes) -> Path:
+    """Write `data` to a fresh, fsynced temp file beside `path`, ready to be renamed over it.
 
     File mode: a file that already exists keeps its mode (a tracked file's mode is part of the commit);
     a new file gets what the umask gives (0644 typically), as any editor or `git checkout` would make
     it. (`mkstemp` would make every file 0600.) The temp file is created with mode 0666 and the kernel
     applies the umask — reading the umask would mean changing it, which is not thread-safe.
     """
-    if root is not None:
-        path = confined(root, path)
     path.parent.mkdir(parents=True, exist_ok=True)
     payload = data.encode("utf-8") if isinstance(data, str) else data
     try:
@@ -58,12 +70,11 @@ def write_atomic(path: Path, data: str | bytes, *, root: Path | None = None) -> 
             handle.write(payload)
             handle.flush()
             os.fsync(handle.fileno())
-        os.replace(tmp, path)
     except BaseException:
         with contextlib.suppress(FileNotFoundError):
             os.unlink(tmp)
         raise
-    return path
+    return Path(tmp)
 
 
 def _create_temp(path: Path) -> tuple[int, str]:

@@ -25,13 +25,12 @@ import contextlib
 import json
 import os
 import re
-import tempfile
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
 from research_dispatch.errors import BadInput, DispatchError
-from research_dispatch.fsio import confined, write_atomic
+from research_dispatch.fsio import confined, stage_file, write_atomic
 
 PENDING_DIR = "pending"
 JOURNAL_SCHEMA = "research-dispatch/unit@1"
@@ -56,22 +55,6 @@ def journal_relpath(build_dir: str, stem: str) -> str:
     return f"{build_dir}/{PENDING_DIR}/{stem}.json"
 
 
-def _stage(path: Path, text: str) -> Path:
-    """Write text to a fresh temp file beside path (the same naming as `fsio.write_atomic`)."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    try:
-        with os.fdopen(fd, "wb") as handle:
-            handle.write(text.encode("utf-8"))
-            handle.flush()
-            os.fsync(handle.fileno())
-    except BaseException:
-        with contextlib.suppress(OSError):
-            os.unlink(tmp)
-        raise
-    return Path(tmp)
-
-
 def write_unit(repo: Path, build_dir: str, stem: str, files: Sequence[FileWrite],
                status: FileWrite | None = None) -> None:
     """Write `files` (call log first, report last) as one unit, then `status`. See the module docstring.
@@ -85,7 +68,7 @@ def write_unit(repo: Path, build_dir: str, stem: str, files: Sequence[FileWrite]
     staged: list[Path] = []
     try:
         for target, write in zip(targets, files, strict=True):
-            staged.append(_stage(target, write.text))
+            staged.append(stage_file(target, write.text))
         record = {"schema": JOURNAL_SCHEMA, "stem": stem,
                   "moves": [[tmp.relative_to(repo.resolve()).as_posix(), f.relpath]
                             for tmp, f in zip(staged, files, strict=True)],
