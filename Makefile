@@ -24,9 +24,12 @@ install: $(STAMP)
 
 lint: $(STAMP)
 	$(BIN)/ruff check .
+	$(BIN)/mypy
 
+# ruff, mypy --strict over the package (the [tool.mypy] table in pyproject.toml), then the suite.
 test: $(STAMP)
 	$(BIN)/ruff check .
+	$(BIN)/mypy
 	$(BIN)/python -m pytest -n 2 --dist loadfile --ignore=tests/interop
 
 $(INTEROP_STAMP):

@@ -506,12 +506,12 @@ class Settings(_Strict):
 class _StrictLoader(yaml.SafeLoader):
     """SafeLoader that rejects aliases, duplicate keys and deep nesting."""
 
-    def compose_node(self, parent: Any, index: Any) -> Any:  # type: ignore[override]
+    def compose_node(self, parent: Any, index: Any) -> Any:
         if self.check_event(yaml.AliasEvent):
-            event = self.peek_event()
+            event = self.peek_event()  # type: ignore[no-untyped-call]
             raise yaml.constructor.ConstructorError(
                 None, None, "YAML aliases/anchors are not allowed (they can expand without bound)", event.start_mark)
-        event = self.peek_event()
+        event = self.peek_event()  # type: ignore[no-untyped-call]
         if getattr(event, "anchor", None):
             raise yaml.constructor.ConstructorError(
                 None, None, "YAML anchors are not allowed (aliases to them can expand without bound)", event.start_mark)
@@ -525,7 +525,7 @@ class _StrictLoader(yaml.SafeLoader):
         finally:
             self._depth = depth
 
-    def construct_mapping(self, node: Any, deep: bool = False) -> dict[Any, Any]:  # type: ignore[override]
+    def construct_mapping(self, node: Any, deep: bool = False) -> dict[Any, Any]:
         seen: set[Any] = set()
         for key_node, _ in node.value:
             key = self.construct_object(key_node, deep=deep)

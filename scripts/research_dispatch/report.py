@@ -16,7 +16,7 @@ import re
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, Final, Literal
 
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
@@ -26,7 +26,7 @@ from research_dispatch.config import _first_error, load_yaml_text, read_text_str
 from research_dispatch.errors import BadInput
 from research_dispatch.search import SourceRegistry
 
-SCHEMA = "research-dispatch/report@1"
+SCHEMA: Final = "research-dispatch/report@1"
 MAX_REPORT_BYTES = 2 * 1024 * 1024
 """The one size limit of a report file: what `load_report` (verify, synthesize, resume, publish) and
 `collect` read back, and what `cap_report` lets the leg write. One constant, so the product never writes

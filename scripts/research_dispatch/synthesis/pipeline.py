@@ -406,14 +406,14 @@ def _build_ledger(cycle: str, settings: Settings, reports: list[ReportInput], sk
                     decision_key=claim.decision_key, pick_key=claim.pick_key, **claim.extracted())
         for outcome in extracted for claim in outcome.claims]
     ledger_clusters = [LedgerCluster(
-        key=c.key, base=c.base, layer=c.layer, layer_key=c.layer_key, decision=c.decision, status=c.status,  # type: ignore[arg-type]
+        key=c.key, base=c.base, layer=c.layer, layer_key=c.layer_key, decision=c.decision, status=c.status,
         flagged=c.flagged, pick=c.pick, pick_key=c.pick_key, condition=c.condition, label=c.label, summary=c.summary,
         members=c.members, reports=c.reports, families=c.families, excluded_reports=c.excluded_reports,
         batches=c.batches, unaligned=c.unaligned, divergence=c.divergence,
         contradicts=sorted(by_index[i].key for i in c.contradicts), contrary_excluded=c.contrary_excluded)
         for c in clusters]
     ledger_divergences = [LedgerDivergence(
-        key=d.key, layer=d.layer, decision=d.decision, kind=d.kind, tie=d.tie, line=d.line,  # type: ignore[arg-type]
+        key=d.key, layer=d.layer, decision=d.decision, kind=d.kind, tie=d.tie, line=d.line,
         positions=[LedgerSide(cluster=by_index[s.cluster].key, label=s.label, pick=s.pick, condition=s.condition,
                               claims=s.claims, reports=s.reports, families=s.families) for s in d.sides],
         ambivalent_reports=d.ambivalent_reports, weighed=sorted(by_index[i].key for i in d.weighed_clusters),
@@ -437,7 +437,7 @@ def _build_ledger(cycle: str, settings: Settings, reports: list[ReportInput], sk
               "divergences": len(divergences), "ties": sum(1 for d in divergences if d.tie),
               "batches": len(judged)}
     return Ledger(
-        schema=SCHEMA, cycle=cycle, framework=settings.framework_name,
+        cycle=cycle, framework=settings.framework_name,
         settings={"extractor_model": syn.extractor_model, "extraction_prompt": extract.PROMPT_VERSION,
                   "judge_models": list(syn.judge_models), "judge_prompt": align.PROMPT_VERSION,
                   "count_unverified": syn.count_unverified, "batch_size": syn.batch_size,
@@ -445,7 +445,7 @@ def _build_ledger(cycle: str, settings: Settings, reports: list[ReportInput], sk
                   "timeout_minutes": syn.timeout_minutes},
         counts=counts,
         reports=sorted((_ledger_report(o, settings) for o in extracted), key=lambda r: r.stem),
-        skipped=[LedgerSkipped(stem=s.stem, path=s.relpath, kind=s.kind, reason=one_line(s.reason, 500))  # type: ignore[arg-type]
+        skipped=[LedgerSkipped(stem=s.stem, path=s.relpath, kind=s.kind, reason=one_line(s.reason, 500))
                  for s in sorted(skipped, key=lambda s: s.stem)],
         claims=sorted(ledger_claims, key=lambda c: c.key),
         clusters=sorted(ledger_clusters, key=lambda c: c.key),
