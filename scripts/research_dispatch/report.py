@@ -16,7 +16,7 @@ import re
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, Final, Literal
 
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
@@ -28,7 +28,7 @@ from research_dispatch.contract import count_words as count_words  # the one wor
 from research_dispatch.errors import BadInput
 from research_dispatch.search import SourceRegistry
 
-SCHEMA = "research-dispatch/report@1"
+SCHEMA: Final = "research-dispatch/report@1"
 MAX_REPORT_BYTES = 2 * 1024 * 1024
 """The one size limit of a report file: what `load_report` (verify, synthesize, resume, publish) and
 `collect` read back, and what `cap_report` lets the leg write. One constant, so the product never writes
@@ -199,19 +199,23 @@ class SourceEntry(BaseModel):
     title: str
 
 
+RouteVerdict = Literal["exact", "provider_fallback", "model_fallback", "cached", "unverified", "self_reported"]
+"""The front matter's `route`: a leg's verdict (`route.VERDICTS`)."""
+
+
 class ReportMeta(BaseModel):
     """Front matter. The FIXED keys come first; the rest are ours and may grow."""
 
     model_config = ConfigDict(extra="allow")
 
-    schema_: Literal["research-dispatch/report@1"] = Field(SCHEMA, alias="schema")
+    schema_: Literal["research-dispatch/report@1"] = Field(default=SCHEMA, alias="schema")
     topic: str
     title: str
     requested_model: str
     family: str
     served_models: list[str]
     served_providers: list[str]
-    route: Literal["exact", "provider_fallback", "model_fallback", "cached", "unverified", "self_reported"]
+    route: RouteVerdict
     route_verified: bool
     calls: Count
     generation_ids: list[str]
