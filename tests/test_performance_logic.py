@@ -165,7 +165,7 @@ def test_compaction_keeps_every_id_citable() -> None:
 
 
 class _NoGateway:
-    """`_outgoing` never calls the gateway; this stands in for it."""
+    """`_compact_history` never calls the gateway; this stands in for it."""
 
 
 def researcher(budget: int, compact_to: float = 0.5) -> Researcher:
@@ -187,11 +187,11 @@ def test_compaction_waits_for_the_budget_then_goes_well_below_it_and_spares_rece
     r = researcher(budget=10_000)
     for n in range(1, 4):
         add_turn(r, n, "web_extract", 2500)
-    before = json.dumps(r._outgoing())
+    before = json.dumps(r._compact_history())
     assert "[compacted" not in before  # under budget: untouched
     add_turn(r, 4, "web_extract", 2500)
     add_turn(r, 5, "web_search", 2500)
-    sent = r._outgoing()
+    sent = r._compact_history()
     tools_chars = [len(m["content"]) for m in sent if m["role"] == "tool"]
     assert sum(tools_chars) <= 10_000
     compacted = [i for i, m in enumerate(sent) if m["role"] == "tool" and "[compacted" in m["content"]]
@@ -199,7 +199,7 @@ def test_compaction_waits_for_the_budget_then_goes_well_below_it_and_spares_rece
     count = len(sent)
     prefix = json.dumps(sent)
     add_turn(r, 6, "web_search", 100)  # a small result: still under budget, nothing rewritten
-    assert json.dumps(r._outgoing()[:count]) == prefix
+    assert json.dumps(r._compact_history()[:count]) == prefix
 
 
 def test_search_results_are_compacted_before_extracted_passages() -> None:
@@ -208,7 +208,7 @@ def test_search_results_are_compacted_before_extracted_passages() -> None:
     add_turn(r, 2, "web_search", 3000)  # message 5
     add_turn(r, 3, "web_search", 100)
     add_turn(r, 4, "web_search", 2600)
-    sent = r._outgoing()
+    sent = r._compact_history()
     assert "[compacted" in sent[5]["content"] and "[compacted" not in sent[3]["content"]
 
 

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import contextlib
 import datetime as dt
+import hashlib
 import json
 import os
 import threading
@@ -22,10 +23,10 @@ import time
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 from research_dispatch import environment, route
-from research_dispatch.config import SearchSettings, Settings, effective
+from research_dispatch.config import Budget, SearchSettings, Settings, WordBand, effective
 from research_dispatch.environment import Credentials
 from research_dispatch.errors import Interrupted, MissingKey
 from research_dispatch.fsio import append_line, confined, write_atomic
@@ -38,7 +39,9 @@ from research_dispatch.providers import ExaProvider, SearchProvider, TavilyProvi
 from research_dispatch.records import load_record
 from research_dispatch.redact import redact, register_env
 from research_dispatch.report import (
+    FinalBody,
     ReportMeta,
+    RouteVerdict,
     SourceEntry,
     Usage,
     body_sha256_of,
@@ -46,8 +49,8 @@ from research_dispatch.report import (
     count_words,
     finalize_citations,
 )
-from research_dispatch.researcher import PROMPT_VERSION, LegSpec, Researcher, input_hash
-from research_dispatch.search import MODEL_ERROR_KINDS, SearchTools
+from research_dispatch.researcher import PROMPT_VERSION, LegSpec, Researcher, ResearchOutcome, Trace
+from research_dispatch.search import MODEL_ERROR_KINDS, SearchStats, SearchTools, SourceRegistry
 
 MIN_CITED_SOURCES = 3
 INTERRUPTED = "interrupted by the user (Ctrl-C)"
@@ -140,7 +143,31 @@ def search_providers(search: SearchSettings, credentials: Mapping[str, Credentia
     return providers
 
 
+def input_hash(*, topic_sha256: str, model: str, provider: str | None, words: WordBand, budget: Budget,
+               search: SearchSettings, mcp: Mapping[str, Any] | None = None) -> str:
+    """What a report depends on; an unchanged hash within a cycle means the leg need not run again.
+
+    The resume key of a leg (`resume.py`, `legstate.py`): the topic file's bytes, the route, the
+    researcher's prompts (`PROMPT_VERSION`), the word band, the budget and the search settings. The
+    toolset (search providers other than Tavily alone, MCP servers) is part of it only when it is not
+    the default, so adding the toolset changed no existing leg's hash. Existing reports carry this value:
+    it must stay byte-identical for the same inputs (tests/test_leg_steps.py pins it).
+    """
+    payload: dict[str, Any] = {
+        "topic": topic_sha256, "model": model, "provider": provider, "prompt": PROMPT_VERSION,
+        "words": words.model_dump(), "budget": budget.model_dump(),
+        "search": search.model_dump(mode="json", exclude={"providers"}),
+    }
+    providers = list(search.providers)
+    if providers != ["tavily"]:
+        payload["providers"] = providers
+    if mcp:
+        payload["mcp"] = dict(mcp)
+    return hashlib.sha256(json.dumps(payload, sort_keys=True).encode()).hexdigest()[:16]
+
+
 def leg_input_hash(leg: Leg, settings: Settings) -> str:
+    """The leg's `input_hash` from its topic and the settings in force."""
     words, budget, search = effective(leg.topic, settings)
     mcp = {name: settings.mcp.servers[name].model_dump(mode="json") for name in leg.topic.mcp
            if name in settings.mcp.servers}
@@ -174,17 +201,21 @@ def run_leg(repo: Path, settings: Settings, leg: Leg, *, env: Mapping[str, str] 
     status says interrupted; MCP servers are stopped whatever happens. Ctrl-C in the calling thread
     itself (the `research` command) ends the leg the same way and raises `Interrupted` once the status
     file is written.
+
+    The steps: the keys (`leg_credentials`), then `_LegRun`: the research (`research`, over the toolset
+    of `toolset`), the outcome judged (`conclude`, with `quality_reasons` and `report_meta`) and the
+    report written (`write_report`).
     """
     env = os.environ if env is None else env
-    gateway_creds, search_creds = require_keys(env, settings, [leg])
-    register_env(env)  # keys passed in a mapping (not os.environ) are redacted too
+    credentials = leg_credentials(env, settings, leg)
     words, budget, search_settings = effective(leg.topic, settings)
-    started = _now()
     result = LegResult(stem=leg.stem, topic=leg.topic.id, model=leg.route.model, family=leg.family,
                        status=LegState.FAILED, input_hash=leg_input_hash(leg, settings), cycle=cycle,
-                       started_at=started)
-    trace_path = confined(repo, leg.trace_relpath(settings))
-    trace = _TraceWriter(trace_path)
+                       started_at=_now())
+    trace = _TraceWriter(confined(repo, leg.trace_relpath(settings)))
+    run = _LegRun(repo=repo, settings=settings, leg=leg, env=env, credentials=credentials, words=words,
+                  budget=budget, search=search_settings, cycle=cycle, run_url=run_url, retry=retry,
+                  interrupt=interrupt, result=result, trace=trace)
     spent: list[float] = []  # every call's cost as it happens: counted even if the researcher crashes
 
     def traced(event: dict[str, Any]) -> None:
@@ -194,35 +225,13 @@ def run_leg(repo: Path, settings: Settings, leg: Leg, *, env: Mapping[str, str] 
         if progress is not None:
             progress({"leg": leg.stem, **event})
 
-    spec = LegSpec(topic_id=leg.topic.id, title=leg.topic.title, scope=leg.topic.scope, model=leg.route.model,
-                   provider=leg.route.provider, session_id=f"{cycle}:{leg.stem}", words=words, budget=budget)
-    leg_deadline = time.monotonic() + budget.timeout_minutes * 60
     try:
-        with Gateway(api_key=gateway_creds.key, base_url=gateway_creds.base_url,
-                     settings=settings.gateway, retry=retry, deadline=leg_deadline,
-                     interrupt=interrupt) as gateway, contextlib.ExitStack() as stack:
-            service = settings.search_service
-            mcp = None
-            if leg.topic.mcp:
-                from research_dispatch.mcp_tools import McpToolset
-
-                mcp = stack.enter_context(McpToolset({n: settings.mcp.servers[n] for n in leg.topic.mcp}, env=env,
-                                                     interrupt=interrupt))
-                mcp.open(leg_deadline=leg_deadline)
-                trace({"event": "mcp_start", "tools": sorted(mcp.tools), "problems": mcp.start_problems})
-            tools = SearchTools(providers=search_providers(search_settings, search_creds), mcp=mcp,
-                                settings=search_settings, topic_hint=f"{leg.topic.title} {leg.topic.scope}"[:600],
-                                retries=service.max_retries, timeout_s=service.timeout_s,
-                                backoff_base_s=service.backoff_base_s, backoff_max_s=service.backoff_max_s,
-                                sleep=retry.sleep if retry is not None else time.sleep, leg_deadline=leg_deadline,
-                                interrupt=interrupt)
-            outcome = Researcher(gateway, tools, spec, trace=traced, clock=clock or time.monotonic,
-                                 interrupt=interrupt).run()
+        outcome, tools = run.research(traced, clock or time.monotonic)
     except MissingKey:
         raise
     except KeyboardInterrupt:  # Ctrl-C outside the research loop (it handles its own): still recorded
         result.error, result.interrupted, result.finished_at = INTERRUPTED, True, _now()
-        _write_status(repo, settings, leg, result)
+        run.write_status()
         raise Interrupted(f"{leg.stem}: {INTERRUPTED}") from None
     except Exception as exc:  # a bug or an unexpected client failure: the leg fails, loudly, others go on
         result.error = redact(f"{type(exc).__name__}: {exc}")
@@ -231,23 +240,191 @@ def run_leg(repo: Path, settings: Settings, leg: Leg, *, env: Mapping[str, str] 
         result.cost_usd = round(sum(spent), 6)
         result.calls = len(spent)
         trace({"event": "crash", "error": result.error})
-        _write_status(repo, settings, leg, result, quiet=True)
+        run.write_status(quiet=True)
+        return result
+    return run.conclude(outcome, tools)
+
+
+@dataclass(frozen=True)
+class LegCredentials:
+    """The checked keys a leg needs: its gateway's and each of its search providers'."""
+
+    gateway: Credentials
+    search: dict[str, Credentials]
+
+
+def leg_credentials(env: Mapping[str, str], settings: Settings, leg: Leg) -> LegCredentials:
+    """The leg's keys, checked before any network call (`MissingKey` else), and registered for redaction:
+    keys passed in a mapping (not os.environ) are redacted too."""
+    gateway, search = require_keys(env, settings, [leg])
+    register_env(env)
+    return LegCredentials(gateway=gateway, search=search)
+
+
+@dataclass
+class _LegRun:
+    """One run of one leg: its inputs, resolved once, and the steps of `run_leg` over them. `result` is
+    the status record the steps fill in; it starts as failed and is written whatever happens."""
+
+    repo: Path
+    settings: Settings
+    leg: Leg
+    env: Mapping[str, str]
+    credentials: LegCredentials
+    words: WordBand
+    budget: Budget
+    search: SearchSettings
+    cycle: str
+    run_url: str | None
+    retry: RetryPolicy | None
+    interrupt: threading.Event | None
+    result: LegResult
+    trace: _TraceWriter
+
+    # --- the research --------------------------------------------------------------------------
+    def research(self, trace: Trace, clock: Callable[[], float]) -> tuple[ResearchOutcome, SearchTools]:
+        """The research loop over the leg's gateway and toolset, both closed when it ends (MCP servers
+        stopped) whatever happens. `trace` receives the loop's events."""
+        leg, settings = self.leg, self.settings
+        spec = LegSpec(topic_id=leg.topic.id, title=leg.topic.title, scope=leg.topic.scope, model=leg.route.model,
+                       provider=leg.route.provider, session_id=f"{self.cycle}:{leg.stem}", words=self.words,
+                       budget=self.budget)
+        leg_deadline = time.monotonic() + self.budget.timeout_minutes * 60
+        gateway_creds = self.credentials.gateway
+        with Gateway(api_key=gateway_creds.key, base_url=gateway_creds.base_url,
+                     settings=settings.gateway, retry=self.retry, deadline=leg_deadline,
+                     interrupt=self.interrupt) as gateway, contextlib.ExitStack() as stack:
+            tools = self.toolset(stack, leg_deadline)
+            outcome = Researcher(gateway, tools, spec, trace=trace, clock=clock, interrupt=self.interrupt).run()
+        return outcome, tools
+
+    def toolset(self, stack: contextlib.ExitStack, leg_deadline: float) -> SearchTools:
+        """The researcher's tools: the topic's search providers and, when it names any, its MCP servers
+        (started here, stopped by `stack`)."""
+        leg, settings = self.leg, self.settings
+        service = settings.search_service
+        mcp = None
+        if leg.topic.mcp:
+            from research_dispatch.mcp_tools import McpToolset
+
+            mcp = stack.enter_context(McpToolset({n: settings.mcp.servers[n] for n in leg.topic.mcp}, env=self.env,
+                                                 interrupt=self.interrupt))
+            mcp.open(leg_deadline=leg_deadline)
+            self.trace({"event": "mcp_start", "tools": sorted(mcp.tools), "problems": mcp.start_problems})
+        return SearchTools(providers=search_providers(self.search, self.credentials.search), mcp=mcp,
+                           settings=self.search, topic_hint=f"{leg.topic.title} {leg.topic.scope}"[:600],
+                           retries=service.max_retries, timeout_s=service.timeout_s,
+                           backoff_base_s=service.backoff_base_s, backoff_max_s=service.backoff_max_s,
+                           sleep=self.retry.sleep if self.retry is not None else time.sleep,
+                           leg_deadline=leg_deadline, interrupt=self.interrupt)
+
+    # --- the outcome ---------------------------------------------------------------------------
+    def conclude(self, outcome: ResearchOutcome, tools: SearchTools) -> LegResult:
+        """Judge the outcome: the route and the money always; then no report (interrupted, no draft, no
+        retrieved source cited) or the report with every reason it is less than complete, written."""
+        result = self.result
+        records = outcome.records
+        verdict = route.leg_verdict(r.verdict for r in records)
+        result.route = verdict
+        result.route_verified = route.is_verified(verdict,
+                                                  trust_self_reported=self.settings.gateway.trust_self_reported)
+        result.calls = len(records)
+        result.cost_usd = round(sum(r.cost_usd for r in records), 6)
+        if outcome.interrupted:  # no report from an interrupted leg, even with a draft: it did not finish
+            result.error, result.interrupted, result.finished_at = INTERRUPTED, True, _now()
+            result.reasons = ["interrupted"]
+            self.write_status()
+            return result
+
+        if outcome.draft is None or not outcome.draft.strip():
+            result.reasons = quality_reasons(outcome, tools.stats, tools.registry, self.words)
+            stop = f"no report was produced: {outcome.reasons[-1]}" if outcome.reasons else "no report was produced"
+            result.error = redact(outcome.failure or stop)
+            result.finished_at = _now()
+            self.write_status(quiet=True)
+            return result
+
+        final = finalize_citations(outcome.draft, tools.registry)
+        reasons = quality_reasons(outcome, tools.stats, tools.registry, self.words, final)
+        if not final.sources:
+            result.reasons = reasons
+            result.error = "the report cites no retrieved source; an unsupported report is not written"
+            result.finished_at = _now()
+            self.write_status(quiet=True)
+            return result
+        return self.write_report(self.report_meta(records, verdict, tools, final, reasons), final, records)
+
+    def report_meta(self, records: list[CallRecord], verdict: str, tools: SearchTools, final: FinalBody,
+                    reasons: list[str]) -> ReportMeta:
+        """The report's front matter: the route that served it, what it cost, its sources, why it is
+        degraded (`reasons`), and the inputs it was written from."""
+        leg, words, stats = self.leg, self.words, tools.stats
+        return ReportMeta(
+            topic=leg.topic.id, title=leg.topic.title, requested_model=leg.route.model, family=leg.family,
+            served_models=sorted({r.served_model for r in records if r.served_model}),
+            served_providers=sorted({r.served_provider for r in records if r.served_provider}),
+            route=cast(RouteVerdict, verdict),  # one of route.VERDICTS; ReportMeta validates it
+            route_verified=self.result.route_verified, calls=len(records),
+            generation_ids=[r.generation_id for r in records if r.generation_id],
+            status="degraded" if reasons else "ok", words=count_words(final.body),
+            usage=_usage(records),
+            sources=[SourceEntry(id=s.id, url=s.url, title=s.title) for s in final.sources],
+            started_at=self.result.started_at, finished_at=_now(),
+            requested_provider=leg.route.provider, rationale=leg.route.rationale, status_reasons=reasons,
+            word_band={"min": words.min, "max": words.max}, citations_dropped=final.dropped_citations,
+            links_removed=final.unlinked_urls,
+            search={"searches": stats.searches, "extracts": stats.extracts, "mcp_calls": stats.mcp_calls,
+                    "retrieved": len(tools.registry), "tool_errors": stats.errors,
+                    "providers": list(self.search.providers), "mcp": list(leg.topic.mcp)},
+            prompt_version=PROMPT_VERSION, input_hash=self.result.input_hash, cycle=self.cycle,
+            run_url=self.run_url,
+        )
+
+    # --- the write -----------------------------------------------------------------------------
+    def write_report(self, meta: ReportMeta, final: FinalBody, records: list[CallRecord]) -> LegResult:
+        """Write the report, its call log and the status as one unit (`legfiles.write_unit`); a failed
+        write fails the leg and keeps the previous report."""
+        leg, settings, result = self.leg, self.settings, self.result
+        report_rel = leg.report_relpath(settings)
+        calls_text = "".join(redact(r.to_json()) + "\n" for r in records)
+        capped = cap_report(meta, final.body, final.sources, finish=redact)  # never over what verify reads back
+        report_text = capped.text
+        result.status = LegState(capped.meta.status)
+        result.reasons = list(capped.meta.status_reasons)
+        result.report = report_rel
+        result.words = capped.meta.words
+        result.sources = len(capped.sources)
+        result.finished_at = meta.finished_at
+        result.body_sha256 = body_sha256_of(report_text)
+        try:
+            write_unit(self.repo, settings.build_dir, leg.stem,
+                       [FileWrite(leg.calls_relpath(settings), calls_text), FileWrite(report_rel, report_text)],
+                       status=FileWrite(leg.status_relpath(settings), redact(result.to_json())))
+        except UnitNotWritten as exc:
+            _failed_write(result, str(exc))
+            self.trace({"event": "write_failed", "error": result.error})
+            self.write_status(quiet=True)
+        except UnitPending as exc:
+            _failed_write(result, str(exc))
+            self.trace({"event": "write_pending", "error": result.error})
         return result
 
-    records = outcome.records
-    verdict = route.leg_verdict(r.verdict for r in records)
-    result.route = verdict
-    result.route_verified = route.is_verified(verdict,
-                                              trust_self_reported=settings.gateway.trust_self_reported)
-    result.calls = len(records)
-    result.cost_usd = round(sum(r.cost_usd for r in records), 6)
-    if outcome.interrupted:  # no report from an interrupted leg, even with a draft: it did not finish
-        result.error, result.interrupted, result.finished_at = INTERRUPTED, True, _now()
-        result.reasons = ["interrupted"]
-        _write_status(repo, settings, leg, result)
-        return result
+    def write_status(self, *, quiet: bool = False) -> None:
+        _write_status(self.repo, self.settings, self.leg, self.result, quiet=quiet)
+
+
+def quality_reasons(outcome: ResearchOutcome, stats: SearchStats, registry: SourceRegistry, band: WordBand,
+                    final: FinalBody | None = None) -> list[str]:
+    """Every reason a leg's report is less than complete, in a fixed order (they become `status_reasons`;
+    any reason makes the report degraded).
+
+    The research loop's own (a cap reached, truncation, a draft outside the band); then the search
+    statistics: service and MCP errors that reached the researcher, every search empty, no page read in
+    full. With the finalised report (`final`): the loop stopped early, citations dropped and links
+    removed as never retrieved, fewer than `MIN_CITED_SOURCES` sources, words outside the band (said
+    once: not when the loop already said it).
+    """
     reasons = list(outcome.reasons)
-    stats = tools.stats
     service_errors = {k: v for k, v in stats.error_kinds.items() if k not in MODEL_ERROR_KINDS}
     search_errors = {k: v for k, v in service_errors.items() if not k.startswith("mcp_")}
     mcp_errors = {k: v for k, v in service_errors.items() if k.startswith("mcp_")}
@@ -259,19 +436,12 @@ def run_leg(repo: Path, settings: Settings, leg: Leg, *, env: Mapping[str, str] 
         reasons.append(f"MCP tool errors reached the researcher ({kinds})")
     if stats.searches and stats.empty_searches == stats.searches:
         reasons.append(f"all {stats.searches} search(es) returned no results")
-    if stats.extracts and not any(s.extracted for s in tools.registry.all()):
+    if stats.extracts and not any(s.extracted for s in registry.all()):
         reasons.append("no page could be read in full (every extraction failed); the report rests on search "
                        "snippets")
+    if final is None:
+        return reasons
 
-    if outcome.draft is None or not outcome.draft.strip():
-        result.reasons = reasons
-        stop = f"no report was produced: {outcome.reasons[-1]}" if outcome.reasons else "no report was produced"
-        result.error = redact(outcome.failure or stop)
-        result.finished_at = _now()
-        _write_status(repo, settings, leg, result, quiet=True)
-        return result
-
-    final = finalize_citations(outcome.draft, tools.registry)
     if outcome.failure:
         reasons.append(f"stopped early: {outcome.failure}")
     if final.dropped_citations:
@@ -282,58 +452,9 @@ def run_leg(repo: Path, settings: Settings, leg: Leg, *, env: Mapping[str, str] 
     if len(final.sources) < MIN_CITED_SOURCES:
         reasons.append(f"cites {len(final.sources)} retrieved source(s); at least {MIN_CITED_SOURCES} expected")
     words_count = count_words(final.body)
-    if not words.min <= words_count <= words.max and not any("band" in r for r in reasons):
-        reasons.append(f"{words_count} words, outside the {words.min}–{words.max} band")
-    if not final.sources:
-        result.reasons = reasons
-        result.error = "the report cites no retrieved source; an unsupported report is not written"
-        result.finished_at = _now()
-        _write_status(repo, settings, leg, result, quiet=True)
-        return result
-
-    status = LegState.DEGRADED if reasons else LegState.OK
-    finished = _now()
-    meta = ReportMeta(
-        topic=leg.topic.id, title=leg.topic.title, requested_model=leg.route.model, family=leg.family,
-        served_models=sorted({r.served_model for r in records if r.served_model}),
-        served_providers=sorted({r.served_provider for r in records if r.served_provider}),
-        route=verdict, route_verified=result.route_verified, calls=len(records),
-        generation_ids=[r.generation_id for r in records if r.generation_id],
-        status=status.value, words=words_count,
-        usage=_usage(records),
-        sources=[SourceEntry(id=s.id, url=s.url, title=s.title) for s in final.sources],
-        started_at=started, finished_at=finished,
-        requested_provider=leg.route.provider, rationale=leg.route.rationale, status_reasons=reasons,
-        word_band={"min": words.min, "max": words.max}, citations_dropped=final.dropped_citations,
-        links_removed=final.unlinked_urls,
-        search={"searches": stats.searches, "extracts": stats.extracts, "mcp_calls": stats.mcp_calls,
-                "retrieved": len(tools.registry), "tool_errors": stats.errors,
-                "providers": list(search_settings.providers), "mcp": list(leg.topic.mcp)},
-        prompt_version=PROMPT_VERSION, input_hash=result.input_hash, cycle=cycle, run_url=run_url,
-    )
-    report_rel = leg.report_relpath(settings)
-    calls_text = "".join(redact(r.to_json()) + "\n" for r in records)
-    capped = cap_report(meta, final.body, final.sources, finish=redact)  # never over what verify reads back
-    report_text = capped.text
-    result.status = LegState(capped.meta.status)
-    result.reasons = list(capped.meta.status_reasons)
-    result.report = report_rel
-    result.words = capped.meta.words
-    result.sources = len(capped.sources)
-    result.finished_at = finished
-    result.body_sha256 = body_sha256_of(report_text)
-    try:
-        write_unit(repo, settings.build_dir, leg.stem,
-                   [FileWrite(leg.calls_relpath(settings), calls_text), FileWrite(report_rel, report_text)],
-                   status=FileWrite(leg.status_relpath(settings), redact(result.to_json())))
-    except UnitNotWritten as exc:
-        _failed_write(result, str(exc))
-        trace({"event": "write_failed", "error": result.error})
-        _write_status(repo, settings, leg, result, quiet=True)
-    except UnitPending as exc:
-        _failed_write(result, str(exc))
-        trace({"event": "write_pending", "error": result.error})
-    return result
+    if not band.min <= words_count <= band.max and not any("band" in r for r in reasons):
+        reasons.append(f"{words_count} words, outside the {band.min}–{band.max} band")
+    return reasons
 
 
 def _failed_write(result: LegResult, error: str) -> None:

@@ -23,6 +23,8 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from research_dispatch import sanitize
 from research_dispatch.config import _first_error, load_yaml_text, read_text_strict
+from research_dispatch.contract import CITATION as _CITATION
+from research_dispatch.contract import count_words as count_words  # the one word count (re-exported)
 from research_dispatch.errors import BadInput
 from research_dispatch.search import SourceRegistry
 
@@ -31,7 +33,6 @@ MAX_REPORT_BYTES = 2 * 1024 * 1024
 """The one size limit of a report file: what `load_report` (verify, synthesize, resume, publish) and
 `collect` read back, and what `cap_report` lets the leg write. One constant, so the product never writes
 a report it then refuses to read."""
-_CITATION = re.compile(r"\[\s*(S\d+(?:\s*[,;]\s*S\d+)*)\s*\]", re.IGNORECASE)
 _REFERENCE_HEADING = re.compile(r"^#{1,6}\s*(references|sources|bibliography|works cited|citations)\s*:?\s*$",
                                 re.IGNORECASE | re.MULTILINE)
 _MD_LINK = re.compile(r"(!?)\[([^\]\n]{0,300})\]\(\s*(<?)((?:https?:)?//[^)\s>]+)(>?)(?:\s+\"[^\"]*\")?\s*\)")
@@ -44,16 +45,6 @@ _CODE = re.compile(r"```.*?(?:```|$)|`[^`\n]*`", re.DOTALL)
 _LINK_REMOVED = "(link removed: not a retrieved source)"
 _RAW_TAG = re.compile(r"<\s*/?\s*(script|iframe|object|embed|style|form|input|img|svg|a|link|meta)\b[^>]*>",
                       re.IGNORECASE)
-_WORD = re.compile(r"[A-Za-z0-9\u00C0-\u024F\u0370-\u03FF\u0400-\u04FF]+(?:['’.\-][A-Za-z0-9\u00C0-\u024F]+)*")
-
-
-def count_words(markdown: str) -> int:
-    """Words of prose: citation markers, URLs, code and Markdown punctuation do not count."""
-    text = re.sub(r"```.*?```", " ", markdown, flags=re.DOTALL)
-    text = _CITATION.sub(" ", text)
-    text = re.sub(r"\[\d+(?:\s*,\s*\d+)*\]", " ", text)
-    text = re.sub(r"https?://\S+", " ", text)
-    return len(_WORD.findall(text))
 
 
 def split_references(markdown: str) -> str:
@@ -208,19 +199,23 @@ class SourceEntry(BaseModel):
     title: str
 
 
+RouteVerdict = Literal["exact", "provider_fallback", "model_fallback", "cached", "unverified", "self_reported"]
+"""The front matter's `route`: a leg's verdict (`route.VERDICTS`)."""
+
+
 class ReportMeta(BaseModel):
     """Front matter. The FIXED keys come first; the rest are ours and may grow."""
 
     model_config = ConfigDict(extra="allow")
 
-    schema_: Literal["research-dispatch/report@1"] = Field(SCHEMA, alias="schema")
+    schema_: Literal["research-dispatch/report@1"] = Field(default=SCHEMA, alias="schema")
     topic: str
     title: str
     requested_model: str
     family: str
     served_models: list[str]
     served_providers: list[str]
-    route: Literal["exact", "provider_fallback", "model_fallback", "cached", "unverified", "self_reported"]
+    route: RouteVerdict
     route_verified: bool
     calls: Count
     generation_ids: list[str]

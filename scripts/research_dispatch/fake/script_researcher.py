@@ -39,8 +39,9 @@ starting `Continue exactly where you stopped` gets the rest of the truncated rep
 minus what the previous assistant turns already said). A request without tools is a writing call.
 Structured-output requests are delegated to `script_structured`.
 
-Word counting (`count_words`): whitespace-separated tokens that contain a letter or digit, after
-removing `[S<n>]` markers, so headings count and citation markers do not.
+The strings the script keys on (the labels of the first messages, the follow-up prefixes) and the word
+count it sizes reports by come from `research_dispatch.contract`, the protocol the product and the fakes
+share — the only module of the product a fake imports (it holds no product logic).
 """
 
 from __future__ import annotations
@@ -53,6 +54,15 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
+from research_dispatch.contract import (
+    BAND_SENTENCE,
+    BRIEF_LABEL,
+    CONTINUE_PREFIX,
+    REVISE_PREFIX,
+    TITLE_LABEL,
+    TOPIC_ID_LABEL,
+    count_words,
+)
 from research_dispatch.fake.script_structured import respond_structured, structured_name
 
 DEFAULT_BAND = (2000, 2500)
@@ -62,18 +72,14 @@ DEFAULT_EXTRACT_TOP = 3
 DEFAULT_READS = 1
 CLAIMS_PATH = Path(__file__).with_name("corpus") / "claims.json"
 
-CONTINUE_PREFIX = "Continue exactly where you stopped"
-REVISE_PREFIX = "Your draft has"
-
-_BAND_RE = re.compile(r"Write between\s+([\d,]+)\s+and\s+([\d,]+)\s+words", re.IGNORECASE)
-_TOPIC_RE = re.compile(r"Topic id:\s*(\S+)")
-_TITLE_RE = re.compile(r"^\s*Title:\s*(.+?)\s*$", re.MULTILINE)
-_BRIEF_RE = re.compile(r"Research brief:\s*(.*)", re.DOTALL)
+# The contract's band sentence with each `{field}` captured as a number (thousands commas allowed).
+_BAND_RE = re.compile(re.sub(r"\\\{\w+\\\}", lambda _: r"([\d,]+)", re.escape(BAND_SENTENCE)), re.IGNORECASE)
+_TOPIC_RE = re.compile(re.escape(TOPIC_ID_LABEL) + r"\s*(\S+)")
+_TITLE_RE = re.compile(r"^\s*" + re.escape(TITLE_LABEL) + r"\s*(.+?)\s*$", re.MULTILINE)
+_BRIEF_RE = re.compile(re.escape(BRIEF_LABEL) + r"\s*(.*)", re.DOTALL)
 _SOURCE_RE = re.compile(r"<source\s+([^>]*)>(.*?)</source>", re.DOTALL)  # the preamble mentions a bare <source>
 _ATTR_RE = re.compile(r'([A-Za-z_][-\w.]*)\s*=\s*"([^"]*)"')
-_CITE_RE = re.compile(r"\[S\d+\]")
 _SENTENCE_SPLIT_RE = re.compile(r"(?<=[.!?])\s+(?=[A-Za-z0-9\"'(])")
-_WORD_RE = re.compile(r"[A-Za-z0-9]")
 # Source sentences that look like markup, links or instructions to the model are never copied:
 # the corpus may contain prompt-injection pages, and the script must not amplify them.
 _UNSAFE_RE = re.compile(
@@ -416,11 +422,6 @@ def _claim_source(claim: dict[str, Any], sources: list[Source]) -> Source | None
 # ---------------------------------------------------------------------------------------------
 # Report writing
 # ---------------------------------------------------------------------------------------------
-def count_words(text: str) -> int:
-    """Words as the script sizes them: tokens with a letter or digit, citation markers excluded."""
-    return sum(1 for token in _CITE_RE.sub(" ", text).split() if _WORD_RE.search(token))
-
-
 _TEMPLATES: dict[str, tuple[str, ...]] = {
     "Summary": (
         "This report reviews what the public record says about {title} and what a practitioner can rely on "

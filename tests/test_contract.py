@@ -1,0 +1,213 @@
+"""The conversation contract (`research_dispatch.contract`): one source for what the researcher sends
+and the fake's scripted model keys on.
+
+Static checks read the source (AST): the researcher sends no follow-up the contract does not declare,
+the contract holds no product logic (standard library only), and the fakes import nothing else of the
+product. A leg per follow-up then runs the CLI in a fresh interpreter against the fakes and checks every
+user message the product actually sent.
+"""
+
+from __future__ import annotations
+
+import ast
+import itertools
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from research_dispatch import contract, report, researcher
+from research_dispatch.config import Budget, WordBand
+from research_dispatch.fake import script_researcher
+from research_dispatch.researcher import LegSpec, Researcher
+from tests.conftest import write_topic
+
+PACKAGE = Path(researcher.__file__).parent
+FOLLOW_UP_NAMES = {name for name in dir(contract) if getattr(contract, name) in contract.FOLLOW_UPS
+                   and name.isupper() and not name.endswith("_PREFIX")}
+
+
+def _tree(path: Path) -> ast.Module:
+    return ast.parse(path.read_text(encoding="utf-8"), filename=str(path))
+
+
+def _contract_name(node: ast.expr) -> str | None:
+    """`contract.NAME` or `contract.NAME.format(...)` -> NAME; anything else -> None."""
+    if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "format":
+        node = node.func.value
+    if isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) and node.value.id == "contract":
+        return node.attr
+    return None
+
+
+def _functions(tree: ast.Module) -> dict[str, ast.FunctionDef]:
+    return {n.name: n for n in ast.walk(tree) if isinstance(n, ast.FunctionDef)}
+
+
+# ----------------------------------------------------------------------------------------------
+# the researcher sends only declared follow-ups
+
+
+def test_every_follow_up_the_researcher_sends_is_declared_in_the_contract() -> None:
+    tree = _tree(PACKAGE / "researcher.py")
+    said = [node for node in ast.walk(tree) if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute)
+            and node.func.attr == "_say"]
+    names = [_contract_name(call.args[0]) for call in said]
+    assert said and None not in names, "every _say(...) sends a contract.<FOLLOW-UP> (or its .format(...))"
+    assert set(names) == FOLLOW_UP_NAMES  # each declared follow-up is sent, and nothing else
+
+
+def test_no_user_message_is_written_outside_the_brief_and_the_follow_ups() -> None:
+    """A user message built anywhere else (a literal dict, another helper) would bypass the contract."""
+    functions = _functions(_tree(PACKAGE / "researcher.py"))
+    allowed = {functions["__init__"], functions["_say"]}  # the brief; the follow-ups
+    for function in functions.values():
+        for node in ast.walk(function):
+            if isinstance(node, ast.Dict) and any(
+                    isinstance(k, ast.Constant) and k.value == "role" and isinstance(v, ast.Constant)
+                    and v.value == "user" for k, v in zip(node.keys, node.values, strict=True)):
+                assert function in allowed, f"researcher.{function.name} writes a user message itself"
+
+
+def test_no_contract_string_is_copied_into_the_researcher_or_the_fakes() -> None:
+    prefixes = (*contract.FOLLOW_UP_PREFIXES, contract.TOPIC_ID_LABEL, contract.BRIEF_LABEL, "Write between")
+    for path in [PACKAGE / "researcher.py", *sorted((PACKAGE / "fake").glob("*.py"))]:
+        tree = _tree(path)
+        docstrings = {id(body[0].value) for node in ast.walk(tree)
+                      if isinstance(body := getattr(node, "body", None), list) and body
+                      and isinstance(body[0], ast.Expr)}
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Constant) and isinstance(node.value, str) and id(node) not in docstrings:
+                assert not node.value.lstrip().startswith(prefixes), f"{path.name}: {node.value[:60]!r}"
+
+
+def test_each_follow_up_starts_with_its_prefix_and_no_prefix_shadows_another() -> None:
+    assert len(contract.FOLLOW_UPS) == len(contract.FOLLOW_UP_PREFIXES) == len(FOLLOW_UP_NAMES)
+    for text, prefix in zip(contract.FOLLOW_UPS, contract.FOLLOW_UP_PREFIXES, strict=True):
+        assert text.startswith(prefix)
+    for prefix in contract.FOLLOW_UP_PREFIXES:
+        assert [p for p in contract.FOLLOW_UP_PREFIXES if p.startswith(prefix)] == [prefix]
+
+
+# ----------------------------------------------------------------------------------------------
+# the contract is a protocol, not product logic, and the only part of the product the fakes see
+
+
+def _imported_modules(tree: ast.Module) -> set[str]:
+    modules: set[str] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            modules.update(alias.name for alias in node.names)
+        elif isinstance(node, ast.ImportFrom) and node.module:
+            modules.add(node.module)
+    return modules
+
+
+def test_the_contract_imports_only_the_standard_library() -> None:
+    imported = _imported_modules(_tree(PACKAGE / "contract.py"))
+    assert imported <= set(sys.stdlib_module_names) | {"__future__"}, imported
+
+
+def test_the_fakes_import_nothing_of_the_product_but_the_contract() -> None:
+    for path in sorted((PACKAGE / "fake").glob("*.py")):
+        product = {m for m in _imported_modules(_tree(path)) if m.split(".")[0] == "research_dispatch"}
+        foreign = {m for m in product if m != "research_dispatch.contract"
+                   and not m.startswith("research_dispatch.fake")}
+        assert not foreign, f"fake/{path.name} imports {sorted(foreign)}"
+
+
+# ----------------------------------------------------------------------------------------------
+# both sides read the same strings
+
+
+def _researcher_messages() -> list[dict[str, Any]]:
+    spec = LegSpec(topic_id="diloco-family", title="DiLoCo: low-communication training", scope="  The brief.\n",
+                   model="a/b", provider=None, session_id="c:s", words=WordBand(min=1200, max=1500),
+                   budget=Budget(max_steps=9))
+    return Researcher(None, None, spec).messages  # type: ignore[arg-type]  # the brief needs neither
+
+
+def test_the_fake_reads_the_researchers_brief() -> None:
+    conversation = script_researcher.parse_conversation(_researcher_messages())
+    assert (conversation.topic_id, conversation.title) == ("diloco-family", "DiLoCo: low-communication training")
+    assert conversation.brief.startswith("The brief.\n")  # the brief and what follows it
+    assert conversation.band == (1200, 1500)
+    assert contract.BAND_SENTENCE.format(min_words=1200, max_words=1500) in _researcher_messages()[0]["content"]
+
+
+@pytest.mark.parametrize(("follow_up", "kind"), [
+    (contract.CONTINUE, "continue"),
+    (contract.REVISE.format(words=300, min_words=1200, max_words=1500, verb="Expand"), "revise"),
+    (contract.STOP_RESEARCHING.format(cap="step budget"), "write"),  # with the tools closed
+    (contract.EMPTY_REPLY, "search"),  # nothing special: the script goes on where it stands
+])
+def test_the_fake_recognises_each_follow_up(follow_up: str, kind: str) -> None:
+    messages = [*_researcher_messages(), {"role": "assistant", "content": "Draft so far."},
+                {"role": "user", "content": follow_up}]
+    tools = [{"type": "function", "function": {"name": "web_search", "parameters": {}}}]
+    body = {"messages": messages, "tools": tools, "tool_choice": "none" if kind == "write" else "auto"}
+    assert script_researcher.classify(body) == kind
+
+
+# ----------------------------------------------------------------------------------------------
+# one word count
+
+
+def test_one_word_count_for_the_product_and_the_fake() -> None:
+    assert report.count_words is contract.count_words
+    assert script_researcher.count_words is contract.count_words
+
+
+_word = st.from_regex(r"[A-Za-z][a-z]{0,8}", fullmatch=True)
+_noise = st.sampled_from(["[S1]", "[S2, S14]", "[3]", "https://example.org/a-b", "—", "##", "*", "(", ")"])
+
+
+@given(st.lists(_word, min_size=0, max_size=30), st.lists(_noise, max_size=30))
+def test_citations_urls_and_punctuation_are_not_words(words: list[str], noise: list[str]) -> None:
+    text = " ".join(words)
+    noisy = " ".join(w for pair in itertools.zip_longest(words, noise, fillvalue="") for w in pair)
+    assert contract.count_words(text) == len(words) == contract.count_words(noisy)
+
+
+# ----------------------------------------------------------------------------------------------
+# what the product sends, as users run it
+
+
+def _cli_leg(repo: Path, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "research_dispatch", "research", "diloco-family", "--repo", str(repo)],
+                          capture_output=True, text=True, timeout=300,
+                          env={**env, "PATH": os.environ.get("PATH", "/usr/bin:/bin")})
+
+
+@pytest.mark.parametrize(("rules", "budget", "expected"), [
+    ([{"on_call": 2, "times": 1, "empty": True},
+      {"match": {"kind": "write"}, "times": 1, "short_draft": True},
+      {"match": {"kind": "revise"}, "times": 1, "finish_reason": "length"}], None,
+     {contract.EMPTY_REPLY_PREFIX, contract.REVISE_PREFIX, contract.CONTINUE_PREFIX}),
+    ([], "{max_steps: 2}", {contract.STOP_RESEARCHING_PREFIX}),
+], ids=["empty-revise-continue", "stop"])
+def test_every_user_message_the_cli_sends_after_the_brief_is_a_declared_follow_up(
+        repo: Path, fake_env: dict[str, str], gateway: Any, rules: list[dict[str, Any]], budget: str | None,
+        expected: set[str]) -> None:
+    if budget:
+        topic = repo / "topics" / "02-diloco-family.yaml"
+        write_topic(repo, topic.name, topic.read_text() + f"budget: {budget}\n")
+    gateway.set_scenario({"rules": rules})
+    done = _cli_leg(repo, fake_env)
+    assert done.returncode == 0, done.stderr
+    status = json.loads((repo / "build" / "legs" / "02-diloco-family.json").read_text())
+    assert status["report"], status
+    seen: set[str] = set()
+    for completion in gateway.completions:
+        users = [m["content"] for m in completion["request"]["messages"] if m["role"] == "user"]
+        assert users[0].startswith(contract.TOPIC_ID_LABEL)
+        for text in users[1:]:
+            assert text.startswith(contract.FOLLOW_UP_PREFIXES), text[:80]
+            seen.update(p for p in contract.FOLLOW_UP_PREFIXES if text.startswith(p))
+    assert seen == expected
