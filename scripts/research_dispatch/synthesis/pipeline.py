@@ -66,7 +66,6 @@ from research_dispatch.synthesis.inputs import (
 )
 from research_dispatch.synthesis.keys import assign_cluster_keys, assign_divergence_keys
 from research_dispatch.synthesis.ledger import (
-    SCHEMA,
     Ledger,
     LedgerBatch,
     LedgerClaim,
