@@ -51,7 +51,7 @@ _module = importlib.util.module_from_spec(_spec)
 _spec.loader.exec_module(_module)
 globals().update({{k: v for k, v in vars(_module).items() if k.startswith("pytest_")}})
 """
-COMMAND_LINE = re.compile(r"(^|[\s;|&(`$])research-dispatch(\s|$)", re.MULTILINE)
+COMMAND_LINE = re.compile(r"(^|[\s;|&(`$/])research-dispatch(\s|$)", re.MULTILINE)
 
 
 # ----------------------------------------------------------------------------------------------
@@ -65,16 +65,14 @@ def _argv(args: Any) -> list[str]:
 
 
 def _shell_text(argv: list[str]) -> str:
-    """The script a shell command line runs: its `-c` text, or the first readable file argument."""
+    """The script a shell command line runs: its `-c` text, else the files among its arguments."""
+    texts = []
     for index, arg in enumerate(argv[1:], start=1):
         if arg == "-c" and index + 1 < len(argv):
             return argv[index + 1]
-        if not arg.startswith("-"):
-            try:
-                return Path(arg).read_text(encoding="utf-8", errors="replace")
-            except OSError:
-                return ""
-    return ""
+        if not arg.startswith("-") and Path(arg).is_file():
+            texts.append(Path(arg).read_text(encoding="utf-8", errors="replace"))
+    return "\n".join(texts)
 
 
 def is_cli(args: Any, shell: bool = False) -> bool:
