@@ -31,17 +31,18 @@ class Researched:
     export: Path | None = None
 
 
-def research(parent: Path, fakes: Fakes, *args: str) -> Researched:
+def research(parent: Path, fakes: Fakes, *, export: bool = False) -> Researched:
+    """`research diloco-family` in a new repository (with `--export DIR` when asked, as the CI job runs it)."""
     repo = make_repo(parent, ("02-",))
-    export = parent / "artifact" if "--export" in args else None
-    argv = [a if a != "--export" else f"--export={export}" for a in args]
+    folder = parent / "artifact" if export else None
+    argv = ["--export", str(folder)] if folder else []
     return Researched(repo, run_cli("research", "diloco-family", "--repo", str(repo), *argv, env=fakes.env()),
-                      export)
+                      folder)
 
 
 @pytest.fixture(scope="module")
 def good(tmp_path_factory: pytest.TempPathFactory, fakes: Fakes) -> Researched:
-    return research(tmp_path_factory.mktemp("good"), fakes, "--export")
+    return research(tmp_path_factory.mktemp("good"), fakes, export=True)
 
 
 @pytest.fixture(scope="module")
