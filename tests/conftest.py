@@ -12,6 +12,8 @@ from pathlib import Path
 
 import pytest
 
+pytest_plugins = ["tests.skipguard"]  # a skip not listed in tests/skips-allowed.txt fails the session
+
 ROOT = Path(__file__).resolve().parent.parent
 CANARY = {
     "OPENROUTER_API_KEY": "sk-or-canary-7d1f0c9e5b3a4e21",

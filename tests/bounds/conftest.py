@@ -138,6 +138,17 @@ class Child:
             self.process.returncode = -9
 
 
+def one_error(stderr: str, *fragments: str) -> str:
+    """The contract of exit 2 (and of a refused run): exactly one line on stderr, no traceback, naming
+    every fragment (the file or variable, and the field)."""
+    lines = [line for line in stderr.splitlines() if line.strip()]
+    assert len(lines) == 1, lines
+    assert "Traceback" not in stderr and "internal error" not in stderr
+    for fragment in fragments:
+        assert fragment in lines[0], (fragment, lines[0])
+    return lines[0]
+
+
 def run_cli(*args: str, env: dict[str, str], cwd: Path | None = None, timeout: float = 300.0) -> Finished:
     return Child(command(*args), env, cwd).finish(timeout)
 

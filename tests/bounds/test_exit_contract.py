@@ -19,20 +19,11 @@ import pytest
 
 from research_dispatch.fake.gateway import FakeGateway
 from research_dispatch.fake.tavily import FakeTavily
-from tests.bounds.conftest import CYCLE, child_env, fake_env, git, make_repo, run_cli
+from tests.bounds.conftest import CYCLE, child_env, fake_env, git, make_repo, one_error, run_cli
 from tests.conftest import CANARY
 
 reliability = pytest.mark.reliability
 STEM = "02-diloco-family"
-
-
-def one_error(stderr: str, *fragments: str) -> str:
-    lines = [line for line in stderr.splitlines() if line.strip()]
-    assert len(lines) == 1, lines
-    assert "Traceback" not in stderr and "internal error" not in stderr
-    for fragment in fragments:
-        assert fragment in lines[0], (fragment, lines[0])
-    return lines[0]
 
 
 # ----------------------------------------------------------------------------------------------

@@ -628,8 +628,6 @@ def test_control_endpoints(gw: FakeGateway) -> None:
 # `python -m research_dispatch.fake serve`
 # ---------------------------------------------------------------------------------------------
 def test_serve_prints_one_json_line_and_stops_on_sigterm(tmp_path: Any) -> None:
-    pytest.importorskip("research_dispatch.fake.tavily")
-    pytest.importorskip("research_dispatch.fake.github")
     scenario = tmp_path / "gw.json"
     scenario.write_text(json.dumps({"rules": [{"on_call": 1, "status": 402}]}))
     proc = subprocess.Popen([sys.executable, "-m", "research_dispatch.fake", "serve", "--gateway-scenario",

@@ -12,12 +12,6 @@ from research_dispatch.errors import BadInput
 from tests.run.conftest import Output
 
 
-def require_stage(module: str, name: str) -> None:
-    imported = pytest.importorskip(module, reason=f"{module} has not landed yet")
-    if not hasattr(imported, name):
-        pytest.skip(f"{module}.{name} has not landed yet")
-
-
 def test_demo_refuses_to_delete_a_directory_it_did_not_make(tmp_path: Path) -> None:
     precious = tmp_path / "work"
     precious.mkdir()
@@ -51,8 +45,6 @@ def test_config_table_is_copied_with_its_subtables(tmp_path: Path) -> None:
 
 
 def test_demo_end_to_end(tmp_path: Path) -> None:
-    require_stage("research_dispatch.synthesis", "synthesize")
-    require_stage("research_dispatch.publish", "publish")
     out = Output()
     directory = tmp_path / "demo"
     code = demo_command(directory, echo=out.append)

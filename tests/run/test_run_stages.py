@@ -12,9 +12,6 @@ from click.testing import CliRunner
 from research_dispatch.cli import main
 from tests.run.conftest import CYCLE
 
-pytest.importorskip("research_dispatch.synthesis.pipeline", reason="the synthesis stage has not landed yet")
-pytest.importorskip("research_dispatch.publish.command", reason="the publish stage has not landed yet")
-
 BRANCH = f"research-refresh/{CYCLE}"
 
 

@@ -1,0 +1,135 @@
+"""`research`, `verify` (offline and `--online`), `collect` and `synthesize` as processes, against the
+module's fake gateway and search server: the happy paths and the documented exits 1, 2 and 3.
+
+Two legs are researched once for the module: a good one (exported with `--export`, as the CI matrix job
+does) and one the gateway served with another model than requested. Tests that change a repository work
+on a copy.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import shutil
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+from tests.bounds.conftest import Finished, child_env, make_repo, one_error, run_cli
+from tests.cli.conftest import Fakes, scripted
+
+STEM = "02-diloco-family"
+REQUESTED = "deepseek/deepseek-v4-pro"
+SUBSTITUTE = "deepseek/deepseek-v3"
+
+
+@dataclass(frozen=True)
+class Researched:
+    repo: Path
+    done: Finished
+    export: Path | None = None
+
+
+def research(parent: Path, fakes: Fakes, *, export: bool = False) -> Researched:
+    """`research diloco-family` in a new repository (with `--export DIR` when asked, as the CI job runs it)."""
+    repo = make_repo(parent, ("02-",))
+    folder = parent / "artifact" if export else None
+    argv = ["--export", str(folder)] if folder else []
+    return Researched(repo, run_cli("research", "diloco-family", "--repo", str(repo), *argv, env=fakes.env()),
+                      folder)
+
+
+@pytest.fixture(scope="module")
+def good(tmp_path_factory: pytest.TempPathFactory, fakes: Fakes) -> Researched:
+    return research(tmp_path_factory.mktemp("good"), fakes, export=True)
+
+
+@pytest.fixture(scope="module")
+def substituted(tmp_path_factory: pytest.TempPathFactory, fakes: Fakes) -> Researched:
+    with scripted(fakes, {"rules": [{"match": {"session": f"*:{STEM}"}, "serve_model": SUBSTITUTE}]}):
+        return research(tmp_path_factory.mktemp("substituted"), fakes)
+
+
+def copy(repo: Path, tmp_path: Path) -> Path:
+    return Path(shutil.copytree(repo, tmp_path / "repo", symlinks=True))
+
+
+def test_research_writes_the_report_and_says_so(good: Researched) -> None:
+    assert good.done.code == 0, good.done.output
+    line = good.done.stdout.splitlines()[-1]
+    assert re.fullmatch(rf"{STEM}: ok, route exact, \d+ words, \d+ sources, \d+ calls, \$\d+\.\d{{4}} → "
+                        rf"research/{STEM}\.md", line), line
+    assert (good.repo / "research" / f"{STEM}.md").is_file()
+    assert (good.repo / "research" / f"{STEM}.calls.jsonl").is_file()
+    assert good.export is not None and (good.export / "research" / f"{STEM}.md").is_file()
+
+
+def test_collect_imports_an_exported_leg_at_its_computed_paths(good: Researched, tmp_path: Path) -> None:
+    assert good.export is not None
+    target = make_repo(tmp_path, ("02-",))
+    done = run_cli("collect", str(good.export), "--repo", str(target), env=child_env(), timeout=60)
+    assert done.code == 0 and done.stderr == "", done.output
+    assert re.fullmatch(r"imported \d+ file\(s\); missing: nothing", done.stdout), done.stdout
+    for name in (f"{STEM}.md", f"{STEM}.calls.jsonl"):
+        assert (target / "research" / name).read_bytes() == (good.repo / "research" / name).read_bytes()
+
+
+def test_verify_online_rechecks_every_call_with_the_gateway(good: Researched, fakes: Fakes) -> None:
+    done = run_cli("verify", "--online", "--repo", str(good.repo), env=fakes.env())
+    assert done.code == 0, done.output
+    assert "problem:" not in done.stdout and "exact" in done.stdout.splitlines()[1]
+
+
+def test_verify_online_without_the_gateway_key_is_exit_2(good: Researched) -> None:
+    done = run_cli("verify", "--online", "--repo", str(good.repo), env=child_env(), timeout=60)
+    assert done.code == 2 and done.stdout == "", done.output
+    one_error(done.stderr, "OPENROUTER_API_KEY", "is not set")
+
+
+def test_synthesize_without_the_gateway_key_is_exit_2_and_writes_nothing(good: Researched, tmp_path: Path) -> None:
+    repo = copy(good.repo, tmp_path)
+    done = run_cli("synthesize", "--repo", str(repo), env=child_env(), timeout=60)
+    assert done.code == 2, done.output
+    one_error(done.stderr, "OPENROUTER_API_KEY", "is not set")
+    assert not (repo / "framework").exists()
+
+
+def test_a_failed_leg_is_exit_1_with_one_line_saying_why(tmp_path: Path, fakes: Fakes) -> None:
+    with scripted(fakes, {"rules": [{"match": {"session": f"*:{STEM}"}, "status": 402}]}):
+        failed = research(tmp_path, fakes)
+    assert failed.done.code == 1, failed.done.output
+    assert failed.done.stdout.startswith(f"{STEM}: failed — "), failed.done.stdout
+    assert "Traceback" not in failed.done.output
+    assert not (failed.repo / "research" / f"{STEM}.md").exists()
+    status = json.loads((failed.repo / "build" / "legs" / f"{STEM}.json").read_text(encoding="utf-8"))
+    assert status["status"] == "failed"
+
+
+def test_another_model_serving_is_exit_3_for_research_and_for_verify(substituted: Researched) -> None:
+    assert substituted.done.code == 3, substituted.done.output
+    assert f"{STEM}: ok, route model_fallback" in substituted.done.stdout
+    done = run_cli("verify", "--repo", str(substituted.repo), env=child_env(), timeout=60)
+    assert done.code == 3, done.output
+    assert "model_fallback ⚠" in done.stdout and SUBSTITUTE in done.stdout
+
+
+def test_verify_online_catches_a_call_log_that_lies(substituted: Researched, fakes: Fakes, tmp_path: Path) -> None:
+    """The report and its call log are rewritten to claim the requested model served: offline `verify`
+    cannot tell, `--online` asks the gateway's /generation records and exits 3 naming the call."""
+    repo = copy(substituted.repo, tmp_path)
+    report, calls = repo / "research" / f"{STEM}.md", repo / "research" / f"{STEM}.calls.jsonl"
+    _, front, body = report.read_text(encoding="utf-8").split("---\n", 2)
+    front = (front.replace(SUBSTITUTE, REQUESTED).replace("route: model_fallback", "route: exact")
+             .replace("route_verified: false", "route_verified: true"))
+    report.write_text(f"---\n{front}---\n{body}", encoding="utf-8")
+    records = [json.loads(line) for line in calls.read_text(encoding="utf-8").splitlines()]
+    for record in records:
+        record.update(served_model=REQUESTED, verdict="exact")
+    calls.write_text("".join(json.dumps(r) + "\n" for r in records), encoding="utf-8")
+    offline = run_cli("verify", "--repo", str(repo), env=child_env(), timeout=60)
+    assert offline.code == 0, offline.output  # the forgery is consistent: only the gateway knows
+    online = run_cli("verify", "--online", "--repo", str(repo), env=fakes.env())
+    assert online.code == 3, online.output
+    assert "model_fallback ⚠" in online.stdout
+    assert f"gateway says model {SUBSTITUTE}, log says {REQUESTED}" in online.stdout
