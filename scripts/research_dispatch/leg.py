@@ -22,12 +22,20 @@ import time
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any
 
 from research_dispatch import environment, route
 from research_dispatch.config import SearchSettings, Settings, effective
 from research_dispatch.environment import Credentials
-from research_dispatch.errors import Interrupted, MissingKey
+from research_dispatch.errors import ExitCode, Interrupted, MissingKey
+from research_dispatch.events import (
+    CallEvent,
+    CrashEvent,
+    LegProgress,
+    McpStartEvent,
+    TraceEvent,
+    WriteFailedEvent,
+    WritePendingEvent,
+)
 from research_dispatch.fsio import append_line, confined, write_atomic
 from research_dispatch.gateway import CallRecord, Gateway, RetryPolicy
 from research_dispatch.gateway import credentials as gateway_credentials
@@ -51,7 +59,6 @@ from research_dispatch.search import MODEL_ERROR_KINDS, SearchTools
 
 MIN_CITED_SOURCES = 3
 INTERRUPTED = "interrupted by the user (Ctrl-C)"
-EXIT_OK, EXIT_FAILED, EXIT_ROUTE = 0, 1, 3
 
 
 @dataclass
@@ -80,10 +87,10 @@ class LegResult:
     body_sha256: str | None = None  # the body_sha256 of the report this attempt wrote (None: it wrote none)
 
     @property
-    def exit_code(self) -> int:
+    def exit_code(self) -> ExitCode:
         if self.status == LegState.FAILED:
-            return EXIT_FAILED
-        return EXIT_OK if self.route_verified else EXIT_ROUTE
+            return ExitCode.FAILED
+        return ExitCode.OK if self.route_verified else ExitCode.ROUTE_UNVERIFIED
 
     def to_json(self) -> str:
         data = {**asdict(self), "status": self.status.value, "exit_code": self.exit_code}
@@ -156,15 +163,15 @@ class _TraceWriter:
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text("", encoding="utf-8")
 
-    def __call__(self, event: dict[str, Any]) -> None:
+    def __call__(self, event: TraceEvent) -> None:
         # a full or read-only disk: the trace is an artefact; the leg's outcome is what matters
         with contextlib.suppress(OSError):
-            append_line(self.path, redact(json.dumps({"at": _now(), **event}, sort_keys=True, default=str)))
+            append_line(self.path, redact(event.to_json(at=_now())))
 
 
 def run_leg(repo: Path, settings: Settings, leg: Leg, *, env: Mapping[str, str] | None = None, cycle: str,
             run_url: str | None = None, retry: RetryPolicy | None = None,
-            progress: Callable[[dict[str, Any]], None] | None = None,
+            progress: Callable[[LegProgress], None] | None = None,
             clock: Callable[[], float] | None = None, interrupt: threading.Event | None = None) -> LegResult:
     """Run one leg and write its files. Raises only for bad input (missing keys); failures are results.
 
@@ -187,12 +194,12 @@ def run_leg(repo: Path, settings: Settings, leg: Leg, *, env: Mapping[str, str] 
     trace = _TraceWriter(trace_path)
     spent: list[float] = []  # every call's cost as it happens: counted even if the researcher crashes
 
-    def traced(event: dict[str, Any]) -> None:
-        if event.get("event") == "call" and isinstance(event.get("record"), dict):
-            spent.append(float(event["record"].get("cost_usd") or 0.0))
+    def traced(event: TraceEvent) -> None:
+        if isinstance(event, CallEvent):
+            spent.append(event.record.cost_usd)
         trace(event)
         if progress is not None:
-            progress({"leg": leg.stem, **event})
+            progress(LegProgress(leg=leg.stem, event=event))
 
     spec = LegSpec(topic_id=leg.topic.id, title=leg.topic.title, scope=leg.topic.scope, model=leg.route.model,
                    provider=leg.route.provider, session_id=f"{cycle}:{leg.stem}", words=words, budget=budget)
@@ -209,7 +216,7 @@ def run_leg(repo: Path, settings: Settings, leg: Leg, *, env: Mapping[str, str] 
                 mcp = stack.enter_context(McpToolset({n: settings.mcp.servers[n] for n in leg.topic.mcp}, env=env,
                                                      interrupt=interrupt))
                 mcp.open(leg_deadline=leg_deadline)
-                trace({"event": "mcp_start", "tools": sorted(mcp.tools), "problems": mcp.start_problems})
+                trace(McpStartEvent(tools=sorted(mcp.tools), problems=dict(mcp.start_problems)))
             tools = SearchTools(providers=search_providers(search_settings, search_creds), mcp=mcp,
                                 settings=search_settings, topic_hint=f"{leg.topic.title} {leg.topic.scope}"[:600],
                                 retries=service.max_retries, timeout_s=service.timeout_s,
@@ -230,7 +237,7 @@ def run_leg(repo: Path, settings: Settings, leg: Leg, *, env: Mapping[str, str] 
         result.finished_at = _now()
         result.cost_usd = round(sum(spent), 6)
         result.calls = len(spent)
-        trace({"event": "crash", "error": result.error})
+        trace(CrashEvent(error=result.error))
         _write_status(repo, settings, leg, result, quiet=True)
         return result
 
@@ -328,11 +335,11 @@ def run_leg(repo: Path, settings: Settings, leg: Leg, *, env: Mapping[str, str] 
                    status=FileWrite(leg.status_relpath(settings), redact(result.to_json())))
     except UnitNotWritten as exc:
         _failed_write(result, str(exc))
-        trace({"event": "write_failed", "error": result.error})
+        trace(WriteFailedEvent(error=result.error))
         _write_status(repo, settings, leg, result, quiet=True)
     except UnitPending as exc:
         _failed_write(result, str(exc))
-        trace({"event": "write_pending", "error": result.error})
+        trace(WritePendingEvent(error=result.error))
     return result
 
 

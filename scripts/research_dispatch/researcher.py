@@ -28,6 +28,16 @@ from typing import Any
 from research_dispatch import chunks
 from research_dispatch.config import Budget, WordBand
 from research_dispatch.errors import AuthenticationFailed, GatewayError, InsufficientCredits, Interrupted
+from research_dispatch.events import (
+    CallEvent,
+    CompactEvent,
+    EndEvent,
+    GatewayErrorEvent,
+    InterruptedEvent,
+    StartEvent,
+    ToolEvent,
+    TraceEvent,
+)
 from research_dispatch.gateway import CallRecord, Completion, Gateway, Pricing
 from research_dispatch.report import count_words, split_references
 from research_dispatch.search import UNTRUSTED_NOTE, SearchTools
@@ -100,10 +110,10 @@ class ResearchOutcome:
         return sum(r.cost_usd for r in self.records)
 
 
-Trace = Callable[[dict[str, Any]], None]
+Trace = Callable[[TraceEvent], None]
 
 
-def _noop_trace(event: dict[str, Any]) -> None:
+def _noop_trace(event: TraceEvent) -> None:
     return None
 
 
@@ -144,8 +154,7 @@ class Researcher:
             outcome = self._outcome or ResearchOutcome(draft=None, records=[])
             outcome.interrupted = True
             outcome.failure = str(exc) or "interrupted by the user (Ctrl-C)"
-            self.trace({"event": "interrupted", "calls": len(outcome.records),
-                        "cost_usd": round(outcome.cost_usd, 6)})
+            self.trace(InterruptedEvent(calls=len(outcome.records), cost_usd=round(outcome.cost_usd, 6)))
             return outcome
 
     def _check_interrupt(self, where: str) -> None:
@@ -162,8 +171,8 @@ class Researcher:
         partial = ""
         last_full_draft: str | None = None
         empty_replies = 0
-        self.trace({"event": "start", "model": spec.model, "provider": spec.provider,
-                    "prompt_version": PROMPT_VERSION, "messages": self.messages})
+        self.trace(StartEvent(model=spec.model, provider=spec.provider, prompt_version=PROMPT_VERSION,
+                              messages=tuple(self.messages)))
 
         while True:
             self._check_interrupt("between steps")
@@ -203,16 +212,15 @@ class Researcher:
                 raise  # Ctrl-C during the call (GatewayInterrupted): `run` records the leg as interrupted
             except (InsufficientCredits, AuthenticationFailed) as exc:
                 outcome.failure = str(exc)
-                self.trace({"event": "gateway_error", "fatal": True, "error": str(exc), "status": exc.status})
+                self.trace(GatewayErrorEvent(fatal=True, error=str(exc), status=exc.status))
                 break
             except GatewayError as exc:
                 outcome.failure = f"{exc} (after {exc.attempts} attempt(s))"
-                self.trace({"event": "gateway_error", "fatal": False, "error": str(exc), "status": exc.status})
+                self.trace(GatewayErrorEvent(fatal=False, error=str(exc), status=exc.status))
                 break
 
             outcome.records.append(completion.record)
-            self.trace({"event": "call", "step": len(outcome.records), "record": completion.record.__dict__,
-                        "message": completion.message})
+            self.trace(CallEvent(step=len(outcome.records), record=completion.record, message=completion.message))
 
             if completion.tool_calls:
                 self._answer_tools(completion, closed=writing_forced)
@@ -271,8 +279,8 @@ class Researcher:
         elif outcome.draft is None and partial.strip():
             outcome.draft = partial
             outcome.reasons.append("report truncated: its continuation could not be completed")
-        self.trace({"event": "end", "reasons": outcome.reasons, "failure": outcome.failure,
-                    "calls": len(outcome.records), "cost_usd": round(outcome.cost_usd, 6)})
+        self.trace(EndEvent(reasons=tuple(outcome.reasons), failure=outcome.failure, calls=len(outcome.records),
+                            cost_usd=round(outcome.cost_usd, 6)))
         return outcome
 
     # ------------------------------------------------------------------------------------------
@@ -351,8 +359,8 @@ class Researcher:
                 self._check_interrupt("between tool calls")
                 result = self.tools.call(name, function.get("arguments"))
                 content, is_error = result.content, result.is_error
-                self.trace({"event": "tool", "name": name, "arguments": function.get("arguments"),
-                            "is_error": is_error, "detail": result.detail, "chars": len(content)})
+                self.trace(ToolEvent(name=name, arguments=function.get("arguments"), is_error=is_error,
+                                     detail=result.detail, chars=len(content)))
             self.messages.append({"role": "tool", "tool_call_id": call_id, "content": content})
 
     # ------------------------------------------------------------------------------------------
@@ -392,8 +400,8 @@ class Researcher:
             if self._outcome is not None:
                 self._outcome.compactions += 1
             total -= before - len(self.messages[index]["content"])
-            self.trace({"event": "compact", "message": index, "chars_before": before,
-                        "chars_after": len(self.messages[index]["content"])})
+            self.trace(CompactEvent(message=index, chars_before=before,
+                                    chars_after=len(self.messages[index]["content"])))
         return self.messages
 
 

@@ -38,9 +38,9 @@ from typing import Any, Literal
 
 from research_dispatch import synthcheck
 from research_dispatch.config import PRSettings, Settings, load_settings, load_topics
-from research_dispatch.errors import BadInput, DispatchError, PublishError
+from research_dispatch.errors import BadInput, DispatchError, ExitCode, PublishError
 from research_dispatch.fsio import confined, write_atomic
-from research_dispatch.ghactions import append_step_summary
+from research_dispatch.ghactions import append_step_summary, run_url
 from research_dispatch.legstate import LegAssessment, LegState, Where
 from research_dispatch.lock import writer_lock
 from research_dispatch.plan import Leg, plan_legs
@@ -59,7 +59,6 @@ from research_dispatch.publish.gitops import CommitInfo, CommitSpec, FileSpec, G
 from research_dispatch.publish.messages import (
     removal_message,
     report_message,
-    safe_run_link,
     stray_files,
     synthesis_cost,
     synthesis_message,
@@ -102,8 +101,8 @@ class PublishResult:
     cost_usd: float = 0.0  # every call this refresh's legs and synthesis spent, as the PR body says
 
     @property
-    def exit_code(self) -> int:
-        return 1 if self.operation == "blocked" else 0
+    def exit_code(self) -> ExitCode:
+        return ExitCode.FAILED if self.operation == "blocked" else ExitCode.OK
 
 
 @dataclass
@@ -142,14 +141,6 @@ def resolve_identity(settings: PRSettings, env: Mapping[str, str]) -> Identity:
                     email=env.get("GIT_AUTHOR_EMAIL", "").strip() or settings.bot_email)
 
 
-def run_link_from_env(env: Mapping[str, str]) -> str | None:
-    server = (env.get("GITHUB_SERVER_URL") or "https://github.com").rstrip("/")
-    repository, run_id = env.get("GITHUB_REPOSITORY", ""), env.get("GITHUB_RUN_ID", "")
-    if repository and run_id.isdigit():
-        return safe_run_link(f"{server}/{repository}/actions/runs/{run_id}")
-    return None
-
-
 def _check_ref(name: str, option: str) -> None:
     if (not name or name.startswith(("-", "/")) or name.endswith(("/", ".", ".lock")) or ".." in name
             or "//" in name or "@{" in name or any(ch in name for ch in " ~^:?*[\\") or len(name) > 200
@@ -173,7 +164,7 @@ class _Publisher:
         self.resynthesize = resynthesize and not dry_run
         self.remote = settings.pr.remote
         self.git = Git(repo, env, resolve_identity(settings.pr, env))
-        self.run_link = run_link_from_env(env)
+        self.run_url = run_url(env)
         self.secrets = [v for k in KEY_VARIABLES if len(v := env.get(k, "")) >= 6]
         self.warnings: list[str] = []
         self.notes: list[str] = []
@@ -402,17 +393,17 @@ class _Publisher:
             if any(changed(rel) for rel in rels):
                 changed_stems.add(item.stem)
                 specs.append(CommitSpec(files=tuple(FileSpec(git.tree_path(rel), blob=blobs[rel]) for rel in rels),
-                                        message=report_message(item, self.cycle, self.run_link)))
+                                        message=report_message(item, self.cycle, self.run_url)))
         to_remove = [rel for rel in removal_paths if git.tree_path(rel) in base_blobs]
         if to_remove:
             specs.append(CommitSpec(files=tuple(FileSpec(git.tree_path(rel), delete=True) for rel in to_remove),
-                                    message=removal_message(to_remove, self.cycle, self.run_link)))
+                                    message=removal_message(to_remove, self.cycle, self.run_url)))
         synthesis_changed = [rel for rel, _ in synth_files if changed(rel)]
         reports_on_branch = sum(1 for e in entries if e.chosen is not None)
         if synthesis_changed:
             specs.append(CommitSpec(files=tuple(FileSpec(git.tree_path(rel), blob=blobs[rel])
                                                 for rel in synthesis_changed),
-                                    message=synthesis_message(synthesis_changed, self.cycle, self.run_link,
+                                    message=synthesis_message(synthesis_changed, self.cycle, self.run_url,
                                                               reports_on_branch, edited=synthesis.edited)))
         gaps = prbody.incomplete(entries)
         partial = bool(gaps)
@@ -436,7 +427,7 @@ class _Publisher:
                                  entries=entries, synthesis_changed=synthesis_changed,
                                  framework_doc=settings.document_relpath,
                                  claim_diff=diff, claim_diff_short=diff_short, claim_note=note,
-                                 run_link=self.run_link, synthesis_cost_usd=synthesis_usd,
+                                 run_url=self.run_url, synthesis_cost_usd=synthesis_usd,
                                  changed=changed_stems, removed=unplanned, synthesis_note=synthesis_note,
                                  notes=list(self.notes))
         body = prbody.render_body(facts, secrets=self.secrets)
@@ -659,7 +650,8 @@ def summary_lines(result: PublishResult) -> list[str]:
 
 def publish_command(repo: Path, *, branch: str | None, base: str | None, push: bool, open_pr: bool, dry_run: bool,
                     cycle: str, env: Mapping[str, str], echo: Callable[[str], None],
-                    github_summary: bool = False, legs: list[Leg] | None = None, allow_edited: bool = False) -> int:
+                    github_summary: bool = False, legs: list[Leg] | None = None,
+                    allow_edited: bool = False) -> ExitCode:
     """The CLI's `publish`: run, print a short summary (or, with --dry-run, the title and body)."""
     settings = load_settings(repo)
     say = redacting(echo, env)
@@ -675,7 +667,7 @@ def publish_command(repo: Path, *, branch: str | None, base: str | None, push: b
         say(result.message)
         if github_summary:
             append_step_summary(env, f"## Pull request preview (dry run)\n\n**{result.title}**\n\n{result.body}")
-        return 0
+        return ExitCode.OK
     for line in summary_lines(result):
         say(line)
     if github_summary:
