@@ -2,9 +2,9 @@
 
 Why dataclasses and not dicts (in the spirit of smolagents' `TokenUsage`, `Timing` and step records):
 the researcher, the leg, the trace writer and the progress board each used to agree on string keys
-(`event["record"]["cost_usd"]`), so a renamed key silently showed zero dollars. Here each event is one
-small frozen class with typed fields; a consumer matches on the class, and the checker sees every
-field it reads.
+(`event["record"]["cost_usd"]`), where a renamed key would silently read as zero dollars. Here each
+event is one small frozen class with typed fields; a consumer matches on the class, and the checker
+sees every field it reads.
 
 The trace file (`build/traces/<stem>.jsonl`, an artefact) keeps its format: one JSON object per line,
 keys sorted, `"event"` naming the kind (`EVENT` of each class), `"at"` the time it was written, and

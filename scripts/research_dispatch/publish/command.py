@@ -90,7 +90,7 @@ class PublishResult:
     warnings: list[str] = field(default_factory=list)
     subjects: list[str] = field(default_factory=list)
     message: str = ""
-    failed_legs: list[str] = field(default_factory=list)
+    legs_without_report: list[str] = field(default_factory=list)  # no report of this cycle (failed, missing, ...)
     unverified_legs: list[str] = field(default_factory=list)
     partial: bool = False  # some planned leg lacks a good report of this cycle (or its route is unverified)
     incomplete_legs: list[str] = field(default_factory=list)
@@ -189,7 +189,7 @@ class _Publisher:
             "branch": self.branch, "base": self.base, "cycle": self.cycle, "commits": [], "pushed": False,
             "pr_number": None, "pr_url": None, "operation": operation, "draft": bool(plan and plan.draft),
             "title": plan.title if plan else "", "body": plan.body if plan else "", "body_path": None,
-            "warnings": self.warnings, "failed_legs": [e.stem for e in entries if not e.state.has_report],
+            "warnings": self.warnings, "legs_without_report": [e.stem for e in prbody.without_report(entries)],
             "unverified_legs": [e.stem for e in entries if e.unverified], "partial": bool(plan and plan.draft),
             "incomplete_legs": [e.stem for e in prbody.incomplete(entries)],
             "removed": list(plan.removed) if plan else [], "brought": list(self.brought), "notes": self.notes,
@@ -407,11 +407,11 @@ class _Publisher:
                                                               reports_on_branch, edited=synthesis.edited)))
         gaps = prbody.incomplete(entries)
         partial = bool(gaps)
-        failed = [e for e in entries if e.state is LegState.FAILED]
-        missing = [e for e in entries if not e.state.has_report and e.state is not LegState.FAILED]
-        unverified = [e for e in entries if e.unverified]
+        counts = {state: sum(1 for e in entries if e.state is state) for state in LegState}
         title = prbody.render_title(self.cycle, reports=len(changed_stems), synthesis=bool(synthesis_changed),
-                                    failed=len(failed), missing=len(missing), unverified=len(unverified),
+                                    failed=counts[LegState.FAILED], missing=counts[LegState.MISSING],
+                                    stale=counts[LegState.STALE], invalid=counts[LegState.INVALID],
+                                    unverified=counts[LegState.UNVERIFIED],
                                     complete=len(entries) - len(gaps), planned=len(entries),
                                     synthesis_stale=bool(synthesis.note) and not synthesis.commit)
         ledger = settings.ledger_relpath
@@ -629,8 +629,8 @@ def summary_lines(result: PublishResult) -> list[str]:
                      f"{result.pr_url or ''}".rstrip())
     if result.brought:
         lines.append("taken from the refresh branch: " + ", ".join(result.brought))
-    if result.failed_legs:
-        lines.append("failed or missing legs: " + ", ".join(result.failed_legs))
+    if result.legs_without_report:
+        lines.append("without a report of this cycle: " + ", ".join(result.legs_without_report))
     if result.unverified_legs:
         lines.append("unverified routes: " + ", ".join(result.unverified_legs))
     if result.incomplete_legs:

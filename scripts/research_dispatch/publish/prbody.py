@@ -69,9 +69,11 @@ def block(markdown: str) -> str:
 
 def render_title(cycle: str, *, reports: int, synthesis: bool, failed: int, unverified: int,
                  complete: int | None = None, planned: int | None = None, synthesis_stale: bool = False,
-                 missing: int = 0) -> str:
-    """`docs(research): refresh <cycle> — N reports, synthesis[, k failed][, m missing][, j unverified]`;
-    while some planned leg is not complete the title says so: `refresh <cycle> (partial: c/p legs) — …`."""
+                 missing: int = 0, stale: int = 0, invalid: int = 0) -> str:
+    """`docs(research): refresh <cycle> — N reports, synthesis[, k failed][, m missing][, s stale][, i invalid]
+    [, j unverified]`: the legs without a report of this cycle counted by their `LegState` (each word is the
+    state the body's tables show); while some planned leg is not complete the title says so:
+    `refresh <cycle> (partial: c/p legs) — …`."""
     partial = complete is not None and planned is not None and complete < planned
     head = f"docs(research): refresh {cycle}"
     if partial:
@@ -85,6 +87,10 @@ def render_title(cycle: str, *, reports: int, synthesis: bool, failed: int, unve
         title += f", {failed} failed"
     if missing:
         title += f", {missing} missing"
+    if stale:
+        title += f", {stale} stale"
+    if invalid:
+        title += f", {invalid} invalid"
     if unverified:
         title += f", {unverified} unverified"
     return title
@@ -117,7 +123,8 @@ def incomplete(entries: Iterable[LegAssessment]) -> list[LegAssessment]:
     return [e for e in entries if not e.complete]
 
 
-def _failed(entries: Iterable[LegAssessment]) -> list[LegAssessment]:
+def without_report(entries: Iterable[LegAssessment]) -> list[LegAssessment]:
+    """Planned legs with no report of this cycle standing for them (failed, missing, stale or invalid)."""
     return [e for e in entries if not e.state.has_report]
 
 
@@ -132,7 +139,7 @@ def _summary(facts: BodyFacts) -> list[str]:
     else:
         line += "; the synthesis is unchanged."
     lines = [line]
-    missing = _failed(facts.entries)
+    missing = without_report(facts.entries)
     unverified = [e for e in facts.entries if e.unverified]
     warnings = []
     gaps = incomplete(facts.entries)
@@ -141,7 +148,8 @@ def _summary(facts: BodyFacts) -> list[str]:
                         "have a good report of this cycle.**")
     if missing:
         names = ", ".join(f"`{e.stem}`" for e in missing[:20]) + (" …" if len(missing) > 20 else "")
-        warnings.append(f"**{len(missing)} leg{'s' if len(missing) != 1 else ''} failed or missing** ({names}).")
+        warnings.append(f"**{len(missing)} leg{'s' if len(missing) != 1 else ''} without a report of this cycle** "
+                        f"({names}).")
     if unverified:
         names = ", ".join(f"`{e.stem}`" for e in unverified[:20]) + (" …" if len(unverified) > 20 else "")
         warnings.append(f"**{len(unverified)} route{'s' if len(unverified) != 1 else ''} not verified** "
