@@ -16,6 +16,7 @@ from research_dispatch.ghactions import run_url, safe_run_url
 from research_dispatch.publish.messages import synthesis_cost
 from research_dispatch.publish.pulls import require_target
 
+reliability = pytest.mark.reliability
 RUNNER = {"GITHUB_SERVER_URL": "https://github.example", "GITHUB_REPOSITORY": "acme/review", "GITHUB_RUN_ID": "42"}
 
 
@@ -34,6 +35,10 @@ def test_a_run_url_is_one_safe_token_or_none(env: dict[str, str]) -> None:
     assert url is None or (safe_run_url(url) == url and not any(ch.isspace() for ch in url))
 
 
+@reliability(area="input", case="publish with a GITHUB_TOKEN holding a newline, or a GITHUB_API_URL in clear text, "
+                                 "with a user:password or not http(s)",
+             expect="bad input naming the variable, by the same rules as every other key and base URL "
+                    "(`environment`), before any request")
 def test_the_github_target_is_read_through_environment() -> None:
     good = {"GITHUB_TOKEN": "ghp_test", "GITHUB_REPOSITORY": "acme/review"}
     target = require_target(good)
@@ -50,6 +55,10 @@ def test_the_github_target_is_read_through_environment() -> None:
     assert require_target({**good, "GITHUB_API_URL": "http://127.0.0.1:9/api/"}).api_url == "http://127.0.0.1:9/api"
 
 
+@reliability(area="hostile", case="a synthesis call log (e.g. from a CI artifact) with NaN, Infinity, negative, "
+                                   "string or bool costs and damaged lines",
+             expect="the PR's synthesis cost counts only finite, non-negative numbers; never `$nan`, never a "
+                    "negative cost hiding money")
 def test_synthesis_cost_counts_only_finite_non_negative_numbers(repo: Path) -> None:
     settings = load_settings(repo)
     path = repo / settings.synthesis_calls_relpath
