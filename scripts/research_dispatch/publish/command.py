@@ -36,7 +36,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
-from research_dispatch import synthcheck
+from research_dispatch import environment, synthcheck
 from research_dispatch.config import PRSettings, Settings, load_settings, load_topics
 from research_dispatch.errors import BadInput, DispatchError, ExitCode, PublishError
 from research_dispatch.fsio import confined, write_atomic
@@ -488,7 +488,13 @@ class _Publisher:
         if url is None:
             raise BadInput(f"no git remote {self.remote!r} to push to; add one or pass --no-push",
                            path="pr.remote")
-        token = self.env.get("GITHUB_TOKEN", "").strip()
+        github = environment.GITHUB
+        if self.target is not None:
+            token = self.target.token
+        elif self.env.get(github.key_variable):  # `--no-pr`: the token is optional, but checked alike
+            token = environment.check_key(self.env, github.key_variable, github.purpose)
+        else:
+            token = ""
         if token:
             self.git.use_token_for(url, token)
         for attempt in (1, 2):
