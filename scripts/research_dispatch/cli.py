@@ -17,11 +17,12 @@ from typing import Any, TypeVar
 import click
 
 from research_dispatch import __version__
+from research_dispatch.errors import ExitCode
 
 F = TypeVar("F", bound=Callable[..., Any])
 
 
-def _fail(message: str, code: int) -> None:
+def _fail(message: str, code: ExitCode) -> None:
     from research_dispatch.redact import redact
 
     click.echo(f"error: {redact(message)}", err=True)
@@ -42,11 +43,12 @@ def guarded(func: F) -> F:
         except DispatchError as exc:
             _fail(str(exc), exc.exit_code)
         except KeyboardInterrupt:
-            _fail("interrupted", 1)
+            _fail("interrupted", ExitCode.FAILED)
         except Exception as exc:
             if os.environ.get("RESEARCH_DISPATCH_DEBUG"):
                 raise
-            _fail(f"internal error: {type(exc).__name__}: {exc} (set RESEARCH_DISPATCH_DEBUG=1 for a traceback)", 1)
+            _fail(f"internal error: {type(exc).__name__}: {exc} (set RESEARCH_DISPATCH_DEBUG=1 for a traceback)",
+                  ExitCode.FAILED)
         return None
 
     return wrapper  # type: ignore[return-value]
@@ -66,14 +68,6 @@ def _cycle(value: str | None) -> str:
     from research_dispatch.plan import current_cycle, validate_cycle
 
     return validate_cycle(value) if value else current_cycle()
-
-
-def _run_url() -> str | None:
-    server, repository, run_id = (os.environ.get(k) for k in ("GITHUB_SERVER_URL", "GITHUB_REPOSITORY",
-                                                              "GITHUB_RUN_ID"))
-    if server and repository and run_id:
-        return f"{server.rstrip('/')}/{repository}/actions/runs/{run_id}"
-    return None
 
 
 def _split(value: str | None, option: str | None = None) -> list[str]:
@@ -134,13 +128,13 @@ def check(repo: Path) -> None:
     try:
         settings = load_settings(repo)
     except BadInput as exc:
-        _fail(str(exc), 2)
+        _fail(str(exc), ExitCode.BAD_INPUT)
         return
     topics, problems = check_topics(repo, settings)
     for problem in problems:
         click.echo(f"error: {problem}", err=True)
     if problems:
-        sys.exit(2)
+        sys.exit(ExitCode.BAD_INPUT)
     legs = plan_legs(topics, settings)
     click.echo(f"ok: {len(topics)} topic(s), {len(legs)} leg(s)")
 
@@ -180,6 +174,7 @@ def research(repo: Path, topic: str, model: str | None, export_dir: Path | None,
     from research_dispatch.collect import export_leg
     from research_dispatch.errors import Interrupted
     from research_dispatch.fsio import confined
+    from research_dispatch.ghactions import run_url
     from research_dispatch.leg import require_keys, run_leg
     from research_dispatch.plan import resolve_legs
     from research_dispatch.publish.accumulate import set_aside_edited
@@ -196,7 +191,7 @@ def research(repo: Path, topic: str, model: str | None, export_dir: Path | None,
     with _writer(repo, settings, "research"):
         for leg in legs:
             set_aside_edited(repo, settings, leg, click.echo)  # asked for explicitly: the edit is kept aside
-            result = run_leg(repo, settings, leg, cycle=cycle_id, run_url=_run_url())
+            result = run_leg(repo, settings, leg, cycle=cycle_id, run_url=run_url(os.environ))
             codes.append(result.exit_code)
             click.echo(_leg_line(result))
             if result.interrupted:
@@ -204,10 +199,10 @@ def research(repo: Path, topic: str, model: str | None, export_dir: Path | None,
                                   f"{leg.status_relpath(settings)}")
             if export_dir is not None:
                 export_leg(repo, settings, leg, export_dir)
-    if 1 in codes:
-        sys.exit(1)
-    if 3 in codes:
-        sys.exit(3)
+    if ExitCode.FAILED in codes:
+        sys.exit(ExitCode.FAILED)
+    if ExitCode.ROUTE_UNVERIFIED in codes:
+        sys.exit(ExitCode.ROUTE_UNVERIFIED)
 
 
 def _leg_line(result: Any) -> str:
@@ -247,7 +242,7 @@ def collect(repo: Path, incoming: Path, topic_ids: str | None, model_ids: str | 
     for line in result.ignored:
         click.echo(f"ignored: {line}", err=True)
     if result.rejected:
-        sys.exit(1)
+        sys.exit(ExitCode.FAILED)
 
 
 @main.command()
@@ -289,7 +284,7 @@ def verify(repo: Path, reports: tuple[Path, ...], online: bool, github_summary: 
 
         append_step_summary(os.environ, "## Route fidelity\n\n" + markdown_table(rows))
     if not all(row.verified for row in rows):
-        sys.exit(3)
+        sys.exit(ExitCode.ROUTE_UNVERIFIED)
 
 
 @main.command()

@@ -47,7 +47,7 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
-from research_dispatch.errors import BadInput, DispatchError
+from research_dispatch.errors import BadInput, DispatchError, ExitCode
 from research_dispatch.fsio import write_atomic
 from research_dispatch.redact import redacting
 
@@ -281,7 +281,7 @@ def _no_proxy_for_localhost() -> Iterator[None]:
 # The command
 
 
-def demo_command(directory: Path | None, *, repo: Path | None = None, echo: Echo) -> int:
+def demo_command(directory: Path | None, *, repo: Path | None = None, echo: Echo) -> ExitCode:
     """Build the demo repository, run the refresh on the fakes, print where everything is, check it."""
     from research_dispatch.config import load_settings
     from research_dispatch.fake.gateway import FakeGateway
@@ -326,7 +326,7 @@ def demo_command(directory: Path | None, *, repo: Path | None = None, echo: Echo
     say("")
     say(f"demo {'ok' if passed else 'FAILED'}: {sum(c.ok for c in checks)}/{len(checks)} checks passed, "
         f"run exit code {outcome.exit_code}, {wall:.1f} s")
-    return 0 if passed and outcome.exit_code == 0 else 1
+    return ExitCode.OK if passed and outcome.exit_code == ExitCode.OK else ExitCode.FAILED
 
 
 def _preload_service_clients() -> None:

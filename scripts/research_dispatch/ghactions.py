@@ -1,4 +1,5 @@
-"""The GitHub Actions runner contract: the runner's files (`$GITHUB_OUTPUT`, `$GITHUB_STEP_SUMMARY`).
+"""The GitHub Actions runner contract: the runner's files (`$GITHUB_OUTPUT`, `$GITHUB_STEP_SUMMARY`) and
+the URL of the workflow run (`run_url`).
 
 One place that knows how they behave: files we append to; the job summary is Markdown limited to
 1 MiB per step (GitHub drops the whole upload beyond that), and redacted like everything we print.
@@ -12,6 +13,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import re
 import stat
 from collections.abc import Mapping
 from pathlib import Path
@@ -20,6 +22,24 @@ from research_dispatch.errors import BadInput
 from research_dispatch.redact import redact
 
 STEP_SUMMARY_LIMIT = 900 * 1024  # below GitHub's 1 MiB per step, leaving room for other writers
+DEFAULT_SERVER_URL = "https://github.com"
+_SAFE_RUN_URL = re.compile(r"^https?://[^\s<>\"'`|\\]{1,300}$")
+
+
+def safe_run_url(url: str | None) -> str | None:
+    """`url` when it is one plain http(s) URL safe to put in a trailer, a report or a PR body, else None."""
+    return url if url and _SAFE_RUN_URL.fullmatch(url) else None
+
+
+def run_url(env: Mapping[str, str]) -> str | None:
+    """The URL of the workflow run this process belongs to (`GITHUB_SERVER_URL`, `GITHUB_REPOSITORY`,
+    `GITHUB_RUN_ID`), or None outside Actions. The one place it is built: a report's front matter
+    (`run_url`), the commits' `Run-Link` trailer and the PR body all say the same URL."""
+    server = (env.get("GITHUB_SERVER_URL") or DEFAULT_SERVER_URL).strip().rstrip("/")
+    repository, run_id = env.get("GITHUB_REPOSITORY", "").strip(), env.get("GITHUB_RUN_ID", "").strip()
+    if repository and run_id.isascii() and run_id.isdigit():
+        return safe_run_url(f"{server}/{repository}/actions/runs/{run_id}")
+    return None
 
 
 def require_runner_file(env: Mapping[str, str], variable: str) -> Path:

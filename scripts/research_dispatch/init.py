@@ -456,7 +456,7 @@ def next_steps(repo: Path, pin: Pin) -> list[str]:
     return lines
 
 
-def init_command(repo: Path, *, ref: str | None, upstream: str | None, force: bool, echo: Echo) -> int:
+def init_command(repo: Path, *, ref: str | None, upstream: str | None, force: bool, echo: Echo) -> ExitCode:
     top, pin, outcomes = init_repository(repo, ref=ref, upstream=upstream, force=force)
     echo(f"research-dispatch {__version__} init: {top}")
     echo(f"workflows call {pin.uses} ({pin.how})")
@@ -469,4 +469,4 @@ def init_command(repo: Path, *, ref: str | None, upstream: str | None, force: bo
     echo("")
     for line in next_steps(top, pin):
         echo(line)
-    return int(ExitCode.OK)
+    return ExitCode.OK

@@ -28,7 +28,16 @@ from typing import Any, cast
 from research_dispatch import environment, route
 from research_dispatch.config import Budget, SearchSettings, Settings, WordBand, effective
 from research_dispatch.environment import Credentials
-from research_dispatch.errors import Interrupted, MissingKey
+from research_dispatch.errors import ExitCode, Interrupted, MissingKey
+from research_dispatch.events import (
+    CallEvent,
+    CrashEvent,
+    LegProgress,
+    McpStartEvent,
+    TraceEvent,
+    WriteFailedEvent,
+    WritePendingEvent,
+)
 from research_dispatch.fsio import append_line, confined, write_atomic
 from research_dispatch.gateway import CallRecord, Gateway, RetryPolicy
 from research_dispatch.gateway import credentials as gateway_credentials
@@ -54,7 +63,6 @@ from research_dispatch.search import MODEL_ERROR_KINDS, SearchStats, SearchTools
 
 MIN_CITED_SOURCES = 3
 INTERRUPTED = "interrupted by the user (Ctrl-C)"
-EXIT_OK, EXIT_FAILED, EXIT_ROUTE = 0, 1, 3
 
 
 @dataclass
@@ -83,10 +91,10 @@ class LegResult:
     body_sha256: str | None = None  # the body_sha256 of the report this attempt wrote (None: it wrote none)
 
     @property
-    def exit_code(self) -> int:
+    def exit_code(self) -> ExitCode:
         if self.status == LegState.FAILED:
-            return EXIT_FAILED
-        return EXIT_OK if self.route_verified else EXIT_ROUTE
+            return ExitCode.FAILED
+        return ExitCode.OK if self.route_verified else ExitCode.ROUTE_UNVERIFIED
 
     def to_json(self) -> str:
         data = {**asdict(self), "status": self.status.value, "exit_code": self.exit_code}
@@ -183,15 +191,15 @@ class _TraceWriter:
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text("", encoding="utf-8")
 
-    def __call__(self, event: dict[str, Any]) -> None:
+    def __call__(self, event: TraceEvent) -> None:
         # a full or read-only disk: the trace is an artefact; the leg's outcome is what matters
         with contextlib.suppress(OSError):
-            append_line(self.path, redact(json.dumps({"at": _now(), **event}, sort_keys=True, default=str)))
+            append_line(self.path, redact(event.to_json(at=_now())))
 
 
 def run_leg(repo: Path, settings: Settings, leg: Leg, *, env: Mapping[str, str] | None = None, cycle: str,
             run_url: str | None = None, retry: RetryPolicy | None = None,
-            progress: Callable[[dict[str, Any]], None] | None = None,
+            progress: Callable[[LegProgress], None] | None = None,
             clock: Callable[[], float] | None = None, interrupt: threading.Event | None = None) -> LegResult:
     """Run one leg and write its files. Raises only for bad input (missing keys); failures are results.
 
@@ -218,12 +226,12 @@ def run_leg(repo: Path, settings: Settings, leg: Leg, *, env: Mapping[str, str] 
                   interrupt=interrupt, result=result, trace=trace)
     spent: list[float] = []  # every call's cost as it happens: counted even if the researcher crashes
 
-    def traced(event: dict[str, Any]) -> None:
-        if event.get("event") == "call" and isinstance(event.get("record"), dict):
-            spent.append(float(event["record"].get("cost_usd") or 0.0))
+    def traced(event: TraceEvent) -> None:
+        if isinstance(event, CallEvent):
+            spent.append(event.record.cost_usd)
         trace(event)
         if progress is not None:
-            progress({"leg": leg.stem, **event})
+            progress(LegProgress(leg=leg.stem, event=event))
 
     try:
         outcome, tools = run.research(traced, clock or time.monotonic)
@@ -239,7 +247,7 @@ def run_leg(repo: Path, settings: Settings, leg: Leg, *, env: Mapping[str, str] 
         result.finished_at = _now()
         result.cost_usd = round(sum(spent), 6)
         result.calls = len(spent)
-        trace({"event": "crash", "error": result.error})
+        trace(CrashEvent(error=result.error))
         run.write_status(quiet=True)
         return result
     return run.conclude(outcome, tools)
@@ -310,7 +318,7 @@ class _LegRun:
             mcp = stack.enter_context(McpToolset({n: settings.mcp.servers[n] for n in leg.topic.mcp}, env=self.env,
                                                  interrupt=self.interrupt))
             mcp.open(leg_deadline=leg_deadline)
-            self.trace({"event": "mcp_start", "tools": sorted(mcp.tools), "problems": mcp.start_problems})
+            self.trace(McpStartEvent(tools=sorted(mcp.tools), problems=dict(mcp.start_problems)))
         return SearchTools(providers=search_providers(self.search, self.credentials.search), mcp=mcp,
                            settings=self.search, topic_hint=f"{leg.topic.title} {leg.topic.scope}"[:600],
                            retries=service.max_retries, timeout_s=service.timeout_s,
@@ -402,11 +410,11 @@ class _LegRun:
                        status=FileWrite(leg.status_relpath(settings), redact(result.to_json())))
         except UnitNotWritten as exc:
             _failed_write(result, str(exc))
-            self.trace({"event": "write_failed", "error": result.error})
+            self.trace(WriteFailedEvent(error=result.error))
             self.write_status(quiet=True)
         except UnitPending as exc:
             _failed_write(result, str(exc))
-            self.trace({"event": "write_pending", "error": result.error})
+            self.trace(WritePendingEvent(error=result.error))
         return result
 
     def write_status(self, *, quiet: bool = False) -> None:

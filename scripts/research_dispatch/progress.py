@@ -1,6 +1,6 @@
 """The live progress of a run: one row per leg (model, step, tokens, cost, status).
 
-Fed by the legs' trace events from worker threads, so every update takes a lock. Two renderings:
+Fed by the legs' typed events (`events.LegProgress`) from worker threads, so every update takes a lock. Two renderings:
 
 * `LiveDisplay` — a `rich` Live table, redrawn a few times a second, on an interactive terminal;
 * `PlainDisplay` — one line per meaningful event, for CI logs, pipes and tests.
@@ -20,6 +20,17 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
+
+from research_dispatch.events import (
+    CallEvent,
+    CompactEvent,
+    CrashEvent,
+    EndEvent,
+    GatewayErrorEvent,
+    LegProgress,
+    StartEvent,
+    ToolEvent,
+)
 
 KNOWN_TOOLS = frozenset({"web_search", "web_extract"})
 FINAL = frozenset({"ok", "degraded", "failed", "kept", "not started"})
@@ -64,47 +75,42 @@ class Board:
         with self.lock:
             self.rows[stem] = LegRow(stem=stem, model=model, max_steps=max_steps, status=status)
 
-    def apply(self, event: dict[str, Any]) -> tuple[LegRow, str] | None:
-        """Fold one trace event into the board; returns the row and a plain-text line worth printing."""
-        stem = str(event.get("leg", ""))
-        kind = event.get("event")
+    def apply(self, progress: LegProgress) -> tuple[LegRow, str] | None:
+        """Fold one leg's event into the board; returns the row and a plain-text line worth printing."""
+        event = progress.event
         with self.lock:
-            row = self.rows.get(stem)
+            row = self.rows.get(progress.leg)
             if row is None:
                 return None
             line = ""
-            if kind == "start":
+            if isinstance(event, StartEvent):
                 row.status, row.started = "running", time.monotonic()
                 line = f"started ({row.model})"
-            elif kind == "call":
-                record = event.get("record") or {}
-                row.step = int(event.get("step") or row.step + 1)
-                row.prompt_tokens += int(record.get("prompt_tokens") or 0)
-                row.completion_tokens += int(record.get("completion_tokens") or 0)
-                cost = float(record.get("cost_usd") or 0.0)
-                row.cost_usd += cost
-                self.spent_usd += cost
-                finish = record.get("finish_reason")
+            elif isinstance(event, CallEvent):
+                record = event.record
+                row.step = event.step or row.step + 1
+                row.prompt_tokens += record.prompt_tokens
+                row.completion_tokens += record.completion_tokens
+                row.cost_usd += record.cost_usd
+                self.spent_usd += record.cost_usd
+                finish = record.finish_reason
                 row.activity = "tool calls" if finish == "tool_calls" else "writing" if finish == "stop" else \
                     str(finish or "")
-                verdict = record.get("verdict")
-                verdict_note = f", route {verdict}" if verdict and verdict != "exact" else ""
+                verdict_note = f", route {record.verdict}" if record.verdict and record.verdict != "exact" else ""
                 line = (f"step {row.step}/{row.max_steps}: {row.tokens:,} tokens, ${row.cost_usd:.4f}"
                         f"{verdict_note}")
-            elif kind == "tool":
-                name = event.get("name")
-                row.activity = str(name) if name in KNOWN_TOOLS else "tool"
-                if event.get("is_error"):
+            elif isinstance(event, ToolEvent):
+                row.activity = event.name if event.name in KNOWN_TOOLS else "tool"
+                if event.is_error:
                     line = f"tool {row.activity} returned an error"
-            elif kind == "gateway_error":
-                status = event.get("status")
-                row.activity = f"gateway error{f' HTTP {status}' if status else ''}"
-                line = row.activity + (" (fatal)" if event.get("fatal") else "")
-            elif kind == "compact":
+            elif isinstance(event, GatewayErrorEvent):
+                row.activity = f"gateway error{f' HTTP {event.status}' if event.status else ''}"
+                line = row.activity + (" (fatal)" if event.fatal else "")
+            elif isinstance(event, CompactEvent):
                 row.activity = "compacting context"
-            elif kind == "crash":
+            elif isinstance(event, CrashEvent):
                 row.activity = "crashed"
-            elif kind == "end":
+            elif isinstance(event, EndEvent):
                 row.activity = "finishing"
             return row, line
 
@@ -122,7 +128,7 @@ class Board:
 
 
 class Display:
-    """Interface: `start()`, `event(e)`, `finished(stem, status, route, note)`, `stop()`."""
+    """Interface: `start()`, `event(progress)`, `finished(stem, status, route, note)`, `stop()`."""
 
     def __init__(self, board: Board) -> None:
         self.board = board
@@ -130,8 +136,8 @@ class Display:
     def start(self) -> None:
         return None
 
-    def event(self, event: dict[str, Any]) -> None:
-        self.board.apply(event)
+    def event(self, progress: LegProgress) -> None:
+        self.board.apply(progress)
 
     def finished(self, stem: str, status: str, route: str = "", note: str = "") -> None:
         self.board.finish(stem, status, route)
@@ -148,8 +154,8 @@ class PlainDisplay(Display):
         self.echo = echo
         self._out = threading.Lock()
 
-    def event(self, event: dict[str, Any]) -> None:
-        applied = self.board.apply(event)
+    def event(self, progress: LegProgress) -> None:
+        applied = self.board.apply(progress)
         if applied and applied[1]:
             self._say(applied[0].stem, applied[1])
 

@@ -36,6 +36,16 @@ from research_dispatch import chunks, contract
 from research_dispatch.config import Budget, WordBand
 from research_dispatch.contract import BAND_SENTENCE, BRIEF_LABEL, TITLE_LABEL, TOPIC_ID_LABEL
 from research_dispatch.errors import AuthenticationFailed, GatewayError, InsufficientCredits, Interrupted
+from research_dispatch.events import (
+    CallEvent,
+    CompactEvent,
+    EndEvent,
+    GatewayErrorEvent,
+    InterruptedEvent,
+    StartEvent,
+    ToolEvent,
+    TraceEvent,
+)
 from research_dispatch.gateway import CallRecord, Completion, Gateway, Pricing
 from research_dispatch.report import count_words, split_references
 from research_dispatch.search import UNTRUSTED_NOTE, SearchTools
@@ -169,10 +179,10 @@ class Next(enum.Enum):
     STOP = "stop"  # the loop ends; the outcome says how
 
 
-Trace = Callable[[dict[str, Any]], None]
+Trace = Callable[[TraceEvent], None]
 
 
-def _noop_trace(event: dict[str, Any]) -> None:
+def _noop_trace(event: TraceEvent) -> None:
     return None
 
 
@@ -213,8 +223,7 @@ class Researcher:
             outcome = self._state.outcome if self._state is not None else ResearchOutcome(draft=None, records=[])
             outcome.interrupted = True
             outcome.failure = str(exc) or "interrupted by the user (Ctrl-C)"
-            self.trace({"event": "interrupted", "calls": len(outcome.records),
-                        "cost_usd": round(outcome.cost_usd, 6)})
+            self.trace(InterruptedEvent(calls=len(outcome.records), cost_usd=round(outcome.cost_usd, 6)))
             return outcome
 
     def _check_interrupt(self, where: str) -> None:
@@ -227,8 +236,8 @@ class Researcher:
         state = self._state = LoopState(start=start, deadline=start + spec.budget.timeout_minutes * 60,
                                         outcome=ResearchOutcome(draft=None, records=[]))
         outcome = state.outcome
-        self.trace({"event": "start", "model": spec.model, "provider": spec.provider,
-                    "prompt_version": PROMPT_VERSION, "messages": self.messages})
+        self.trace(StartEvent(model=spec.model, provider=spec.provider, prompt_version=PROMPT_VERSION,
+                              messages=tuple(self.messages)))
 
         while True:
             self._check_interrupt("between steps")
@@ -244,8 +253,8 @@ class Researcher:
                 break
 
         self._settle_draft(state)
-        self.trace({"event": "end", "reasons": outcome.reasons, "failure": outcome.failure,
-                    "calls": len(outcome.records), "cost_usd": round(outcome.cost_usd, 6)})
+        self.trace(EndEvent(reasons=tuple(outcome.reasons), failure=outcome.failure, calls=len(outcome.records),
+                            cost_usd=round(outcome.cost_usd, 6)))
         return outcome
 
     # --- before a call --------------------------------------------------------------------------
@@ -294,16 +303,15 @@ class Researcher:
             raise
         except (InsufficientCredits, AuthenticationFailed) as exc:
             outcome.failure = str(exc)
-            self.trace({"event": "gateway_error", "fatal": True, "error": str(exc), "status": exc.status})
+            self.trace(GatewayErrorEvent(fatal=True, error=str(exc), status=exc.status))
             return None
         except GatewayError as exc:
             outcome.failure = f"{exc} (after {exc.attempts} attempt(s))"
-            self.trace({"event": "gateway_error", "fatal": False, "error": str(exc), "status": exc.status})
+            self.trace(GatewayErrorEvent(fatal=False, error=str(exc), status=exc.status))
             return None
 
         outcome.records.append(completion.record)
-        self.trace({"event": "call", "step": len(outcome.records), "record": completion.record.__dict__,
-                    "message": completion.message})
+        self.trace(CallEvent(step=len(outcome.records), record=completion.record, message=completion.message))
         return completion
 
     # --- after a call: one handler per kind of reply ---------------------------------------------
@@ -469,8 +477,8 @@ class Researcher:
                 self._check_interrupt("between tool calls")
                 result = self.tools.call(name, function.get("arguments"))
                 content, is_error = result.content, result.is_error
-                self.trace({"event": "tool", "name": name, "arguments": function.get("arguments"),
-                            "is_error": is_error, "detail": result.detail, "chars": len(content)})
+                self.trace(ToolEvent(name=name, arguments=function.get("arguments"), is_error=is_error,
+                                     detail=result.detail, chars=len(content)))
             self.messages.append({"role": "tool", "tool_call_id": call_id, "content": content})
 
     def _compact_history(self) -> list[dict[str, Any]]:
@@ -507,8 +515,8 @@ class Researcher:
                                                                    defined=defined_before[index])}
             self._compacted.add(index)
             total -= before - len(self.messages[index]["content"])
-            self.trace({"event": "compact", "message": index, "chars_before": before,
-                        "chars_after": len(self.messages[index]["content"])})
+            self.trace(CompactEvent(message=index, chars_before=before,
+                                    chars_after=len(self.messages[index]["content"])))
         return self.messages
 
 

@@ -48,18 +48,22 @@ import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
-from research_dispatch.errors import BadInput, DispatchError
+from research_dispatch.errors import BadInput, DispatchError, ExitCode
 from research_dispatch.legstate import LegState
 from research_dispatch.redact import redacting
 
 if TYPE_CHECKING:  # pragma: no cover
     from research_dispatch.config import Settings
+    from research_dispatch.events import LegProgress
     from research_dispatch.leg import LegResult
     from research_dispatch.plan import Leg
     from research_dispatch.progress import Board, Display
+    from research_dispatch.publish.command import PublishResult
+    from research_dispatch.publish.gitops import Git
     from research_dispatch.resume import Decision
+    from research_dispatch.synthesis.pipeline import SynthesisResult
     from research_dispatch.verify import RouteRow
 
 Echo = Callable[[str], None]
@@ -119,14 +123,14 @@ class RunOutcome:
     cycle: str
     legs: list[LegOutcome] = field(default_factory=list)
     routes: list[RouteRow] = field(default_factory=list)
-    synthesis: Any = None
-    publication: Any = None
+    synthesis: SynthesisResult | None = None
+    publication: PublishResult | None = None
     stage_errors: list[str] = field(default_factory=list)
     interrupted: bool = False
     legs_cost_usd: float = 0.0
     branch_changed: bool = False
     wall_s: float = 0.0
-    exit_code: int = 1
+    exit_code: ExitCode = ExitCode.FAILED
 
     def stems(self, *labels: str) -> list[str]:
         """Legs whose label in this run (ok, degraded, failed, kept, skipped, not started) is one of these."""
@@ -138,11 +142,12 @@ class RunOutcome:
 
     @property
     def cost_usd(self) -> float:
-        return round(self.legs_cost_usd + float(getattr(self.synthesis, "cost_usd", 0.0) or 0.0), 6)
+        synthesis_usd = self.synthesis.cost_usd if self.synthesis is not None else 0.0
+        return round(self.legs_cost_usd + synthesis_usd, 6)
 
 
 def run_command(repo: Path, *, topics: list[str], models: list[str], jobs: int | None, publish: bool, push: bool,
-                fresh: bool, cycle: str, env: Mapping[str, str], echo: Echo, allow_edited: bool = False) -> int:
+                fresh: bool, cycle: str, env: Mapping[str, str], echo: Echo, allow_edited: bool = False) -> ExitCode:
     """The `run` command: the whole refresh; returns the exit code (see the module docstring)."""
     return run_refresh(repo, topics=topics, models=models, jobs=jobs, publish=publish, push=push, fresh=fresh,
                        cycle=cycle, env=env, echo=echo, allow_edited=allow_edited).exit_code
@@ -194,14 +199,6 @@ def run_refresh(repo: Path, *, topics: list[str] | None = None, models: list[str
 
 # ----------------------------------------------------------------------------------------------
 # Legs
-
-
-
-def _run_url(env: Mapping[str, str]) -> str | None:
-    server, repository, run_id = (env.get(k) for k in ("GITHUB_SERVER_URL", "GITHUB_REPOSITORY", "GITHUB_RUN_ID"))
-    if server and repository and run_id:
-        return f"{server.rstrip('/')}/{repository}/actions/runs/{run_id}"
-    return None
 
 
 def _sweep_temp_files(repo: Path, settings: Settings, echo: Echo) -> None:
@@ -274,6 +271,7 @@ def _assess_after(repo: Path, settings: Settings, outcome: RunOutcome, echo: Ech
 def _run_legs(repo: Path, settings: Settings, legs: list[Leg], outcome: RunOutcome, *, jobs: int | None,
               fresh: bool, env: Mapping[str, str], echo: Echo, live: bool | None) -> None:
     from research_dispatch.config import effective
+    from research_dispatch.ghactions import run_url
     from research_dispatch.leg import read_status
     from research_dispatch.progress import Board, make_display
     from research_dispatch.resume import ResumeAction, decide_all
@@ -310,7 +308,7 @@ def _run_legs(repo: Path, settings: Settings, legs: list[Leg], outcome: RunOutco
 
     display = make_display(board, echo, live=live)
     stop = threading.Event()
-    run_url = _run_url(env)
+    url = run_url(env)
     finishing = threading.Lock()  # a leg's record is set once: by its thread, or by the interrupt path
     abandoned: set[str] = set()
 
@@ -323,7 +321,7 @@ def _run_legs(repo: Path, settings: Settings, legs: list[Leg], outcome: RunOutco
             record.activity = Activity.NOT_STARTED
             record.note = f"not started: run budget reached (${board.spent_usd:.4f} of ${cap:.2f})"
         else:
-            _run_one(repo, settings, record, env=env, cycle=outcome.cycle, run_url=run_url, progress=display.event,
+            _run_one(repo, settings, record, env=env, cycle=outcome.cycle, run_url=url, progress=display.event,
                      interrupt=stop, finishing=finishing, abandoned=abandoned)
         if leg.stem in abandoned:
             return
@@ -464,7 +462,7 @@ def _interrupted_result(leg: Leg, cycle: str, *, calls: int, cost_usd: float) ->
 
 
 def _run_one(repo: Path, settings: Settings, record: LegOutcome, *, env: Mapping[str, str], cycle: str,
-             run_url: str | None, progress: Callable[[dict[str, Any]], None], interrupt: threading.Event,
+             run_url: str | None, progress: Callable[[LegProgress], None], interrupt: threading.Event,
              finishing: threading.Lock, abandoned: set[str]) -> None:
     """Run one leg; any exception becomes this leg's failure (with a status file), never the run's.
 
@@ -617,25 +615,21 @@ def _synthesize(repo: Path, settings: Settings, outcome: RunOutcome, *, env: Map
         return
     outcome.synthesis = result
     echo("synthesis:")
-    for label, attribute in (("document", "document_path"), ("claims ledger", "ledger_path"),
-                             ("methodology", "methodology_path")):
-        value = getattr(result, attribute, None)
-        if value:
-            echo(f"  {label}: {_rel(repo, value)}")
-    calls = [f"{getattr(result, name, 0) or 0} {label}" for name, label in
-             (("extraction_calls", "extraction"), ("judge_calls", "judge"), ("llm_calls", "model"))
-             if getattr(result, name, None)]
-    cost = float(getattr(result, "cost_usd", 0.0) or 0.0)
-    echo(f"  calls: {', '.join(calls) or 'none'}; cost ${cost:.4f}")
-    diff = getattr(result, "diff", None)
-    if diff is not None:
-        lines = (diff.text() if hasattr(diff, "text") else str(diff)).splitlines() or ["claim diff: no change"]
-        for line in lines[:DIFF_PREVIEW_LINES]:
-            echo(f"  {line}")
-        if len(lines) > DIFF_PREVIEW_LINES:
-            echo(f"    … {len(lines) - DIFF_PREVIEW_LINES} more line(s): `research-dispatch synthesize` prints "
-                 "the whole diff; the PR body carries it too")
-    for warning in getattr(result, "warnings", None) or []:
+    for label, path in (("document", result.document_path), ("claims ledger", result.ledger_path),
+                        ("methodology", result.methodology_path)):
+        if path is not None:
+            echo(f"  {label}: {_rel(repo, path)}")
+    calls = [f"{count} {label}" for count, label in
+             ((result.extraction_calls, "extraction"), (result.judge_calls, "judge"), (result.llm_calls, "model"))
+             if count]
+    echo(f"  calls: {', '.join(calls) or 'none'}; cost ${result.cost_usd:.4f}")
+    lines = result.diff.text().splitlines() or ["claim diff: no change"]
+    for line in lines[:DIFF_PREVIEW_LINES]:
+        echo(f"  {line}")
+    if len(lines) > DIFF_PREVIEW_LINES:
+        echo(f"    … {len(lines) - DIFF_PREVIEW_LINES} more line(s): `research-dispatch synthesize` prints "
+             "the whole diff; the PR body carries it too")
+    for warning in result.warnings:
         echo(f"  warning: {warning}")
     echo("")
 
@@ -643,30 +637,26 @@ def _synthesize(repo: Path, settings: Settings, outcome: RunOutcome, *, env: Map
 def _publish(repo: Path, settings: Settings, outcome: RunOutcome, *, env: Mapping[str, str], push: bool,
              legs: list[Leg], echo: Echo, fresh: bool = False, allow_edited: bool = False) -> None:
     """Commit to the local refresh branch; with `push`, also push it and create or update the PR."""
-    branch = f"{settings.pr.branch_prefix}{outcome.cycle}"
-    tips_before = {_git_rev(repo, f"refs/heads/{branch}"),
-                   _git_rev(repo, f"refs/remotes/{settings.pr.remote}/{branch}")}
-    try:
-        from research_dispatch import publish as publish_module
+    from research_dispatch.publish import publish, summary_lines
 
-        result = publish_module.publish(repo, settings, cycle=outcome.cycle, push=push, open_pr=push, env=env,
-                                        legs=legs, planned=legs, log=lambda message: echo(f"  {message}"),
-                                        replace_edited=fresh, allow_edited=allow_edited)
+    branch = f"{settings.pr.branch_prefix}{outcome.cycle}"
+    try:
+        git = _git(repo, settings, env)
+        tips_before = {git.rev(f"refs/heads/{branch}"), git.rev(f"refs/remotes/{settings.pr.remote}/{branch}")}
+        result = publish(repo, settings, cycle=outcome.cycle, push=push, open_pr=push, env=env, legs=legs,
+                         planned=legs, log=lambda message: echo(f"  {message}"), replace_edited=fresh,
+                         allow_edited=allow_edited)
     except Exception as exc:
         _stage_failed(outcome, "publish", exc, echo)
         return
     outcome.publication = result
-    commits = list(getattr(result, "commits", None) or [])
-    outcome.branch_changed = bool(commits) and commits[-1] not in tips_before
-    summary = getattr(publish_module, "summary_lines", None)
-    lines = list(summary(result)) if callable(summary) else [
-        f"publish: {getattr(result, 'branch', '?')}, {len(getattr(result, 'commits', None) or [])} new commit(s)"]
-    for index, line in enumerate(lines):
+    outcome.branch_changed = bool(result.commits) and result.commits[-1] not in tips_before
+    for index, line in enumerate(summary_lines(result)):
         echo(line if index == 0 else f"  {line}")
     if not push:
         echo("  local branch only: use --push to push it and open or update the pull request")
-    if getattr(result, "exit_code", 0):
-        outcome.stage_errors.append(f"publish: {getattr(result, 'message', '') or 'did not complete'}")
+    if result.exit_code != ExitCode.OK:
+        outcome.stage_errors.append(f"publish: {result.message or 'did not complete'}")
     echo("")
 
 
@@ -697,13 +687,11 @@ def _preflight_publish(repo: Path, settings: Settings, env: Mapping[str, str], *
     committed to is `PublishError` (exit 1).
     """
     from research_dispatch.errors import PublishError
-    from research_dispatch.publish.command import resolve_identity
-    from research_dispatch.publish.gitops import Git
 
-    if _git_rev(repo, "HEAD") is None:
+    git = _git(repo, settings, env)
+    if git.rev("HEAD") is None:
         raise BadInput("not a git repository with a commit to branch from; run `git init` and commit, or pass "
                        "--no-publish", path=str(repo))
-    git = Git(repo, env, resolve_identity(settings.pr, env))
     git.check_repository()
     pr = settings.pr
     branch = f"{pr.branch_prefix}{cycle}"
@@ -712,16 +700,14 @@ def _preflight_publish(repo: Path, settings: Settings, env: Mapping[str, str], *
                            "(publish never touches your working tree), or pass --no-publish")
     remote_tip: str | None = None
     if push:
-        from research_dispatch import environment
         from research_dispatch.publish.pulls import require_target
 
-        environment.require(env, environment.GITHUB)
-        require_target(env)
+        target = require_target(env)  # the token and API URL through `environment`, and the repository
         url = git.remote_url(pr.remote)
         if url is None:
             raise BadInput(f"no git remote {pr.remote!r} to push to; add one or run without --push",
                            path="pr.remote")
-        git.use_token_for(url, env.get("GITHUB_TOKEN", ""))
+        git.use_token_for(url, target.token)
         try:
             heads = git.ls_remote_heads(pr.remote, [pr.base, branch])
         except PublishError as exc:
@@ -751,40 +737,32 @@ def _preflight_publish(repo: Path, settings: Settings, env: Mapping[str, str], *
                                "remove them, or run with --no-publish")
 
 
-def _git(repo: Path, *args: str) -> str | None:
-    """Output of a read-only git command, or None when it fails (not a repository, no such ref)."""
-    import subprocess
+def _git(repo: Path, settings: Settings, env: Mapping[str, str]) -> Git:
+    """The publisher's git (`publish/gitops.py`: argument lists, a controlled environment, keys redacted),
+    for the run's read-only questions before publishing (which commit a ref points at)."""
+    from research_dispatch.publish.command import resolve_identity
+    from research_dispatch.publish.gitops import Git
 
-    try:
-        done = subprocess.run(["git", *args], cwd=repo, capture_output=True, text=True, check=False, timeout=30)
-    except (OSError, subprocess.SubprocessError):
-        return None
-    return (done.stdout.strip() or None) if done.returncode == 0 else None
+    return Git(repo, env, resolve_identity(settings.pr, env))
 
 
-def _git_rev(repo: Path, ref: str) -> str | None:
-    """The commit a ref points at, or None (no such ref, or not a git repository)."""
-    return _git(repo, "rev-parse", "--verify", "--quiet", ref + "^{commit}")
-
-
-def _rel(repo: Path, value: Any) -> str:
-    path = Path(value)
+def _rel(repo: Path, path: Path) -> str:
     try:
         return path.resolve().relative_to(repo.resolve()).as_posix()
     except (ValueError, OSError):
-        return str(value)
+        return str(path)
 
 
 # ----------------------------------------------------------------------------------------------
 # Exit code and closing line
 
 
-def _exit_code(outcome: RunOutcome) -> int:
+def _exit_code(outcome: RunOutcome) -> ExitCode:
     if outcome.interrupted or outcome.stage_errors or outcome.stems("failed", "not started", "queued"):
-        return 1
+        return ExitCode.FAILED
     if any(not row.verified for row in outcome.routes):
-        return 3
-    return 0
+        return ExitCode.ROUTE_UNVERIFIED
+    return ExitCode.OK
 
 
 def _closing_line(outcome: RunOutcome, echo: Echo) -> None:
@@ -792,12 +770,12 @@ def _closing_line(outcome: RunOutcome, echo: Echo) -> None:
         echo(f"run interrupted after {outcome.wall_s:.1f} s; the lock is released. Run again to redo "
              "the legs that did not finish.")
         return
-    diff = getattr(outcome.synthesis, "diff", None)
-    if not outcome.ran and outcome.synthesis is not None and getattr(diff, "is_empty", False) and \
-            not outcome.branch_changed:
+    synthesis = outcome.synthesis
+    if not outcome.ran and synthesis is not None and synthesis.diff.is_empty and not outcome.branch_changed:
         echo("nothing changed: every leg already had a good report for this cycle, the synthesis is unchanged"
              + (" and the refresh branch already holds it." if outcome.publication is not None else "."))
-    verdict = {0: "ok", 1: "FAILED", 3: "ROUTE NOT VERIFIED"}[outcome.exit_code]
+    verdict = {ExitCode.OK: "ok", ExitCode.FAILED: "FAILED",
+               ExitCode.ROUTE_UNVERIFIED: "ROUTE NOT VERIFIED"}[outcome.exit_code]
     problems = "; ".join(outcome.stage_errors)
     echo(f"run {verdict}: {len(outcome.ran)} leg(s) ran, {len(outcome.stems('kept'))} kept, "
          f"{len(outcome.stems('failed'))} failed, {len(outcome.stems('not started'))} not started; "

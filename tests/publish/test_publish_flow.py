@@ -130,7 +130,7 @@ def test_a_leg_failure_makes_the_pr_a_draft_and_names_the_leg(world: World, gate
     world.write_synthesis()
     result = world.publish()
     assert result.operation == "created" and result.draft is True
-    assert result.failed_legs == ["04-verl-trl"]
+    assert result.legs_without_report == ["04-verl-trl"]
     pr = world.github.pulls[0]
     assert pr["draft"] is True
     assert pr["title"] == f"docs(research): refresh {CYCLE} (partial: 4/5 legs) — 4 reports, synthesis, 1 failed"

@@ -6,23 +6,32 @@ import io
 
 import pytest
 
+from research_dispatch.events import CallEvent, GatewayErrorEvent, LegProgress, StartEvent, ToolEvent
+from research_dispatch.gateway import CallRecord
 from research_dispatch.progress import Board, LiveDisplay, PlainDisplay, make_display, wants_live
 
 SECRET_TEXT = "THE MODEL SAID THIS"
 
 
-def events() -> list[dict]:
-    record = {"prompt_tokens": 1200, "completion_tokens": 300, "cost_usd": 0.0125, "finish_reason": "tool_calls",
-              "verdict": "exact"}
+def record() -> CallRecord:
+    return CallRecord(generation_id="gen-1", requested_model="deepseek/deepseek-v4-pro", requested_provider=None,
+                      served_model="deepseek/deepseek-v4-pro", served_provider="DeepSeek", metadata_present=True,
+                      attempt=1, attempts_recorded=1, strategy=None, cached=False, finish_reason="tool_calls",
+                      native_finish_reason="tool_calls", prompt_tokens=1200, completion_tokens=300, cached_tokens=0,
+                      reasoning_tokens=0, cost_usd=0.0125, latency_s=0.5, retries=0, purpose="research",
+                      verdict="exact")
+
+
+def events() -> list[LegProgress]:
+    leg = "02-diloco-family"
     return [
-        {"leg": "02-diloco-family", "event": "start", "messages": [{"role": "user", "content": SECRET_TEXT}]},
-        {"leg": "02-diloco-family", "event": "call", "step": 1, "record": record,
-         "message": {"role": "assistant", "content": SECRET_TEXT}},
-        {"leg": "02-diloco-family", "event": "tool", "name": "web_search", "arguments": SECRET_TEXT,
-         "is_error": False},
-        {"leg": "02-diloco-family", "event": "tool", "name": SECRET_TEXT, "arguments": "{}", "is_error": True},
-        {"leg": "02-diloco-family", "event": "gateway_error", "status": 429, "error": SECRET_TEXT, "fatal": False},
-        {"leg": "unknown-leg", "event": "call", "step": 1, "record": record},
+        LegProgress(leg, StartEvent(model="deepseek/deepseek-v4-pro", provider=None, prompt_version="p",
+                                    messages=[{"role": "user", "content": SECRET_TEXT}])),
+        LegProgress(leg, CallEvent(step=1, record=record(), message={"role": "assistant", "content": SECRET_TEXT})),
+        LegProgress(leg, ToolEvent(name="web_search", arguments=SECRET_TEXT, is_error=False, detail={}, chars=10)),
+        LegProgress(leg, ToolEvent(name=SECRET_TEXT, arguments="{}", is_error=True, detail={}, chars=10)),
+        LegProgress(leg, GatewayErrorEvent(fatal=False, error=SECRET_TEXT, status=429)),
+        LegProgress("unknown-leg", CallEvent(step=1, record=record(), message={})),
     ]
 
 
@@ -77,3 +86,17 @@ def test_live_only_on_a_terminal_unless_asked(monkeypatch: pytest.MonkeyPatch) -
     assert wants_live(io.StringIO())
     monkeypatch.setenv("RESEARCH_DISPATCH_PROGRESS", "plain")
     assert isinstance(make_display(Board(), print), PlainDisplay)
+
+
+def test_trace_lines_keep_their_json_shape() -> None:
+    """The trace file's lines: `event` names the kind, `at` the time, every field under its own name."""
+    import json
+
+    call = json.loads(CallEvent(step=2, record=record(), message={"role": "assistant"}).to_json(at="T"))
+    assert call["event"] == "call" and call["at"] == "T" and call["step"] == 2
+    assert call["record"]["cost_usd"] == 0.0125 and call["record"]["verdict"] == "exact"
+    assert call["message"] == {"role": "assistant"}
+    tool = json.loads(ToolEvent(name="web_search", arguments={"q": "x"}, is_error=True, detail={"error": "e"},
+                                chars=3).to_json(at="T"))
+    assert tool == {"at": "T", "event": "tool", "name": "web_search", "arguments": {"q": "x"}, "is_error": True,
+                    "detail": {"error": "e"}, "chars": 3}

@@ -100,7 +100,7 @@ def test_run_budget_stops_new_legs_but_lets_running_ones_finish(repo: Path, run_
     assert started == ALL[:2], "only the first two legs (one per worker) may start"
     assert outcome.stems("ok") == ALL[:2]
     assert outcome.stems("not started") == ALL[2:]
-    assert all("run budget reached" in o.note for o in outcome.legs if o.state == "not started")
+    assert all("run budget reached" in o.note for o in outcome.legs if o.label == "not started")
     assert outcome.exit_code == 1
     assert "not started: 03-monarch-torchforge-openenv, 04-verl-trl, 05-trace-replay-distillation" in out.text
 

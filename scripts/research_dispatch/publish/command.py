@@ -36,11 +36,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
-from research_dispatch import synthcheck
+from research_dispatch import environment, synthcheck
 from research_dispatch.config import PRSettings, Settings, load_settings, load_topics
-from research_dispatch.errors import BadInput, DispatchError, PublishError
+from research_dispatch.errors import BadInput, DispatchError, ExitCode, PublishError
 from research_dispatch.fsio import confined, write_atomic
-from research_dispatch.ghactions import append_step_summary
+from research_dispatch.ghactions import append_step_summary, run_url
 from research_dispatch.legstate import LegAssessment, LegState, Where
 from research_dispatch.lock import writer_lock
 from research_dispatch.plan import Leg, plan_legs
@@ -59,7 +59,6 @@ from research_dispatch.publish.gitops import CommitInfo, CommitSpec, FileSpec, G
 from research_dispatch.publish.messages import (
     removal_message,
     report_message,
-    safe_run_link,
     stray_files,
     synthesis_cost,
     synthesis_message,
@@ -91,7 +90,7 @@ class PublishResult:
     warnings: list[str] = field(default_factory=list)
     subjects: list[str] = field(default_factory=list)
     message: str = ""
-    failed_legs: list[str] = field(default_factory=list)
+    legs_without_report: list[str] = field(default_factory=list)  # no report of this cycle (failed, missing, ...)
     unverified_legs: list[str] = field(default_factory=list)
     partial: bool = False  # some planned leg lacks a good report of this cycle (or its route is unverified)
     incomplete_legs: list[str] = field(default_factory=list)
@@ -102,8 +101,8 @@ class PublishResult:
     cost_usd: float = 0.0  # every call this refresh's legs and synthesis spent, as the PR body says
 
     @property
-    def exit_code(self) -> int:
-        return 1 if self.operation == "blocked" else 0
+    def exit_code(self) -> ExitCode:
+        return ExitCode.FAILED if self.operation == "blocked" else ExitCode.OK
 
 
 @dataclass
@@ -142,14 +141,6 @@ def resolve_identity(settings: PRSettings, env: Mapping[str, str]) -> Identity:
                     email=env.get("GIT_AUTHOR_EMAIL", "").strip() or settings.bot_email)
 
 
-def run_link_from_env(env: Mapping[str, str]) -> str | None:
-    server = (env.get("GITHUB_SERVER_URL") or "https://github.com").rstrip("/")
-    repository, run_id = env.get("GITHUB_REPOSITORY", ""), env.get("GITHUB_RUN_ID", "")
-    if repository and run_id.isdigit():
-        return safe_run_link(f"{server}/{repository}/actions/runs/{run_id}")
-    return None
-
-
 def _check_ref(name: str, option: str) -> None:
     if (not name or name.startswith(("-", "/")) or name.endswith(("/", ".", ".lock")) or ".." in name
             or "//" in name or "@{" in name or any(ch in name for ch in " ~^:?*[\\") or len(name) > 200
@@ -173,7 +164,7 @@ class _Publisher:
         self.resynthesize = resynthesize and not dry_run
         self.remote = settings.pr.remote
         self.git = Git(repo, env, resolve_identity(settings.pr, env))
-        self.run_link = run_link_from_env(env)
+        self.run_url = run_url(env)
         self.secrets = [v for k in KEY_VARIABLES if len(v := env.get(k, "")) >= 6]
         self.warnings: list[str] = []
         self.notes: list[str] = []
@@ -198,7 +189,7 @@ class _Publisher:
             "branch": self.branch, "base": self.base, "cycle": self.cycle, "commits": [], "pushed": False,
             "pr_number": None, "pr_url": None, "operation": operation, "draft": bool(plan and plan.draft),
             "title": plan.title if plan else "", "body": plan.body if plan else "", "body_path": None,
-            "warnings": self.warnings, "failed_legs": [e.stem for e in entries if not e.state.has_report],
+            "warnings": self.warnings, "legs_without_report": [e.stem for e in prbody.without_report(entries)],
             "unverified_legs": [e.stem for e in entries if e.unverified], "partial": bool(plan and plan.draft),
             "incomplete_legs": [e.stem for e in prbody.incomplete(entries)],
             "removed": list(plan.removed) if plan else [], "brought": list(self.brought), "notes": self.notes,
@@ -402,25 +393,25 @@ class _Publisher:
             if any(changed(rel) for rel in rels):
                 changed_stems.add(item.stem)
                 specs.append(CommitSpec(files=tuple(FileSpec(git.tree_path(rel), blob=blobs[rel]) for rel in rels),
-                                        message=report_message(item, self.cycle, self.run_link)))
+                                        message=report_message(item, self.cycle, self.run_url)))
         to_remove = [rel for rel in removal_paths if git.tree_path(rel) in base_blobs]
         if to_remove:
             specs.append(CommitSpec(files=tuple(FileSpec(git.tree_path(rel), delete=True) for rel in to_remove),
-                                    message=removal_message(to_remove, self.cycle, self.run_link)))
+                                    message=removal_message(to_remove, self.cycle, self.run_url)))
         synthesis_changed = [rel for rel, _ in synth_files if changed(rel)]
         reports_on_branch = sum(1 for e in entries if e.chosen is not None)
         if synthesis_changed:
             specs.append(CommitSpec(files=tuple(FileSpec(git.tree_path(rel), blob=blobs[rel])
                                                 for rel in synthesis_changed),
-                                    message=synthesis_message(synthesis_changed, self.cycle, self.run_link,
+                                    message=synthesis_message(synthesis_changed, self.cycle, self.run_url,
                                                               reports_on_branch, edited=synthesis.edited)))
         gaps = prbody.incomplete(entries)
         partial = bool(gaps)
-        failed = [e for e in entries if e.state is LegState.FAILED]
-        missing = [e for e in entries if not e.state.has_report and e.state is not LegState.FAILED]
-        unverified = [e for e in entries if e.unverified]
+        counts = {state: sum(1 for e in entries if e.state is state) for state in LegState}
         title = prbody.render_title(self.cycle, reports=len(changed_stems), synthesis=bool(synthesis_changed),
-                                    failed=len(failed), missing=len(missing), unverified=len(unverified),
+                                    failed=counts[LegState.FAILED], missing=counts[LegState.MISSING],
+                                    stale=counts[LegState.STALE], invalid=counts[LegState.INVALID],
+                                    unverified=counts[LegState.UNVERIFIED],
                                     complete=len(entries) - len(gaps), planned=len(entries),
                                     synthesis_stale=bool(synthesis.note) and not synthesis.commit)
         ledger = settings.ledger_relpath
@@ -436,7 +427,7 @@ class _Publisher:
                                  entries=entries, synthesis_changed=synthesis_changed,
                                  framework_doc=settings.document_relpath,
                                  claim_diff=diff, claim_diff_short=diff_short, claim_note=note,
-                                 run_link=self.run_link, synthesis_cost_usd=synthesis_usd,
+                                 run_url=self.run_url, synthesis_cost_usd=synthesis_usd,
                                  changed=changed_stems, removed=unplanned, synthesis_note=synthesis_note,
                                  notes=list(self.notes))
         body = prbody.render_body(facts, secrets=self.secrets)
@@ -497,7 +488,13 @@ class _Publisher:
         if url is None:
             raise BadInput(f"no git remote {self.remote!r} to push to; add one or pass --no-push",
                            path="pr.remote")
-        token = self.env.get("GITHUB_TOKEN", "").strip()
+        github = environment.GITHUB
+        if self.target is not None:
+            token = self.target.token
+        elif self.env.get(github.key_variable):  # `--no-pr`: the token is optional, but checked alike
+            token = environment.check_key(self.env, github.key_variable, github.purpose)
+        else:
+            token = ""
         if token:
             self.git.use_token_for(url, token)
         for attempt in (1, 2):
@@ -638,8 +635,8 @@ def summary_lines(result: PublishResult) -> list[str]:
                      f"{result.pr_url or ''}".rstrip())
     if result.brought:
         lines.append("taken from the refresh branch: " + ", ".join(result.brought))
-    if result.failed_legs:
-        lines.append("failed or missing legs: " + ", ".join(result.failed_legs))
+    if result.legs_without_report:
+        lines.append("without a report of this cycle: " + ", ".join(result.legs_without_report))
     if result.unverified_legs:
         lines.append("unverified routes: " + ", ".join(result.unverified_legs))
     if result.incomplete_legs:
@@ -659,7 +656,8 @@ def summary_lines(result: PublishResult) -> list[str]:
 
 def publish_command(repo: Path, *, branch: str | None, base: str | None, push: bool, open_pr: bool, dry_run: bool,
                     cycle: str, env: Mapping[str, str], echo: Callable[[str], None],
-                    github_summary: bool = False, legs: list[Leg] | None = None, allow_edited: bool = False) -> int:
+                    github_summary: bool = False, legs: list[Leg] | None = None,
+                    allow_edited: bool = False) -> ExitCode:
     """The CLI's `publish`: run, print a short summary (or, with --dry-run, the title and body)."""
     settings = load_settings(repo)
     say = redacting(echo, env)
@@ -675,7 +673,7 @@ def publish_command(repo: Path, *, branch: str | None, base: str | None, push: b
         say(result.message)
         if github_summary:
             append_step_summary(env, f"## Pull request preview (dry run)\n\n**{result.title}**\n\n{result.body}")
-        return 0
+        return ExitCode.OK
     for line in summary_lines(result):
         say(line)
     if github_summary:

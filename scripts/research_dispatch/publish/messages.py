@@ -19,20 +19,17 @@ from pathlib import Path
 
 from research_dispatch import route, sanitize
 from research_dispatch.config import Settings
+from research_dispatch.ghactions import safe_run_url
 from research_dispatch.legstate import LegAssessment
+from research_dispatch.records import check_value
 
 _TRAILER_UNSAFE = re.compile(r"[^A-Za-z0-9 ._:/+()\[\]-]")
-_RUN_LINK = re.compile(r"^https?://[^\s<>\"'`|\\]{1,300}$")
 
 
 def trailer_value(text: str, limit: int = 120) -> str:
     """One safe line for a trailer: no newlines, no markup, a small character set."""
     value = _TRAILER_UNSAFE.sub("", sanitize.one_line(str(text), limit * 2)).strip()
     return value[:limit] or "unknown"
-
-
-def safe_run_link(url: str | None) -> str | None:
-    return url if url and _RUN_LINK.fullmatch(url) else None
 
 
 def served_other_models(item: LegAssessment) -> list[str]:
@@ -44,7 +41,7 @@ def served_other_models(item: LegAssessment) -> list[str]:
     return sorted({trailer_value(m, 80) for m in report.meta.served_models if not route.same_model(requested, m)})
 
 
-def report_message(item: LegAssessment, cycle: str, run_link: str | None) -> str:
+def report_message(item: LegAssessment, cycle: str, run_url: str | None) -> str:
     """The commit of one leg's report: a subject naming who wrote it, the FIXED trailers, provenance."""
     assert item.chosen is not None and item.report is not None
     leg, meta, row = item.leg, item.report.meta, item.row
@@ -71,13 +68,13 @@ def report_message(item: LegAssessment, cycle: str, run_link: str | None) -> str
                  f"Refresh-Cycle: {cycle}", f"Research-Leg: {leg.stem}"]
     if item.chosen.edited:
         trailers.append("Edited: yes")
-    link = safe_run_link(meta.run_url) or run_link
+    link = safe_run_url(meta.run_url) or run_url
     if link:
         trailers.append(f"Run-Link: {link}")
     return f"{subject}\n\n{body}\n\n" + "\n".join(trailers) + "\n"
 
 
-def synthesis_message(paths: list[str], cycle: str, run_link: str | None, reports: int, *,
+def synthesis_message(paths: list[str], cycle: str, run_url: str | None, reports: int, *,
                       edited: bool = False) -> str:
     subject = f"research(synthesis): regenerate for {cycle}"
     body = "Regenerates " + ", ".join(paths) + f" from {reports} report(s)."
@@ -86,19 +83,19 @@ def synthesis_message(paths: list[str], cycle: str, run_link: str | None, report
         subject = f"research(synthesis): {cycle} synthesis as edited by hand"
         body += " The synthesis document was edited by hand; nothing it depends on changed, so it was kept."
         trailers.append("Edited: yes")
-    if run_link:
-        trailers.append(f"Run-Link: {run_link}")
+    if run_url:
+        trailers.append(f"Run-Link: {run_url}")
     return f"{subject}\n\n{body}\n\n" + "\n".join(trailers) + "\n"
 
 
-def removal_message(paths: list[str], cycle: str, run_link: str | None) -> str:
+def removal_message(paths: list[str], cycle: str, run_url: str | None) -> str:
     """The commit that removes reports of legs no longer planned (a topic renamed or removed, a model
     dropped): they would otherwise keep shaping the synthesis and be linked from it."""
     subject = f"research: remove {len(paths)} file(s) of legs no longer planned"
     body = "Removes " + ", ".join(paths) + ": no topic file plans these legs any more."
     trailers = [f"Refresh-Cycle: {cycle}"]
-    if run_link:
-        trailers.append(f"Run-Link: {run_link}")
+    if run_url:
+        trailers.append(f"Run-Link: {run_url}")
     return f"{subject}\n\n{body}\n\n" + "\n".join(trailers) + "\n"
 
 
@@ -115,17 +112,25 @@ def stray_files(repo: Path, settings: Settings, computed: Iterable[str]) -> list
 
 
 def synthesis_cost(repo: Path, settings: Settings) -> float:
-    """Sum of `cost_usd` over the synthesis call log, if there is one (best effort)."""
+    """Sum of `cost_usd` over the synthesis call log, if there is one (best effort).
+
+    The log may come from a CI artifact: a line that does not parse, or whose cost is not a finite,
+    non-negative number (`records.check_value`: a NaN, a negative, a string, a bool), adds nothing, so
+    the PR body never shows `$nan` or lets a forged negative cost hide the money spent."""
     path = repo / settings.synthesis_calls_relpath
     total = 0.0
     try:
         lines = path.read_text(encoding="utf-8").splitlines()
-    except OSError:
+    except (OSError, UnicodeDecodeError):
         return 0.0
     for line in lines:
         try:
-            value = json.loads(line).get("cost_usd", 0.0)
-            total += float(value) if isinstance(value, (int, float)) else 0.0
-        except (ValueError, AttributeError):
+            data = json.loads(line)
+            if not isinstance(data, dict):
+                continue
+            value = data.get("cost_usd", 0.0)
+            check_value("cost_usd", value, float)
+        except ValueError:
             continue
+        total += float(value)
     return round(total, 6)

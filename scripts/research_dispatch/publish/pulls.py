@@ -28,13 +28,12 @@ from dataclasses import dataclass
 from typing import Any, TypeVar
 from urllib.parse import urlsplit
 
+from research_dispatch import environment
 from research_dispatch.config import PRSettings
-from research_dispatch.errors import BadInput, MissingKey, PublishError
+from research_dispatch.errors import BadInput, PublishError
 
 T = TypeVar("T")
-DEFAULT_API_URL = "https://api.github.com"
 _REPOSITORY = re.compile(r"^[A-Za-z0-9](?:[A-Za-z0-9-]{0,38})/[A-Za-z0-9._-]{1,100}$")
-_LOOPBACK = {"127.0.0.1", "localhost", "::1"}
 
 
 @dataclass(frozen=True)
@@ -49,24 +48,17 @@ class GitHubTarget:
 
 
 def require_target(env: Mapping[str, str]) -> GitHubTarget:
-    """GITHUB_TOKEN, GITHUB_REPOSITORY and GITHUB_API_URL, checked before any network call."""
-    token = env.get("GITHUB_TOKEN", "").strip()
-    if not token:
-        raise MissingKey("GITHUB_TOKEN", "create or update the pull request (or pass --no-pr)")
+    """GITHUB_TOKEN, GITHUB_REPOSITORY and GITHUB_API_URL, checked before any network call. The token and
+    the API URL are read by `environment` (the one place for keys and base URLs: one token, https or
+    http to a loopback address); the repository name here."""
+    credentials = environment.require(env, environment.GITHUB)
     repository = env.get("GITHUB_REPOSITORY", "").strip()
     if not repository:
         raise BadInput("GITHUB_REPOSITORY is not set; it names the repository (owner/name) for the pull request",
                        path="environment", field="GITHUB_REPOSITORY")
     if not _REPOSITORY.fullmatch(repository):
         raise BadInput(f"{repository!r} is not owner/name", path="environment", field="GITHUB_REPOSITORY")
-    api_url = (env.get("GITHUB_API_URL") or DEFAULT_API_URL).strip().rstrip("/")
-    parts = urlsplit(api_url)
-    if parts.scheme not in ("http", "https") or not parts.hostname:
-        raise BadInput(f"{api_url!r} is not an http(s) URL", path="environment", field="GITHUB_API_URL")
-    if parts.scheme == "http" and parts.hostname not in _LOOPBACK:
-        raise BadInput("plain http is allowed only for a loopback test server (the token would travel in clear)",
-                       path="environment", field="GITHUB_API_URL")
-    return GitHubTarget(api_url=api_url, repository=repository, token=token)
+    return GitHubTarget(api_url=credentials.base_url, repository=repository, token=credentials.key)
 
 
 class Retrier:
@@ -166,7 +158,7 @@ class PullRequests:
         self.target = target
         self.settings = settings
         self.retry = retry
-        loopback = (urlsplit(target.api_url).hostname or "") in _LOOPBACK
+        loopback = environment.is_loopback(urlsplit(target.api_url).hostname or "")
         # PyGithub's own throttling protects github.com's secondary limits; a loopback fake has none.
         self.notes: list[str] = []  # what GitHub could not do, for the caller to say once
         self.gh = Github(base_url=target.api_url, auth=Auth.Token(target.token), timeout=int(settings.api_timeout_s),

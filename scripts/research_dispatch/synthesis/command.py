@@ -14,6 +14,7 @@ from pathlib import Path
 
 from research_dispatch import sanitize
 from research_dispatch.config import load_settings
+from research_dispatch.errors import ExitCode
 from research_dispatch.ghactions import append_step_summary
 from research_dispatch.redact import redact
 from research_dispatch.synthesis.pipeline import SynthesisResult, synthesize
@@ -39,7 +40,7 @@ def summary_line(result: SynthesisResult) -> str:
 
 
 def synthesize_command(repo: Path, *, cycle: str, env: Mapping[str, str], echo: Callable[[str], None],
-                       github_summary: bool = False) -> int:
+                       github_summary: bool = False) -> ExitCode:
     """Run the synthesis; print the summary, the files written, the claim diff and any warnings."""
     settings = load_settings(repo)
     result = synthesize(repo, settings, env=env, cycle=cycle)
@@ -57,4 +58,4 @@ def synthesize_command(repo: Path, *, cycle: str, env: Mapping[str, str], echo: 
                  result.diff.markdown()]
         lines += [f"- warning: {sanitize.for_pr_body(w)}" for w in result.warnings]
         append_step_summary(env, "\n".join(lines))
-    return 0
+    return ExitCode.OK

@@ -21,25 +21,31 @@ The counting rules, in one place (docs/METHODOLOGY.md states them for readers):
 
 Legs tell the synthesis what is *missing*: a planned leg with no report, a leg whose latest run failed
 (its previous report, if any, is still used and says so), a degraded report, or a report left over from
-an earlier cycle. The synthesis must never present a partial council as the full council.
+an earlier cycle. The synthesis must never present a partial council as the full council. Where a leg
+stands is `legstate.assess` — the one rule resume, the run summary and publish use (status files read
+by `LegResult.from_json`, a status file of another cycle says nothing about this one) — so the
+synthesis' limitations and the pull request never disagree about a leg.
 """
 
 from __future__ import annotations
 
-import json
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING
 
 from research_dispatch.config import Settings, load_topics, topic_paths
 from research_dispatch.errors import BadInput
+from research_dispatch.legstate import LegState, assess_worktree
 from research_dispatch.plan import Leg, plan_legs
 from research_dispatch.report import Report, ReportMeta, load_report
 from research_dispatch.route import is_verified
 from research_dispatch.sanitize import one_line
 from research_dispatch.synthesis.text import sha256_text
 from research_dispatch.verify import verify_report
+
+if TYPE_CHECKING:  # pragma: no cover
+    from research_dispatch.leg import LegResult
 
 _STEM_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,199}$")
 
@@ -97,17 +103,19 @@ class SkippedReport:
 
 
 @dataclass(frozen=True)
-class LegState:
-    """A planned leg and what happened to it, for the coverage table and the limitations."""
+class LegCoverage:
+    """A planned leg for the coverage table and the limitations: where it stands (`legstate`) and
+    whether the synthesis reads a report of it (its own, possibly of an earlier cycle)."""
 
     stem: str
     topic: str
     model: str
     rationale: str
     report_relpath: str
-    state: str  # ok | degraded | failed | missing
+    state: LegState
     detail: str = ""
-    has_report: bool = False
+    has_report: bool = False  # the synthesis reads a report of this leg
+    attempt_failed: bool = False  # this cycle's latest attempt failed (a report may still stand or be used)
 
 
 @dataclass
@@ -208,42 +216,43 @@ def load_inputs(repo: Path, settings: Settings, legs: list[Leg]) -> Inputs:
     return out
 
 
-def _read_status(path: Path) -> dict[str, Any] | None:
-    try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        return None
-    return data if isinstance(data, dict) else None
+def _attempt_error(status: LegResult | None) -> str:
+    if status is None:
+        return "failed"
+    return status.error or "; ".join(status.reasons) or "failed"
 
 
-def leg_states(repo: Path, settings: Settings, legs: list[Leg], reports: list[ReportInput],
-               skipped: list[SkippedReport] | None = None) -> list[LegState]:
-    """One state per planned leg, from its report (if any) and its `build/legs/<stem>.json` status."""
+def leg_coverage(repo: Path, settings: Settings, legs: list[Leg], reports: list[ReportInput],
+                 skipped: list[SkippedReport] | None = None, *, cycle: str) -> list[LegCoverage]:
+    """One entry per planned leg: its `LegState` (`legstate.assess_worktree`: its report, call log and
+    status file of this cycle) and what the synthesis says about it."""
     by_stem = {r.stem: r for r in reports}
     failed_reports = {s.stem: s for s in skipped or [] if s.kind == "failed"}
-    states: list[LegState] = []
+    coverage: list[LegCoverage] = []
     for leg in sorted(legs, key=lambda item: item.stem):
         report = by_stem.get(leg.stem)
-        status = _read_status(repo / leg.status_relpath(settings))
-        common: dict[str, Any] = {"stem": leg.stem, "topic": leg.topic.id, "model": leg.route.model,
-                                  "rationale": leg.route.rationale, "report_relpath": leg.report_relpath(settings),
-                                  "has_report": report is not None}
+        assessment = assess_worktree(repo, settings, leg, cycle=cycle)
+        state = assessment.state
+        attempt_failed = state is LegState.FAILED or assessment.last_attempt_failed
         if leg.stem in failed_reports:
-            states.append(LegState(state="failed", detail=f"its report has {failed_reports[leg.stem].reason}",
-                                   **common))
-        elif status is not None and status.get("status") == "failed":
-            reasons = status.get("reasons")
-            reason_list = reasons if isinstance(reasons, list) else []
-            error = str(status.get("error") or "; ".join(map(str, reason_list)) or "failed")
-            detail = f"latest run failed: {error}"
+            detail = f"its report has {failed_reports[leg.stem].reason}"
+        elif attempt_failed:
+            detail = f"latest run failed: {_attempt_error(assessment.status)}"
             if report is not None:
                 detail += f"; the previous report (cycle {report.meta.cycle or 'unknown'}) is used"
-            states.append(LegState(state="failed", detail=detail, **common))
-        elif report is None:
-            states.append(LegState(state="missing", detail="no report", **common))
-        elif report.meta.status == "degraded":
-            reasons = "; ".join(report.meta.status_reasons) or "degraded"
-            states.append(LegState(state="degraded", detail=reasons, **common))
+        elif state is LegState.DEGRADED and report is not None:
+            detail = degraded_reasons(report.meta)
+        elif state is LegState.MISSING:
+            detail = "no report"
         else:
-            states.append(LegState(state=report.meta.status, **common))
-    return states
+            detail = "; ".join(assessment.reasons)
+        coverage.append(LegCoverage(stem=leg.stem, topic=leg.topic.id, model=leg.route.model,
+                                    rationale=leg.route.rationale, report_relpath=leg.report_relpath(settings),
+                                    state=state, detail=detail, has_report=report is not None,
+                                    attempt_failed=attempt_failed))
+    return coverage
+
+
+def degraded_reasons(meta: ReportMeta) -> str:
+    """Why a report is degraded, from its front matter."""
+    return "; ".join(str(r) for r in meta.status_reasons) or "degraded"

@@ -7,8 +7,9 @@ is left untouched and the caller warns: a table is never inserted at a guessed p
 
 from __future__ import annotations
 
+from research_dispatch.legstate import LegState
 from research_dispatch.sanitize import one_line
-from research_dispatch.synthesis.inputs import LegState, ReportInput
+from research_dispatch.synthesis.inputs import LegCoverage, ReportInput
 
 START = "<!-- research-dispatch:dispatch-table:start -->"
 END = "<!-- research-dispatch:dispatch-table:end -->"
@@ -23,14 +24,15 @@ def _cell(text: str) -> str:
     return one_line(text, 200).replace("|", "\\|") or "—"
 
 
-def dispatch_rows(legs: list[LegState], reports: list[ReportInput]) -> list[tuple[str, ...]]:
+def dispatch_rows(legs: list[LegCoverage], reports: list[ReportInput]) -> list[tuple[str, ...]]:
     """One row per planned leg, then any report that no planned leg accounts for; sorted by file."""
     by_stem = {r.stem: r for r in reports}
     rows: dict[str, tuple[str, ...]] = {}
     for leg in legs:
         report = by_stem.get(leg.stem)
         if report is None:
-            route = "failed (no report)" if leg.state == "failed" else "not yet run"
+            route = {LegState.MISSING: "not yet run", LegState.FAILED: "failed (no report)"}.get(
+                leg.state, f"{leg.state}: no report used")
             rows[leg.report_relpath] = (leg.report_relpath, leg.model, "—", route, leg.rationale)
         else:
             rows[report.relpath] = _report_row(report, leg.rationale or report.meta.rationale)

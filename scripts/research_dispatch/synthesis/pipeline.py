@@ -46,6 +46,7 @@ from research_dispatch.config import Settings
 from research_dispatch.fsio import confined, write_atomic
 from research_dispatch.gateway import CallRecord, Gateway
 from research_dispatch.gateway import credentials as gateway_credentials
+from research_dispatch.legstate import LegState
 from research_dispatch.plan import Leg
 from research_dispatch.redact import redact
 from research_dispatch.sanitize import one_line
@@ -57,11 +58,12 @@ from research_dispatch.synthesis.diff import LedgerDiff, diff_ledgers
 from research_dispatch.synthesis.errors import StructuredCallFailed, SynthesisFailed, TimeLimitReached
 from research_dispatch.synthesis.extract import Claim, ExtractionRequest, NotAFinding
 from research_dispatch.synthesis.inputs import (
-    LegState,
+    LegCoverage,
     ReportInput,
     SkippedReport,
     default_legs,
-    leg_states,
+    degraded_reasons,
+    leg_coverage,
     load_inputs,
 )
 from research_dispatch.synthesis.keys import assign_cluster_keys, assign_divergence_keys
@@ -322,16 +324,21 @@ def _incomplete(extracted: list[_Extracted], judged: list[_Judged], minutes: flo
     return items
 
 
-def _limitations(cycle: str, reports: list[ReportInput], skipped: list[SkippedReport], legs: list[LegState],
+def _limitations(cycle: str, reports: list[ReportInput], skipped: list[SkippedReport], legs: list[LegCoverage],
                  extracted: list[_Extracted], judged: list[_Judged], incomplete: list[str]) -> list[str]:
     items: list[str] = list(incomplete)
+    by_stem = {r.stem: r for r in reports}
     for leg in legs:
-        if leg.state == "missing":
+        report = by_stem.get(leg.stem)
+        if leg.state is LegState.MISSING:
             items.append(f"Leg {leg.stem} ({leg.model}) has no report; its topic is not covered by that model.")
-        elif leg.state == "failed":
+        elif leg.attempt_failed or leg.state is LegState.INVALID or (leg.state is LegState.STALE and report is None):
             items.append(f"Leg {leg.stem} ({leg.model}): {leg.detail}.")
-        elif leg.state == "degraded":
-            items.append(f"Report {leg.stem} is degraded: {leg.detail}.")
+        if leg.state is LegState.DEGRADED and report is not None:
+            items.append(f"Report {leg.stem} is degraded: {degraded_reasons(report.meta)}.")
+        elif leg.state is LegState.EDITED and report is not None:
+            items.append(f"Report {leg.stem} was edited by hand after it was generated (its body no longer matches "
+                         "its body_sha256): its claims are the edited text's, not only the model's.")
     planned = {leg.stem for leg in legs}
     for item in skipped:
         if item.kind == "ignored":
@@ -340,7 +347,7 @@ def _limitations(cycle: str, reports: list[ReportInput], skipped: list[SkippedRe
             items.append(f"Report {item.stem} is not counted: {item.reason}.")
     for report in reports:
         if report.meta.status == "degraded" and report.stem not in planned:
-            items.append(f"Report {report.stem} is degraded: {'; '.join(report.meta.status_reasons) or 'degraded'}.")
+            items.append(f"Report {report.stem} is degraded: {degraded_reasons(report.meta)}.")
         if report.meta.cycle and report.meta.cycle != cycle:
             items.append(f"Report {report.stem} is from cycle {report.meta.cycle}, not {cycle}.")
         if not report.route_verified:
@@ -395,7 +402,7 @@ def _ledger_report(outcome: _Extracted, settings: Settings) -> LedgerReport:
 
 
 def _build_ledger(cycle: str, settings: Settings, reports: list[ReportInput], skipped: list[SkippedReport],
-                  legs: list[LegState], extracted: list[_Extracted], judged: list[_Judged], clusters: list[Cluster],
+                  legs: list[LegCoverage], extracted: list[_Extracted], judged: list[_Judged], clusters: list[Cluster],
                   divergences: list[Divergence], limitations: list[str], incomplete: list[str]) -> Ledger:
     syn = settings.synthesis
     cluster_of = {key: c.key for c in clusters for key in c.members}
@@ -450,7 +457,7 @@ def _build_ledger(cycle: str, settings: Settings, reports: list[ReportInput], sk
         clusters=sorted(ledger_clusters, key=lambda c: c.key),
         divergences=sorted(ledger_divergences, key=lambda d: d.key),
         batches=sorted(ledger_batches, key=lambda b: b.index),
-        legs=[LedgerLeg(stem=leg.stem, topic=leg.topic, model=leg.model, state=leg.state,
+        legs=[LedgerLeg(stem=leg.stem, topic=leg.topic, model=leg.model, state=leg.state.value,
                         detail=one_line(leg.detail, 500), report=leg.report_relpath) for leg in legs],
         limitations=limitations, incomplete=incomplete)
 
@@ -483,7 +490,7 @@ def synthesize(repo: Path, settings: Settings, *, env: Mapping[str, str], cycle:
     inputs = load_inputs(repo, settings, planned)
     reports = inputs.reports
     warnings += inputs.warnings
-    states = leg_states(repo, settings, planned, reports, inputs.skipped)
+    states = leg_coverage(repo, settings, planned, reports, inputs.skipped, cycle=cycle)
     ledger_path = confined(repo, settings.ledger_relpath)
     document_path = confined(repo, settings.document_relpath)
     calls_path = confined(repo, settings.synthesis_calls_relpath)
@@ -553,7 +560,7 @@ def synthesize(repo: Path, settings: Settings, *, env: Mapping[str, str], cycle:
         warnings=[one_line(w, 500) for w in warnings], ledger=ledger_dict, incomplete=incomplete)
 
 
-def _update_methodology(repo: Path, settings: Settings, legs: list[LegState], reports: list[ReportInput],
+def _update_methodology(repo: Path, settings: Settings, legs: list[LegCoverage], reports: list[ReportInput],
                         warnings: list[str]) -> Path | None:
     path = confined(repo, settings.methodology_path)
     if not path.is_file():

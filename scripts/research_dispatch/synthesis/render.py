@@ -316,8 +316,7 @@ class _Renderer:
             self.emit(f"| {self.report_link(report.stem)} | {md(report.topic, 80)} | {md(report.requested_model, 80)} "
                       f"| {md(report.family, 40)} | {md(served, 160)} | {md(route, 40)} | {md(report.status, 20)} "
                       f"| {claims} | {'yes' if report.counted else 'no'} |")
-        missing = [leg for leg in self.ledger.legs if not leg.report or leg.state in ("missing", "failed")]
-        for leg in missing:
+        for leg in self.ledger.legs:  # planned legs the synthesis read no report of (missing, failed, ...)
             if leg.stem in self.reports:
                 continue
             self.emit(f"| {md(leg.stem, 200)} | {md(leg.topic, 80)} | {md(leg.model, 80)} | — | — | — "
