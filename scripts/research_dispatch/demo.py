@@ -45,11 +45,16 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from research_dispatch.errors import BadInput, DispatchError, ExitCode
 from research_dispatch.fsio import write_atomic
 from research_dispatch.redact import redacting
+
+if TYPE_CHECKING:  # the stages are imported when the demo runs, not when the CLI starts
+    from research_dispatch.config import Settings
+    from research_dispatch.plan import Leg
+    from research_dispatch.runner import RunOutcome
 
 Echo = Callable[[str], None]
 MARKER = ".research-dispatch-demo"
@@ -434,10 +439,10 @@ def _decision_table(document: str) -> dict[str, int]:
             ("convergent", "divergent", "single-source")}
 
 
-def _synthesis(directory: Path, settings: Any, outcome: Any, say: Echo, reference: bool) -> list[Check]:
+def _synthesis(directory: Path, settings: Settings, outcome: RunOutcome, say: Echo, reference: bool) -> list[Check]:
     result = outcome.synthesis
-    document = Path(getattr(result, "document_path", None) or directory / settings.document_relpath)
-    ledger_path = Path(getattr(result, "ledger_path", None) or directory / settings.ledger_relpath)
+    document = result.document_path if result is not None else directory / settings.document_relpath
+    ledger_path = result.ledger_path if result is not None else directory / settings.ledger_relpath
     document = document if document.is_absolute() else directory / document
     ledger_path = ledger_path if ledger_path.is_absolute() else directory / ledger_path
     text = document.read_text(encoding="utf-8") if document.exists() else ""
@@ -493,11 +498,10 @@ def _trailers(text: str) -> dict[str, str]:
     return found
 
 
-def _branch(directory: Path, settings: Any, legs: list[Any], outcome: Any, say: Echo) -> list[Check]:
+def _branch(directory: Path, settings: Settings, legs: list[Leg], outcome: RunOutcome, say: Echo) -> list[Check]:
     from research_dispatch.report import load_report
 
-    publication = outcome.publication
-    branch = getattr(publication, "branch", None) or f"{settings.pr.branch_prefix}{outcome.cycle}"
+    branch = _refresh_branch(settings, outcome)
     base = settings.pr.base
     try:
         log = git(directory, "log", "--format=%h %s", f"{base}..{branch}")
@@ -531,17 +535,24 @@ def _branch(directory: Path, settings: Any, legs: list[Any], outcome: Any, say: 
             Check("refresh branch pushed to the bare origin", bool(remote))]
 
 
-def _pull_request(directory: Path, settings: Any, outcome: Any, pulls: list[dict[str, Any]],
+def _refresh_branch(settings: Settings, outcome: RunOutcome) -> str:
+    """The branch the run published to (the configured cycle branch when publishing did not run)."""
+    if outcome.publication is not None:
+        return outcome.publication.branch
+    return f"{settings.pr.branch_prefix}{outcome.cycle}"
+
+
+def _pull_request(directory: Path, settings: Settings, outcome: RunOutcome, pulls: list[dict[str, Any]],
                   say: Echo) -> list[Check]:
     publication = outcome.publication
-    branch = getattr(publication, "branch", None) or f"{settings.pr.branch_prefix}{outcome.cycle}"
+    branch = _refresh_branch(settings, outcome)
     mine = [p for p in pulls if (p.get("head") or {}).get("ref") == branch]
     if not mine:
         say(f"pull request: none for {branch} on the fake GitHub ({GITHUB_OWNER}/{GITHUB_NAME})")
         return [Check("one pull request opened on the fake GitHub", False, f"{len(pulls)} PRs, none for {branch}")]
     pr = mine[0]
     body = pr.get("body") or ""
-    body_path = getattr(publication, "body_path", None)
+    body_path = publication.body_path if publication is not None else None
     body_file = Path(body_path) if body_path else directory / settings.build_dir / "pr-body.md"
     body_file = body_file if body_file.is_absolute() else directory / body_file
     if not body_file.exists():

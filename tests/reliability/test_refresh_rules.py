@@ -14,6 +14,7 @@ from pathlib import Path
 
 import pytest
 
+from research_dispatch.fake.script_researcher import DEFAULT_SEARCHES
 from tests.conftest import ROOT
 from tests.faultshim import CHILD
 from tests.reliability.userworld import (  # noqa: F401  (the fixture)
@@ -215,7 +216,11 @@ def test_a_stale_synthesis_is_never_committed(user_world: UserWorld) -> None:  #
     clone = world.clone()
     assert world.cli(clone, "run", "--push").code == 0
     assert world.branch_file("framework/claims.json") is not None
-    assert world.cli(clone, "research", TOPIC_IDS["B"]).code == 0  # a new report; the synthesis is now stale
+    # a new report whose body differs (one more search, so other sources), so that no cached extraction
+    # or judgement can stand in for a synthesis call: the synthesis is now stale and needs the gateway
+    world.gateway.set_scenario({"script": {"searches": DEFAULT_SEARCHES + 1}})
+    assert world.cli(clone, "research", TOPIC_IDS["B"]).code == 0
+    world.gateway.set_scenario({})
     env = world.env()
     env.pop("OPENROUTER_API_KEY")
     done = world.cli(clone, "publish", env=env)
