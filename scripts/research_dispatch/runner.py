@@ -58,6 +58,7 @@ if TYPE_CHECKING:  # pragma: no cover
     from research_dispatch.config import Settings
     from research_dispatch.events import LegProgress
     from research_dispatch.leg import LegResult
+    from research_dispatch.legstate import Candidate
     from research_dispatch.plan import Leg
     from research_dispatch.progress import Board, Display
     from research_dispatch.publish.command import PublishResult
@@ -94,6 +95,7 @@ class LegOutcome:
     note: str = ""
     result: LegResult | None = None
     state: LegState = LegState.MISSING  # after the run, from the repository (`legstate.assess`)
+    worktree: Candidate | None = None  # the working tree's report after the run, as `legstate` read it
     cost_usd_before: float = 0.0  # the standing report's cost, for kept legs
 
     @property
@@ -257,7 +259,7 @@ def overlay_for_synthesis(repo: Path, settings: Settings, cycle: str, env: Mappi
 def _assess_after(repo: Path, settings: Settings, outcome: RunOutcome, echo: Echo) -> None:
     """Where each leg stands after the run: the one rule of `legstate`, from the repository."""
     from research_dispatch.legfiles import complete_pending
-    from research_dispatch.legstate import assess_worktree
+    from research_dispatch.legstate import Where, assess_worktree
 
     completed, problems = complete_pending(repo, settings.build_dir)
     for stem in completed:
@@ -265,7 +267,9 @@ def _assess_after(repo: Path, settings: Settings, outcome: RunOutcome, echo: Ech
     for problem in problems:
         echo(f"warning: {problem}")
     for item in outcome.legs:
-        item.state = assess_worktree(repo, settings, item.leg, cycle=outcome.cycle).state
+        assessment = assess_worktree(repo, settings, item.leg, cycle=outcome.cycle)
+        item.state = assessment.state
+        item.worktree = next((c for c in assessment.candidates if c.where is Where.WORKTREE), None)
 
 
 def _run_legs(repo: Path, settings: Settings, legs: list[Leg], outcome: RunOutcome, *, jobs: int | None,
@@ -550,21 +554,20 @@ def _summarise_legs(outcome: RunOutcome, echo: Echo) -> None:
 
 
 def _route_table(repo: Path, settings: Settings, outcome: RunOutcome, echo: Echo) -> None:
-    from research_dispatch.report import load_report
-    from research_dispatch.verify import text_table, verify_report
+    """The route table of the working tree's reports, from the rows `_assess_after` already verified
+    (each report and call log is read and checked once per run)."""
+    from research_dispatch.verify import text_table
 
     rows = []
     missing = []
     for item in outcome.legs:
-        path = repo / item.leg.report_relpath(settings)
-        if not path.exists():
+        candidate = item.worktree
+        if candidate is None:
             missing.append(item.stem)
-            continue
-        try:
-            rows.append(verify_report(load_report(path, repo=repo),
-                                      trust_self_reported=settings.gateway.trust_self_reported))
-        except DispatchError as exc:
-            outcome.stage_errors.append(f"verify: {exc}")
+        elif candidate.row is None:
+            outcome.stage_errors.append(f"verify: {candidate.relpath}: {candidate.problem or 'unreadable'}")
+        else:
+            rows.append(candidate.row)
     outcome.routes = rows
     if rows:
         echo("route fidelity:")
