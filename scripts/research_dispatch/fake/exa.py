@@ -41,11 +41,11 @@ import math
 import re
 import threading
 from collections import Counter
-from dataclasses import dataclass
 from typing import Any
 from urllib.parse import urlsplit
 
 from research_dispatch.fake.corpus import Page, load_pages, normalize_url
+from research_dispatch.fake.faults import FaultRule, non_negative, parse_rules
 from research_dispatch.fake.http import FakeRequest, FakeResponse, FakeServer
 from research_dispatch.fake.tavily import tokenize
 
@@ -64,7 +64,6 @@ _TAGS = {400: "INVALID_REQUEST_BODY", 401: "INVALID_API_KEY", 402: "NO_MORE_CRED
 _MESSAGES = {401: "Invalid API key", 402: "You have run out of credits", 429: "Rate limit exceeded",
              500: "Internal server error", 503: "Service temporarily unavailable"}
 _SCENARIO_KEYS = {"latency_s", "rules"}
-_RULE_KEYS = {"endpoint", "on_call", "calls", "times", "status", "message", "tag", "delay_s", "empty", "fail_urls"}
 _ENDPOINTS = ("search", "contents")
 _ARXIV = re.compile(r"^https://arxiv\.org/abs/(.+)$")
 _SENTENCE = re.compile(r"(?<=[.!?])\s+")
@@ -90,63 +89,12 @@ class _Invalid(Exception):
         self.tag = tag
 
 
-@dataclass
-class _Rule:
-    endpoint: str
-    calls: frozenset[int] | None
-    times: int | None
-    status: int | None
-    message: str | None
-    tag: str | None
-    delay_s: float
-    empty: bool
-    fail_urls: frozenset[str]
-    fired: int = 0
-
-    def matches(self, endpoint: str, call: int) -> bool:
-        return (self.endpoint in ("*", endpoint) and (self.calls is None or call in self.calls)
-                and (self.times is None or self.fired < self.times))
-
-
-def _non_negative(value: Any, what: str) -> float:
-    if isinstance(value, bool) or not isinstance(value, int | float) or value < 0:
-        raise ValueError(f"{what} must be a non-negative number, got {value!r}")
-    return float(value)
-
-
-def _count(value: Any, what: str) -> int:
-    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-        raise ValueError(f"{what} must be an integer >= 1, got {value!r}")
-    return value
-
-
-def _parse_scenario(raw: Any) -> tuple[dict[str, Any], float, list[_Rule]]:
+def _parse_scenario(raw: Any) -> tuple[dict[str, Any], float, list[FaultRule]]:
     raw = {} if raw is None else raw
     if not isinstance(raw, dict) or set(raw) - _SCENARIO_KEYS:
         raise ValueError(f"scenario must be an object with keys among {sorted(_SCENARIO_KEYS)}")
-    rules: list[_Rule] = []
-    for index, item in enumerate(raw.get("rules", [])):
-        where = f"rules[{index}]"
-        if not isinstance(item, dict) or set(item) - _RULE_KEYS:
-            raise ValueError(f"{where} must be an object with keys among {sorted(_RULE_KEYS)}")
-        endpoint = item.get("endpoint", "*")
-        if endpoint not in (*_ENDPOINTS, "*"):
-            raise ValueError(f"{where}.endpoint must be 'search', 'contents' or '*'")
-        calls = None
-        if "on_call" in item:
-            calls = frozenset({_count(item["on_call"], f"{where}.on_call")})
-        elif "calls" in item:
-            calls = frozenset(_count(c, f"{where}.calls[]") for c in item["calls"])
-        status = item.get("status")
-        if status is not None and (isinstance(status, bool) or not isinstance(status, int) or not 400 <= status <= 599):
-            raise ValueError(f"{where}.status must be an HTTP error status")
-        rules.append(_Rule(endpoint=endpoint, calls=calls,
-                           times=_count(item["times"], f"{where}.times") if "times" in item else None,
-                           status=status, message=item.get("message"), tag=item.get("tag"),
-                           delay_s=_non_negative(item.get("delay_s", 0.0), f"{where}.delay_s"),
-                           empty=bool(item.get("empty", False)),
-                           fail_urls=frozenset(_key(u) for u in item.get("fail_urls", []))))
-    return copy.deepcopy(raw), _non_negative(raw.get("latency_s", 0.0), "latency_s"), rules
+    rules = parse_rules(raw.get("rules", []), endpoints=_ENDPOINTS, normalise_url=_key, with_tag=True)
+    return copy.deepcopy(raw), non_negative(raw.get("latency_s", 0.0), "latency_s"), rules
 
 
 class FakeExa(FakeServer):

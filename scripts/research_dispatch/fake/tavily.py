@@ -74,6 +74,7 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from research_dispatch.fake.corpus import Page, load_pages, normalize_url
+from research_dispatch.fake.faults import FaultRule, count, non_negative, parse_rules
 from research_dispatch.fake.http import FakeRequest, FakeResponse, FakeServer
 
 SEARCH_DEPTHS = ("basic", "advanced", "fast", "ultra-fast")
@@ -109,7 +110,6 @@ _DEFAULT_MESSAGES = {
 }
 
 _SCENARIO_KEYS = {"latency_s", "hostile", "hostile_per_query", "rules"}
-_RULE_KEYS = {"endpoint", "on_call", "calls", "times", "status", "message", "delay_s", "empty", "fail_urls"}
 _ENDPOINTS = ("search", "extract")
 
 # --------------------------------------------------------------------------------------------
@@ -219,26 +219,6 @@ def _host_matches(host: str, domains: Sequence[str]) -> bool:
 
 
 @dataclass
-class _Rule:
-    endpoint: str
-    calls: frozenset[int] | None
-    times: int | None
-    status: int | None
-    message: str | None
-    delay_s: float
-    empty: bool
-    fail_urls: frozenset[str]
-    fired: int = 0
-
-    def matches(self, endpoint: str, call: int) -> bool:
-        if self.endpoint not in ("*", endpoint):
-            return False
-        if self.calls is not None and call not in self.calls:
-            return False
-        return self.times is None or self.fired < self.times
-
-
-@dataclass
 class _Effects:
     delay_s: float = 0.0
     status: int | None = None
@@ -247,72 +227,13 @@ class _Effects:
     fail_urls: frozenset[str] = frozenset()
 
 
-def _number(value: Any, what: str) -> float:
-    """Validate a scenario duration; JSON booleans are ints in Python and must not sneak through."""
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or value < 0:
-        raise ValueError(f"{what} must be a non-negative number, got {value!r}")
-    return float(value)
-
-
-def _count(value: Any, what: str, minimum: int) -> int:
-    """Validate a scenario count (call number, cap); booleans are rejected for the same reason."""
-    if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
-        raise ValueError(f"{what} must be an integer >= {minimum}, got {value!r}")
-    return value
-
-
-def _parse_rule(raw: Any, index: int) -> _Rule:
-    """One scenario rule; errors name the rule's index so a long scenario is easy to fix."""
-    where = f"rules[{index}]"
-    if not isinstance(raw, dict):
-        raise ValueError(f"{where} must be an object")
-    unknown = set(raw) - _RULE_KEYS
-    if unknown:
-        raise ValueError(f"{where} has unknown keys {sorted(unknown)}; allowed: {sorted(_RULE_KEYS)}")
-    endpoint = raw.get("endpoint", "*")
-    if endpoint not in (*_ENDPOINTS, "*"):
-        raise ValueError(f"{where}.endpoint must be 'search', 'extract' or '*', got {endpoint!r}")
-    if "on_call" in raw and "calls" in raw:
-        raise ValueError(f"{where}: give either on_call or calls, not both")
-    calls: frozenset[int] | None = None
-    if "on_call" in raw:
-        calls = frozenset({_count(raw["on_call"], f"{where}.on_call", 1)})
-    elif "calls" in raw:
-        if not isinstance(raw["calls"], list) or not raw["calls"]:
-            raise ValueError(f"{where}.calls must be a non-empty list of call numbers")
-        calls = frozenset(_count(c, f"{where}.calls[]", 1) for c in raw["calls"])
-    times = _count(raw["times"], f"{where}.times", 1) if "times" in raw else None
-    status = raw.get("status")
-    if status is not None and (isinstance(status, bool) or not isinstance(status, int) or not 400 <= status <= 599):
-        raise ValueError(f"{where}.status must be an HTTP error status (400-599), got {status!r}")
-    message = raw.get("message")
-    if message is not None and not isinstance(message, str):
-        raise ValueError(f"{where}.message must be a string")
-    fail_urls = raw.get("fail_urls", [])
-    if not isinstance(fail_urls, list) or not all(isinstance(u, str) for u in fail_urls):
-        raise ValueError(f"{where}.fail_urls must be a list of URLs")
-    empty = raw.get("empty", False)
-    if not isinstance(empty, bool):
-        raise ValueError(f"{where}.empty must be true or false")
-    return _Rule(
-        endpoint=endpoint,
-        calls=calls,
-        times=times,
-        status=status,
-        message=message,
-        delay_s=_number(raw.get("delay_s", 0.0), f"{where}.delay_s"),
-        empty=empty,
-        fail_urls=frozenset(normalize_url(u) for u in fail_urls),
-    )
-
-
 @dataclass
 class _Scenario:
     raw: dict[str, Any]
     latency_s: float
     hostile: bool
     hostile_per_query: int
-    rules: list[_Rule]
+    rules: list[FaultRule]
 
 
 def _parse_scenario(raw: Any) -> _Scenario:
@@ -327,16 +248,13 @@ def _parse_scenario(raw: Any) -> _Scenario:
     hostile = raw.get("hostile", False)
     if not isinstance(hostile, bool):
         raise ValueError("scenario.hostile must be true or false")
-    rules_raw = raw.get("rules", [])
-    if not isinstance(rules_raw, list):
-        raise ValueError("scenario.rules must be a list")
     per_query = raw.get("hostile_per_query", DEFAULT_HOSTILE_PER_QUERY)
     return _Scenario(
         raw=copy.deepcopy(raw),
-        latency_s=_number(raw.get("latency_s", 0.0), "scenario.latency_s"),
+        latency_s=non_negative(raw.get("latency_s", 0.0), "scenario.latency_s"),
         hostile=hostile,
-        hostile_per_query=_count(per_query, "scenario.hostile_per_query", 0),
-        rules=[_parse_rule(r, i) for i, r in enumerate(rules_raw)],
+        hostile_per_query=count(per_query, "scenario.hostile_per_query", 0),
+        rules=parse_rules(raw.get("rules", []), endpoints=_ENDPOINTS, normalise_url=normalize_url),
     )
 
 

@@ -40,7 +40,7 @@ import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any, Literal, TypeVar
+from typing import Any, Literal, Protocol, TypeVar
 
 from research_dispatch.config import Settings
 from research_dispatch.fsio import confined, write_atomic
@@ -155,6 +155,33 @@ class _LazyGateway:
             self._gateway.close()
 
 
+class _TimedWork(Protocol):
+    """An extraction or judgement outcome: what the time limit marks when it cuts the work short."""
+
+    error: str | None
+    timed_out: bool
+
+
+W = TypeVar("W", bound=_TimedWork)
+
+
+def _merge_finished(outcomes: list[W], pending: list[W], finished: list[W | None],
+                    cut_short: Callable[[W], str]) -> list[W]:
+    """`outcomes` with the pending ones replaced by their finished results (`_parallel`'s, in the order of
+    `pending`); one the time limit cut short stays as it was, marked timed out with `cut_short`'s note."""
+    done = {id(outcome): result for outcome, result in zip(pending, finished, strict=True)}
+    merged = list(outcomes)
+    for position, outcome in enumerate(outcomes):
+        if id(outcome) not in done:
+            continue
+        result = done[id(outcome)]
+        if result is None:
+            outcome.error, outcome.timed_out = cut_short(outcome), True
+        else:
+            merged[position] = result
+    return merged
+
+
 def _parallel(items: list[T], work: Callable[[T], R], workers: int, deadline: float) -> list[R | None]:
     """Run `work` over items with bounded concurrency until `deadline`; results in input order.
 
@@ -246,18 +273,8 @@ def _extract_all(reports: list[ReportInput], settings: Settings, cache: Synthesi
                                outcome.not_findings, outcome.calls)
         return outcome
 
-    finished = _parallel(pending, work, syn.concurrency, deadline)
-    done = {id(outcome): result for outcome, result in zip(pending, finished, strict=True)}
-    for position, outcome in enumerate(outcomes):
-        if id(outcome) not in done:
-            continue
-        result = done[id(outcome)]
-        if result is None:
-            outcome.error = f"{outcome.request.report.relpath}: {_time_limit_note(syn.timeout_minutes)}"
-            outcome.timed_out = True
-        else:
-            outcomes[position] = result
-    return outcomes
+    return _merge_finished(outcomes, pending, _parallel(pending, work, syn.concurrency, deadline),
+                           lambda o: f"{o.request.report.relpath}: {_time_limit_note(syn.timeout_minutes)}")
 
 
 def _judge_all(batches: list[Batch], settings: Settings, cache: SynthesisCache, lazy: _LazyGateway,
@@ -290,19 +307,9 @@ def _judge_all(batches: list[Batch], settings: Settings, cache: SynthesisCache, 
         cache.store_judgement(outcome.batch.key, judgement, outcome.calls)
         return outcome
 
-    finished = _parallel(pending, work, settings.synthesis.concurrency, deadline)
-    done = {id(outcome): result for outcome, result in zip(pending, finished, strict=True)}
     minutes = settings.synthesis.timeout_minutes
-    for position, outcome in enumerate(outcomes):
-        if id(outcome) not in done:
-            continue
-        result = done[id(outcome)]
-        if result is None:
-            outcome.error = f"judge batch {outcome.batch.index}: {_time_limit_note(minutes)}"
-            outcome.timed_out = True
-        else:
-            outcomes[position] = result
-    return outcomes
+    return _merge_finished(outcomes, pending, _parallel(pending, work, settings.synthesis.concurrency, deadline),
+                           lambda o: f"judge batch {o.batch.index}: {_time_limit_note(minutes)}")
 
 
 # --------------------------------------------------------------------------------------------------
