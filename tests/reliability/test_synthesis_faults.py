@@ -6,6 +6,7 @@ save money and feed the diff) is a warning naming the file and the field, and th
 it were absent — never "internal error". The time limit ends the stage on time and says what it did not
 synthesize (docs: `synthesis.pipeline`).
 """
+# ruff: noqa: F811 - the imported fixtures are the tests' arguments
 
 from __future__ import annotations
 
@@ -15,26 +16,10 @@ from pathlib import Path
 
 import pytest
 
-from tests.synthesis.conftest import PLANTED, synthesize_cli, write_pyproject, write_report
+# the synthesis suite's fixtures (`planted`: the six planted reports; `synth_env`), used as test arguments
+from tests.synthesis.conftest import planted, synth_env, synthesize_cli, write_pyproject  # noqa: F401
 
 reliability = pytest.mark.reliability
-
-
-@pytest.fixture
-def planted_repo(tmp_path: Path) -> Path:
-    repo = tmp_path / "planted"
-    repo.mkdir()
-    write_pyproject(repo)
-    for stem, (model, sentences, route) in PLANTED.items():
-        write_report(repo, stem, model, sentences, route=route)
-    return repo
-
-
-@pytest.fixture
-def env(gateway) -> dict[str, str]:  # type: ignore[no-untyped-def]
-    from tests.conftest import CANARY
-
-    return {"OPENROUTER_API_KEY": CANARY["OPENROUTER_API_KEY"], "OPENROUTER_BASE_URL": gateway.base_url}
 
 
 def clean_run(result) -> None:  # type: ignore[no-untyped-def]
@@ -65,10 +50,10 @@ DAMAGED = {
                     "no previous ledger (the diff calls everything new), exit 0, the new ledger is valid; never "
                     "'internal error'")
 @pytest.mark.parametrize("kind", sorted(DAMAGED))
-def test_a_damaged_previous_ledger_is_a_warning_and_the_synthesis_goes_on(planted_repo: Path, env, kind: str) -> None:
-    first = synthesize_cli(planted_repo, env)
+def test_a_damaged_previous_ledger_is_a_warning_and_the_synthesis_goes_on(planted: Path, synth_env, kind: str) -> None:
+    first = synthesize_cli(planted, synth_env)
     clean_run(first)
-    path = planted_repo / "framework" / "claims.json"
+    path = planted / "framework" / "claims.json"
     good = path.read_text(encoding="utf-8")
     text, fragment = DAMAGED[kind]
     if kind == "clusters-of-wrong-type":
@@ -78,22 +63,22 @@ def test_a_damaged_previous_ledger_is_a_warning_and_the_synthesis_goes_on(plante
     elif kind == "truncated":
         text = good[: len(good) // 2]
     path.write_text(text or "", encoding="utf-8")
-    result = synthesize_cli(planted_repo, env)
+    result = synthesize_cli(planted, synth_env)
     clean_run(result)
     [warning] = [line for line in result.stdout.splitlines() if "previous ledger" in line]
     assert warning.startswith("warning: framework/claims.json: previous ledger") and fragment in warning, warning
     assert "compares against nothing" in warning
     assert "0 dropped" in result.stdout and "9 new" in result.stdout and "1 new divergences" in result.stdout
-    assert valid_ledger(planted_repo)["clusters"]
+    assert valid_ledger(planted)["clusters"]
 
 
 @reliability(area="input", case="damaged synthesis cache entry (wrong types, truncated, calls not call records)",
              expect="a warning names the cache file and the field, the answer is asked for again, exit 0; never "
                     "'internal error'")
-def test_a_damaged_cache_entry_is_a_warning_and_the_answer_is_asked_again(planted_repo: Path, env, gateway) -> None:
-    clean_run(synthesize_cli(planted_repo, env))
-    (planted_repo / "framework" / "claims.json").unlink()  # no replay from the ledger: the cache is the only copy
-    entries = sorted((planted_repo / "build" / "synthesis-cache" / "extract").glob("*.json"))
+def test_a_damaged_cache_entry_is_a_warning_and_the_answer_is_asked_again(planted: Path, synth_env, gateway) -> None:
+    clean_run(synthesize_cli(planted, synth_env))
+    (planted / "framework" / "claims.json").unlink()  # no replay from the ledger: the cache is the only copy
+    entries = sorted((planted / "build" / "synthesis-cache" / "extract").glob("*.json"))
     assert len(entries) == 6
     damage = [
         lambda d: {**d, "answer": 5},
@@ -105,7 +90,7 @@ def test_a_damaged_cache_entry_is_a_warning_and_the_answer_is_asked_again(plante
         path.write_text(json.dumps(change(json.loads(path.read_text(encoding="utf-8")))), encoding="utf-8")
     entries[4].write_text(entries[4].read_text(encoding="utf-8")[:40], encoding="utf-8")  # truncated
     gateway.reset()
-    result = synthesize_cli(planted_repo, env)
+    result = synthesize_cli(planted, synth_env)
     clean_run(result)
     warnings = [line for line in result.stdout.splitlines() if "damaged synthesis cache entry" in line]
     assert len(warnings) == 5
@@ -113,60 +98,60 @@ def test_a_damaged_cache_entry_is_a_warning_and_the_answer_is_asked_again(plante
     assert any("field answer" in w for w in warnings) and any("field calls" in w for w in warnings)
     assert any("unreadable" in w for w in warnings)
     assert "LLM calls: 5 (5 extraction, 1 cached" in result.stdout  # the five damaged ones, asked again
-    valid_ledger(planted_repo)
+    valid_ledger(planted)
 
 
 @reliability(area="budget", case="synthesis time limit reached while a report is being extracted",
              expect="synthesize ends at synthesis.timeout_minutes (3 s here) instead of waiting for the 60 s call; "
                     "exit 0 with a degraded synthesis whose banner, limitations, ledger `incomplete` and warnings name "
                     "the report not extracted; no partial file")
-def test_the_time_limit_ends_the_synthesis_and_names_what_was_not_done(planted_repo: Path, env, gateway) -> None:
-    write_pyproject(planted_repo, ", timeout_minutes = 0.05")
+def test_the_time_limit_ends_the_synthesis_and_names_what_was_not_done(planted: Path, synth_env, gateway) -> None:
+    write_pyproject(planted, ", timeout_minutes = 0.05")
     gateway.set_scenario({"rules": [{"match": {"schema": "claim_extraction", "session": "*:synthesis:02-beta"},
                                      "delay_s": 60}]})
     started = time.monotonic()
-    result = synthesize_cli(planted_repo, env)
+    result = synthesize_cli(planted, synth_env)
     elapsed = time.monotonic() - started
     clean_run(result)
     assert elapsed < 45, elapsed  # it did not wait for the delayed answer
     assert "INCOMPLETE: the time limit was reached" in result.stdout.splitlines()[0]
-    data = valid_ledger(planted_repo)
+    data = valid_ledger(planted)
     extracted, judged = data["incomplete"]  # the deadline passed during extraction: judging never started
     assert "02-beta" in extracted and "0.05 min" in extracted and "judge batch(es) 1" in judged
     beta = next(r for r in data["reports"] if r["stem"] == "02-beta")
     assert beta["extraction"]["status"] == "timed_out" and beta["claims"] == []
-    document = (planted_repo / "framework" / "planted.md").read_text(encoding="utf-8")
+    document = (planted / "framework" / "planted.md").read_text(encoding="utf-8")
     assert "> **Incomplete synthesis.**" in document and "02-beta" in document.split("## TL;DR", 1)[0]
     assert any("synthesis time limit" in line for line in result.stdout.splitlines() if line.startswith("warning"))
-    assert not list((planted_repo / "framework").glob(".*.tmp"))
+    assert not list((planted / "framework").glob(".*.tmp"))
     # the next run replays what was done and finishes the rest
     gateway.set_scenario({})
-    write_pyproject(planted_repo)
-    again = synthesize_cli(planted_repo, env)
+    write_pyproject(planted)
+    again = synthesize_cli(planted, synth_env)
     clean_run(again)
-    assert "LLM calls: 2 (1 extraction, 5 cached" in again.stdout and valid_ledger(planted_repo)["incomplete"] == []
+    assert "LLM calls: 2 (1 extraction, 5 cached" in again.stdout and valid_ledger(planted)["incomplete"] == []
 
 
 @reliability(area="budget", case="synthesis time limit reached before any report was extracted",
              expect="exit 1 with one line saying so; nothing is written (no framework file, no partial file)")
-def test_a_time_limit_with_nothing_extracted_writes_nothing(planted_repo: Path, env, gateway) -> None:
-    write_pyproject(planted_repo, ", timeout_minutes = 0.05")
+def test_a_time_limit_with_nothing_extracted_writes_nothing(planted: Path, synth_env, gateway) -> None:
+    write_pyproject(planted, ", timeout_minutes = 0.05")
     gateway.set_scenario({"rules": [{"match": {"schema": "claim_extraction"}, "delay_s": 60}]})
-    result = synthesize_cli(planted_repo, env)
+    result = synthesize_cli(planted, synth_env)
     assert result.returncode == 1 and "Traceback" not in result.stderr
     assert "every extraction failed" in result.stderr and "time limit" in result.stderr
-    assert not (planted_repo / "framework").exists()
+    assert not (planted / "framework").exists()
 
 
 @reliability(area="budget", case="synthesis time limit reached while a judge batch is running",
              expect="exit 0; the batch is recorded as timed_out, its claims are left unaligned and the banner and "
                     "limitations say so")
-def test_the_time_limit_during_judging_is_named(planted_repo: Path, env, gateway) -> None:
-    write_pyproject(planted_repo, ", timeout_minutes = 0.05")
+def test_the_time_limit_during_judging_is_named(planted: Path, synth_env, gateway) -> None:
+    write_pyproject(planted, ", timeout_minutes = 0.05")
     gateway.set_scenario({"rules": [{"match": {"schema": "claim_alignment"}, "delay_s": 60}]})
-    result = synthesize_cli(planted_repo, env)
+    result = synthesize_cli(planted, synth_env)
     clean_run(result)
-    data = valid_ledger(planted_repo)
+    data = valid_ledger(planted)
     [batch] = data["batches"]
     assert batch["status"] == "timed_out" and batch["judgement"] is None
     assert any("judge batch(es) 1" in item for item in data["incomplete"])
