@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
@@ -109,6 +109,19 @@ def _transport_error(exc: Exception, provider: str) -> SearchServiceError | None
 # Tavily
 
 
+def _translated(translate: Callable[[Exception], SearchServiceError], call: Callable[[], Any]) -> Any:
+    """One client call; whatever it raises leaves as the `SearchServiceError` its provider maps it to.
+
+    Why catch everything: the official clients raise unrelated types (tavily-python its own errors and
+    requests' exceptions, exa-py a bare `ValueError` for an HTTP error), and the toolset needs one typed
+    error with a stable `kind` for every fault.
+    """
+    try:
+        return call()
+    except Exception as exc:  # mapped by the provider's `translate`
+        raise translate(exc) from None
+
+
 class TavilyProvider:
     name = "tavily"
 
@@ -123,7 +136,7 @@ class TavilyProvider:
 
     def search(self, request: SearchQuery, *, bounds: CallBounds, timeout_s: float) -> list[Hit]:
         with self.session.within(bounds, "Tavily search"):
-            payload = self._guarded(lambda: self._client.search(
+            payload = _translated(self.translate, lambda: self._client.search(
                 query=request.query, search_depth=request.depth, max_results=request.max_results,
                 include_domains=list(request.include_domains) or None,
                 exclude_domains=list(request.exclude_domains) or None, timeout=timeout_s))
@@ -135,7 +148,7 @@ class TavilyProvider:
         low, high = TAVILY_EXTRACT_TIMEOUT_RANGE
         server_timeout = min(high, max(low, timeout_s))
         with self.session.within(bounds, "Tavily extract", read_margin_s=READ_MARGIN_S):
-            payload = self._guarded(lambda: self._client.extract(
+            payload = _translated(self.translate, lambda: self._client.extract(
                 urls=urls, extract_depth="basic", format="markdown", timeout=server_timeout))
         pages = Pages()
         body = payload if isinstance(payload, dict) else {}
@@ -146,12 +159,6 @@ class TavilyProvider:
             if isinstance(result, dict) and result.get("url"):
                 pages.failed[str(result["url"])] = str(result.get("error") or "failed")
         return pages
-
-    def _guarded(self, call: Any) -> Any:
-        try:
-            return call()
-        except Exception as exc:  # mapped below; tavily raises several unrelated types
-            raise self.translate(exc) from None
 
     @staticmethod
     def translate(exc: Exception) -> SearchServiceError:
@@ -231,7 +238,7 @@ class ExaProvider:
 
     def search(self, request: SearchQuery, *, bounds: CallBounds, timeout_s: float) -> list[Hit]:
         with self.session.within(bounds, "Exa search"):
-            response = self._guarded(lambda: self._client.search(
+            response = _translated(self.translate, lambda: self._client.search(
                 request.query, num_results=request.max_results, type="auto",
                 include_domains=list(request.include_domains) or None,
                 exclude_domains=list(request.exclude_domains) or None,
@@ -248,7 +255,7 @@ class ExaProvider:
 
     def extract(self, urls: list[str], *, bounds: CallBounds, timeout_s: float) -> Pages:
         with self.session.within(bounds, "Exa contents"):
-            response = self._guarded(lambda: self._client.get_contents(
+            response = _translated(self.translate, lambda: self._client.get_contents(
                 urls, text={"max_characters": EXA_PAGE_CHARACTERS}, timeout=timeout_s))
         pages = Pages()
         for result in getattr(response, "results", None) or []:
@@ -262,12 +269,6 @@ class ExaProvider:
                 tag = getattr(error, "tag", None) or "error"
                 pages.failed[str(getattr(status, "id", ""))] = str(tag)
         return pages
-
-    def _guarded(self, call: Any) -> Any:
-        try:
-            return call()
-        except Exception as exc:  # exa-py raises ValueError for HTTP errors, requests errors below them
-            raise self.translate(exc) from None
 
     @staticmethod
     def translate(exc: Exception) -> SearchServiceError:
