@@ -1,8 +1,8 @@
 """Every request body of a demo run, validated against the request schema OpenRouter publishes.
 
-The demo (`research-dispatch demo`) sends every chat request
-of a whole refresh — five research legs on five model families, and the synthesis — to the fake
-gateway, which writes each body as sent to `RESEARCH_DISPATCH_FAKE_GATEWAY_LOG`. Each body is then
+The demo (`research-dispatch demo`, run as a separate process) sends every chat request of a whole
+refresh — five research legs on five model families, and the synthesis — to the fake gateway, which
+writes each body as sent to `RESEARCH_DISPATCH_FAKE_GATEWAY_LOG`. Each body is then
 validated against `tests/data/openrouter/chat-request.schema.json` (OpenRouter's OpenAPI `ChatRequest`,
 see NOTE.md there) twice: as published, and closed (no property on the request, a message or a tool call
 that the description does not document), and checked for the rules the schema cannot express.
@@ -17,6 +17,9 @@ from typing import Any
 
 import jsonschema
 import pytest
+
+from research_dispatch.fake.gateway import REQUEST_LOG_VARIABLE
+from tests.bounds.conftest import child_env, run_cli
 
 SCHEMA = Path(__file__).resolve().parent / "data" / "openrouter" / "chat-request.schema.json"
 CLOSED = ("ChatRequest", "ChatSystemMessage", "ChatUserMessage", "ChatDeveloperMessage", "ChatAssistantMessage",
@@ -36,23 +39,13 @@ def closed() -> dict[str, Any]:
 
 @pytest.fixture(scope="module")
 def demo_requests(tmp_path_factory: pytest.TempPathFactory) -> list[dict[str, Any]]:
-    """The demo, run in this process (`demo_command`, what `research-dispatch demo` runs), with the fake
-    gateway logging every body. In-process because a fresh interpreter running legs in parallel can still
-    lose legs to the lazy-import race of issue 11 ("partially initialized module 'httpx'"); the clients
-    are imported here first. The requests still go over real HTTP from the real `openai` client."""
-    import httpx  # noqa: F401  (tavily-python's async side)
-    import openai  # noqa: F401
-    import tavily  # noqa: F401
-
-    from research_dispatch.demo import demo_command
-
+    """`research-dispatch demo` as a user runs it (a fresh interpreter, legs in parallel), with the fake
+    gateway logging every body it receives from the real `openai` client over real HTTP."""
     root = tmp_path_factory.mktemp("demo")
     log = root / "requests.jsonl"
-    lines: list[str] = []
-    with pytest.MonkeyPatch.context() as patch:
-        patch.setenv("RESEARCH_DISPATCH_FAKE_GATEWAY_LOG", str(log))
-        code = demo_command(root / "demo", echo=lines.append)
-    assert code == 0, "\n".join(lines[-60:])
+    done = run_cli("demo", "--dir", str(root / "demo"), env=child_env({REQUEST_LOG_VARIABLE: str(log)}),
+                   timeout=600)
+    assert done.code == 0, done.stdout[-4000:] + done.stderr[-4000:]
     return [json.loads(line) for line in log.read_text(encoding="utf-8").splitlines()]
 
 
