@@ -105,21 +105,25 @@ def _transport_error(exc: Exception, provider: str) -> SearchServiceError | None
     return None
 
 
-# ----------------------------------------------------------------------------------------------
-# Tavily
-
-
-def _translated(translate: Callable[[Exception], SearchServiceError], call: Callable[[], Any]) -> Any:
-    """One client call; whatever it raises leaves as the `SearchServiceError` its provider maps it to.
+def _translated(provider: str, translate: Callable[[Exception], SearchServiceError], call: Callable[[], Any]) -> Any:
+    """One client call; whatever it raises leaves as a `SearchServiceError`.
 
     Why catch everything: the official clients raise unrelated types (tavily-python its own errors and
     requests' exceptions, exa-py a bare `ValueError` for an HTTP error), and the toolset needs one typed
-    error with a stable `kind` for every fault.
+    error with a stable `kind` for every fault. Our own errors (already typed, or raised by the bounded
+    session: deadline, size cap, interrupt) are mapped here alike; the provider's `translate` maps only
+    what its client raises.
     """
     try:
         return call()
-    except Exception as exc:  # mapped by the provider's `translate`
-        raise translate(exc) from None
+    except SearchServiceError:
+        raise
+    except Exception as exc:
+        raise (_bound_error(exc, provider) or translate(exc)) from None
+
+
+# ----------------------------------------------------------------------------------------------
+# Tavily
 
 
 class TavilyProvider:
@@ -136,7 +140,7 @@ class TavilyProvider:
 
     def search(self, request: SearchQuery, *, bounds: CallBounds, timeout_s: float) -> list[Hit]:
         with self.session.within(bounds, "Tavily search"):
-            payload = _translated(self.translate, lambda: self._client.search(
+            payload = _translated("Tavily", self.translate, lambda: self._client.search(
                 query=request.query, search_depth=request.depth, max_results=request.max_results,
                 include_domains=list(request.include_domains) or None,
                 exclude_domains=list(request.exclude_domains) or None, timeout=timeout_s))
@@ -148,7 +152,7 @@ class TavilyProvider:
         low, high = TAVILY_EXTRACT_TIMEOUT_RANGE
         server_timeout = min(high, max(low, timeout_s))
         with self.session.within(bounds, "Tavily extract", read_margin_s=READ_MARGIN_S):
-            payload = _translated(self.translate, lambda: self._client.extract(
+            payload = _translated("Tavily", self.translate, lambda: self._client.extract(
                 urls=urls, extract_depth="basic", format="markdown", timeout=server_timeout))
         pages = Pages()
         body = payload if isinstance(payload, dict) else {}
@@ -163,12 +167,6 @@ class TavilyProvider:
     @staticmethod
     def translate(exc: Exception) -> SearchServiceError:
         from tavily import errors as tavily_errors
-
-        if isinstance(exc, SearchServiceError):
-            return exc
-        bounded = _bound_error(exc, "Tavily")
-        if bounded is not None:
-            return bounded
 
         def detail() -> str:
             return sanitize.one_line(str(exc), 160)
@@ -238,7 +236,7 @@ class ExaProvider:
 
     def search(self, request: SearchQuery, *, bounds: CallBounds, timeout_s: float) -> list[Hit]:
         with self.session.within(bounds, "Exa search"):
-            response = _translated(self.translate, lambda: self._client.search(
+            response = _translated("Exa", self.translate, lambda: self._client.search(
                 request.query, num_results=request.max_results, type="auto",
                 include_domains=list(request.include_domains) or None,
                 exclude_domains=list(request.exclude_domains) or None,
@@ -255,7 +253,7 @@ class ExaProvider:
 
     def extract(self, urls: list[str], *, bounds: CallBounds, timeout_s: float) -> Pages:
         with self.session.within(bounds, "Exa contents"):
-            response = _translated(self.translate, lambda: self._client.get_contents(
+            response = _translated("Exa", self.translate, lambda: self._client.get_contents(
                 urls, text={"max_characters": EXA_PAGE_CHARACTERS}, timeout=timeout_s))
         pages = Pages()
         for result in getattr(response, "results", None) or []:
@@ -272,11 +270,6 @@ class ExaProvider:
 
     @staticmethod
     def translate(exc: Exception) -> SearchServiceError:
-        if isinstance(exc, SearchServiceError):
-            return exc
-        bounded = _bound_error(exc, "Exa")
-        if bounded is not None:
-            return bounded
         match = _EXA_STATUS.match(str(exc)) if isinstance(exc, ValueError) else None
         if match is not None:
             status = int(match.group(1))
