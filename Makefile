@@ -37,8 +37,8 @@ $(INTEROP_STAMP):
 	$(INTEROP_VENV)/bin/python -m pip install --quiet --disable-pip-version-check '$(LLAMA_CPP_PYTHON)'
 	@touch $@
 
-$(INTEROP_MODEL): scripts/interop_model.py $(STAMP)
-	$(BIN)/python scripts/interop_model.py $@
+$(INTEROP_MODEL): scripts/dev/interop_model.py $(STAMP)
+	$(BIN)/python scripts/dev/interop_model.py $@
 
 # A leg with kind = "openai-compatible" against llama-cpp-python's server (tests/interop), bound to 127.0.0.1.
 interop: $(STAMP) $(INTEROP_STAMP) $(INTEROP_MODEL)
@@ -49,12 +49,12 @@ demo: $(STAMP)
 	$(BIN)/research-dispatch demo
 
 bench: $(STAMP)
-	$(BIN)/python scripts/bench.py
+	$(BIN)/python scripts/dev/bench.py
 
 # docs/RELIABILITY.md: run the fault and hostile cases, write the table (tests/reliability/test_doc.py
 # fails when the file no longer lists exactly the current cases).
 reliability-doc: $(STAMP)
-	$(BIN)/python scripts/reliability_report.py
+	$(BIN)/python scripts/dev/reliability_report.py
 
 clean:
 	rm -rf build .pytest_cache .ruff_cache

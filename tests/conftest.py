@@ -65,7 +65,7 @@ def single_topic_repo(tmp_path: Path) -> Iterator[Path]:
 
 @pytest.fixture
 def gateway() -> Iterator[object]:
-    from research_dispatch.fake.gateway import FakeGateway
+    from research_dispatch_fakes.gateway import FakeGateway
 
     with FakeGateway() as server:
         yield server
@@ -73,7 +73,7 @@ def gateway() -> Iterator[object]:
 
 @pytest.fixture
 def tavily() -> Iterator[object]:
-    from research_dispatch.fake.tavily import FakeTavily
+    from research_dispatch_fakes.tavily import FakeTavily
 
     with FakeTavily() as server:
         yield server

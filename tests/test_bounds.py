@@ -7,8 +7,8 @@ from collections.abc import Iterator
 
 import pytest
 
-from research_dispatch.bounds import CallBounds, guard_chunks
-from research_dispatch.errors import CallTimedOut, Interrupted, ResponseTooLarge
+from research_dispatch.core.bounds import CallBounds, guard_chunks
+from research_dispatch.core.errors import CallTimedOut, Interrupted, ResponseTooLarge
 
 
 class FakeClock:

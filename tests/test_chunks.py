@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from research_dispatch.chunks import best_chunks, split_chunks
+from research_dispatch.tools.chunks import best_chunks, split_chunks
 
 
 def test_relevant_passages_survive_within_budget() -> None:

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from research_dispatch.report import count_words, finalize_citations, render_references
-from research_dispatch.search import SourceRegistry, normalise_url
+from research_dispatch.leg.report import count_words, finalize_citations, render_references
+from research_dispatch.tools.search import SourceRegistry, normalise_url
 
 
 def registry(n: int) -> SourceRegistry:

@@ -13,8 +13,8 @@ import pytest
 from click.testing import CliRunner
 
 from research_dispatch.cli import main
-from research_dispatch.config import Settings, load_settings, load_topics
-from research_dispatch.plan import plan_legs
+from research_dispatch.config.plan import plan_legs
+from research_dispatch.config.settings import Settings, load_settings, load_topics
 from tests.conftest import ROOT, write_topic
 
 GOOD = """\

@@ -1,4 +1,4 @@
-"""The conversation contract (`research_dispatch.contract`): one source for what the researcher sends
+"""The conversation contract (`research_dispatch.leg.contract`): one source for what the researcher sends
 and the fake's scripted model keys on.
 
 Static checks read the source (AST): the researcher sends no follow-up the contract does not declare,
@@ -22,13 +22,14 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from research_dispatch import contract, report, researcher
-from research_dispatch.config import Budget, WordBand
-from research_dispatch.fake import script_researcher
-from research_dispatch.researcher import LegSpec, Researcher
+from research_dispatch.config.settings import Budget, WordBand
+from research_dispatch.leg import contract, report, researcher
+from research_dispatch.leg.researcher import LegSpec, Researcher
+from research_dispatch_fakes import script_researcher
 from tests.conftest import write_topic
 
-PACKAGE = Path(researcher.__file__).parent
+LEG = Path(researcher.__file__).parent
+FAKES = LEG.parent.parent / "research_dispatch_fakes"
 FOLLOW_UP_NAMES = {name for name in dir(contract) if getattr(contract, name) in contract.FOLLOW_UPS
                    and name.isupper() and not name.endswith("_PREFIX")}
 
@@ -55,7 +56,7 @@ def _functions(tree: ast.Module) -> dict[str, ast.FunctionDef]:
 
 
 def test_every_follow_up_the_researcher_sends_is_declared_in_the_contract() -> None:
-    tree = _tree(PACKAGE / "researcher.py")
+    tree = _tree(LEG / "researcher.py")
     said = [node for node in ast.walk(tree) if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute)
             and node.func.attr == "_say"]
     names = [_contract_name(call.args[0]) for call in said]
@@ -65,7 +66,7 @@ def test_every_follow_up_the_researcher_sends_is_declared_in_the_contract() -> N
 
 def test_no_user_message_is_written_outside_the_brief_and_the_follow_ups() -> None:
     """A user message built anywhere else (a literal dict, another helper) would bypass the contract."""
-    functions = _functions(_tree(PACKAGE / "researcher.py"))
+    functions = _functions(_tree(LEG / "researcher.py"))
     allowed = {functions["__init__"], functions["_say"]}  # the brief; the follow-ups
     for function in functions.values():
         for node in ast.walk(function):
@@ -77,7 +78,7 @@ def test_no_user_message_is_written_outside_the_brief_and_the_follow_ups() -> No
 
 def test_no_contract_string_is_copied_into_the_researcher_or_the_fakes() -> None:
     prefixes = (*contract.FOLLOW_UP_PREFIXES, contract.TOPIC_ID_LABEL, contract.BRIEF_LABEL, "Write between")
-    for path in [PACKAGE / "researcher.py", *sorted((PACKAGE / "fake").glob("*.py"))]:
+    for path in [LEG / "researcher.py", *sorted(FAKES.glob("*.py"))]:
         tree = _tree(path)
         docstrings = {id(body[0].value) for node in ast.walk(tree)
                       if isinstance(body := getattr(node, "body", None), list) and body
@@ -110,16 +111,15 @@ def _imported_modules(tree: ast.Module) -> set[str]:
 
 
 def test_the_contract_imports_only_the_standard_library() -> None:
-    imported = _imported_modules(_tree(PACKAGE / "contract.py"))
+    imported = _imported_modules(_tree(LEG / "contract.py"))
     assert imported <= set(sys.stdlib_module_names) | {"__future__"}, imported
 
 
 def test_the_fakes_import_nothing_of_the_product_but_the_contract() -> None:
-    for path in sorted((PACKAGE / "fake").glob("*.py")):
+    for path in sorted(FAKES.glob("*.py")):
         product = {m for m in _imported_modules(_tree(path)) if m.split(".")[0] == "research_dispatch"}
-        foreign = {m for m in product if m != "research_dispatch.contract"
-                   and not m.startswith("research_dispatch.fake")}
-        assert not foreign, f"fake/{path.name} imports {sorted(foreign)}"
+        foreign = {m for m in product if m != "research_dispatch.leg.contract"}
+        assert not foreign, f"research_dispatch_fakes/{path.name} imports {sorted(foreign)}"
 
 
 # ----------------------------------------------------------------------------------------------

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from research_dispatch import environment
-from research_dispatch.errors import BadInput, ExitCode, MissingKey
+from research_dispatch.config import environment
+from research_dispatch.core.errors import BadInput, ExitCode, MissingKey
 
 
 def test_missing_key_names_the_variable() -> None:

@@ -19,18 +19,18 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from research_dispatch.config import GatewaySettings
-from research_dispatch.endpoints import (
+from research_dispatch.config.settings import GatewaySettings
+from research_dispatch.core.errors import GatewayError, MissingKey, UnsupportedParameters, UnusableUsage
+from research_dispatch.gateway.client import Gateway, RetryPolicy, canonical_assistant_turn, credentials
+from research_dispatch.gateway.endpoints import (
     EndpointPrice,
     PriceOverride,
     Pricing,
     parse_endpoints,
     request_shape,
 )
-from research_dispatch.errors import GatewayError, MissingKey, UnsupportedParameters, UnusableUsage
-from research_dispatch.fake.gateway import FakeGateway
-from research_dispatch.gateway import Gateway, RetryPolicy, canonical_assistant_turn, credentials
-from research_dispatch.search import TOOL_SCHEMAS
+from research_dispatch.tools.search import TOOL_SCHEMAS
+from research_dispatch_fakes.gateway import FakeGateway
 from tests.conftest import CANARY
 from tests.reliability.conftest import CONTROL, TARGET, configure, run_legs, view
 

@@ -8,17 +8,17 @@ from __future__ import annotations
 
 import pytest
 
-from research_dispatch.config import Budget, McpServerSettings, SearchSettings, WordBand
-from research_dispatch.leg import MIN_CITED_SOURCES, input_hash, quality_reasons
-from research_dispatch.report import CitedSource, FinalBody
-from research_dispatch.researcher import (
+from research_dispatch.config.settings import Budget, McpServerSettings, SearchSettings, WordBand
+from research_dispatch.leg.report import CitedSource, FinalBody
+from research_dispatch.leg.researcher import (
     PROMPT_VERSION,
     RESEARCH_TIME_SHARE,
     WRITE_RESERVE_STEPS,
     ResearchOutcome,
     write_reserve,
 )
-from research_dispatch.search import SearchStats, SourceRegistry
+from research_dispatch.leg.run import MIN_CITED_SOURCES, input_hash, quality_reasons
+from research_dispatch.tools.search import SearchStats, SourceRegistry
 
 BAND = WordBand(min=100, max=200)
 

@@ -14,12 +14,12 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from research_dispatch.config import load_settings, load_topics
-from research_dispatch.gateway import CallRecord
-from research_dispatch.leg import LegResult
-from research_dispatch.legstate import Candidate, LegState, Where, assess, choose, read_candidate
-from research_dispatch.plan import Leg, plan_legs
-from research_dispatch.report import CitedSource, ReportMeta, SourceEntry, Usage, render_report
+from research_dispatch.config.plan import Leg, plan_legs
+from research_dispatch.config.settings import load_settings, load_topics
+from research_dispatch.gateway.client import CallRecord
+from research_dispatch.leg.report import CitedSource, ReportMeta, SourceEntry, Usage, render_report
+from research_dispatch.leg.run import LegResult
+from research_dispatch.leg.state import Candidate, LegState, Where, assess, choose, read_candidate
 
 CYCLE = "2026-H2"
 HASH = "inputs-now"

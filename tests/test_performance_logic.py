@@ -1,6 +1,6 @@
 """The token economy's logic (issue 7): result dedup, passage ranking and dedup, compaction (pure logic).
 
-No timings here: performance is measured only by scripts/bench.py. These tests pin the behaviour the
+No timings here: performance is measured only by scripts/dev/bench.py. These tests pin the behaviour the
 benchmark's figures rest on, with a scripted stand-in for the Tavily client (a third-party client, not
 our code) and hand-built histories.
 """
@@ -11,11 +11,11 @@ import json
 import re
 from typing import Any
 
-from research_dispatch import gateway
-from research_dispatch.chunks import chunk_key, lead, link_share, select_chunks
-from research_dispatch.config import Budget, SearchSettings, WordBand
-from research_dispatch.researcher import LegSpec, Researcher, compact_tool_result
-from research_dispatch.search import UNTRUSTED_NOTE, SearchTools
+from research_dispatch.config.settings import Budget, SearchSettings, WordBand
+from research_dispatch.gateway import client
+from research_dispatch.leg.researcher import LegSpec, Researcher, compact_tool_result
+from research_dispatch.tools.chunks import chunk_key, lead, link_share, select_chunks
+from research_dispatch.tools.search import UNTRUSTED_NOTE, SearchTools
 
 SOURCE = re.compile(r'<source id="(S\d+)"[^>]*>\n(.*?)\n</source>', re.DOTALL)
 
@@ -213,4 +213,4 @@ def test_search_results_are_compacted_before_extracted_passages() -> None:
 
 
 def test_every_gateway_shares_one_tls_context() -> None:
-    assert gateway._shared_tls_context() is gateway._shared_tls_context()
+    assert client._shared_tls_context() is client._shared_tls_context()

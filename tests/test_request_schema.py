@@ -18,7 +18,7 @@ from typing import Any
 import jsonschema
 import pytest
 
-from research_dispatch.fake.gateway import REQUEST_LOG_VARIABLE
+from research_dispatch_fakes.gateway import REQUEST_LOG_VARIABLE
 from tests.bounds.conftest import child_env, run_cli
 
 SCHEMA = Path(__file__).resolve().parent / "data" / "openrouter" / "chat-request.schema.json"

@@ -10,7 +10,7 @@ import yaml
 from click.testing import CliRunner
 
 from research_dispatch.cli import main
-from research_dispatch.report import load_report
+from research_dispatch.leg.report import load_report
 from tests.conftest import CANARY, fast_retries, write_topic
 
 

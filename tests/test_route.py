@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from research_dispatch.route import call_verdict, leg_verdict, same_model, same_provider
+from research_dispatch.gateway.route import call_verdict, leg_verdict, same_model, same_provider
 
 
 @pytest.mark.parametrize(("requested", "served", "same"), [

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from research_dispatch import sanitize
+from research_dispatch.core import sanitize
 
 
 def test_pr_body_text_cannot_forge_markers_ping_or_hide_text() -> None:

@@ -1,4 +1,4 @@
-"""The rule scripts/test_share.py counts by: which process a test starts is the research-dispatch CLI."""
+"""The rule scripts/dev/test_share.py counts by: which process a test starts is the research-dispatch CLI."""
 
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ from tests.conftest import ROOT
 
 
 def _load() -> ModuleType:
-    spec = importlib.util.spec_from_file_location("test_share_script", ROOT / "scripts" / "test_share.py")
+    spec = importlib.util.spec_from_file_location("test_share_script", ROOT / "scripts" / "dev" / "test_share.py")
     assert spec is not None and spec.loader is not None
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)

@@ -11,8 +11,8 @@ import yaml
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from research_dispatch import config
-from research_dispatch.config import MAX_YAML_DEPTH, _check_events, _StrictLoader
+from research_dispatch.config import settings as config_settings
+from research_dispatch.config.settings import MAX_YAML_DEPTH, _check_events, _StrictLoader
 
 
 def test_this_environment_reads_with_libyaml() -> None:
@@ -74,5 +74,5 @@ def test_hand_written_cases_agree(text: str) -> None:
 
 
 def test_libyaml_own_depth_cap_reads_as_ours() -> None:
-    with pytest.raises(config.BadInput, match=f"nesting deeper than {MAX_YAML_DEPTH} levels"):
-        config.load_yaml_text(nested(1000), path="t.yaml")
+    with pytest.raises(config_settings.BadInput, match=f"nesting deeper than {MAX_YAML_DEPTH} levels"):
+        config_settings.load_yaml_text(nested(1000), path="t.yaml")

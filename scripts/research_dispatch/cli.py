@@ -17,13 +17,13 @@ from typing import Any, TypeVar
 import click
 
 from research_dispatch import __version__
-from research_dispatch.errors import ExitCode
+from research_dispatch.core.errors import ExitCode
 
 F = TypeVar("F", bound=Callable[..., Any])
 
 
 def _fail(message: str, code: ExitCode) -> None:
-    from research_dispatch.redact import redact
+    from research_dispatch.core.redact import redact
 
     click.echo(f"error: {redact(message)}", err=True)
     sys.exit(code)
@@ -34,8 +34,8 @@ def guarded(func: F) -> F:
 
     @functools.wraps(func)
     def wrapper(*args: Any, **kwargs: Any) -> Any:
-        from research_dispatch.errors import DispatchError
-        from research_dispatch.interrupt import handling_sigint
+        from research_dispatch.core.errors import DispatchError
+        from research_dispatch.core.interrupt import handling_sigint
 
         try:
             with handling_sigint():  # Ctrl-C: the command's interrupt path, with a backstop (interrupt.py)
@@ -65,7 +65,7 @@ cycle_option = click.option(
 
 
 def _cycle(value: str | None) -> str:
-    from research_dispatch.plan import current_cycle, validate_cycle
+    from research_dispatch.config.plan import current_cycle, validate_cycle
 
     return validate_cycle(value) if value else current_cycle()
 
@@ -75,7 +75,7 @@ def _split(value: str | None, option: str | None = None) -> list[str]:
     a value of only separators (`--topics ',,,'`, `--models ' '`) is bad input, never "all"."""
     parts = [part.strip() for part in (value or "").replace(" ", ",").split(",") if part.strip()]
     if value and not parts and option:
-        from research_dispatch.errors import BadInput
+        from research_dispatch.core.errors import BadInput
 
         raise BadInput(f"{value!r} names nothing; give ids separated by commas, or leave the option out for all",
                        path=option)
@@ -84,19 +84,19 @@ def _split(value: str | None, option: str | None = None) -> list[str]:
 
 def _runner_file(variable: str) -> Path:
     """A runner file the command will append to, checked before any work (exit 2 naming it)."""
-    from research_dispatch.ghactions import require_runner_file
+    from research_dispatch.core.ghactions import require_runner_file
 
     return require_runner_file(os.environ, variable)
 
 
 def _writable(path: Path, label: str, field: str | None = None) -> None:
-    from research_dispatch.fsio import require_writable_dir
+    from research_dispatch.core.fsio import require_writable_dir
 
     require_writable_dir(path, label=label, field=field)
 
 
 def _load(repo: Path) -> tuple[Any, list[Any]]:
-    from research_dispatch.config import load_settings, load_topics
+    from research_dispatch.config.settings import load_settings, load_topics
 
     settings = load_settings(repo)
     return settings, load_topics(repo, settings)
@@ -104,7 +104,7 @@ def _load(repo: Path) -> tuple[Any, list[Any]]:
 
 def _writer(repo: Path, settings: Any, command: str) -> Any:
     """The repository lock for a writing command (one writer at a time; see `lock.py`)."""
-    from research_dispatch.lock import writer_lock
+    from research_dispatch.run.lock import writer_lock
 
     return writer_lock(repo, settings.build_dir, command, warn=lambda message: click.echo(f"warning: {message}"))
 
@@ -121,9 +121,9 @@ def main() -> None:
 @guarded
 def check(repo: Path) -> None:
     """Validate [tool.research-dispatch] and every topic file; print one line per problem."""
-    from research_dispatch.config import check_topics, load_settings
-    from research_dispatch.errors import BadInput
-    from research_dispatch.plan import plan_legs
+    from research_dispatch.config.plan import plan_legs
+    from research_dispatch.config.settings import check_topics, load_settings
+    from research_dispatch.core.errors import BadInput
 
     try:
         settings = load_settings(repo)
@@ -148,8 +148,8 @@ def check(repo: Path) -> None:
 @guarded
 def plan(repo: Path, topic_ids: str | None, model_ids: str | None, github_output: bool, cycle: str | None) -> None:
     """Print the matrix JSON {"include": [{"leg", "topic", "model"}, ...]}."""
-    from research_dispatch.config import select_topics
-    from research_dispatch.plan import matrix, matrix_json, plan_legs, write_github_output
+    from research_dispatch.config.plan import matrix, matrix_json, plan_legs, write_github_output
+    from research_dispatch.config.settings import select_topics
 
     target = _runner_file("GITHUB_OUTPUT") if github_output else None
     settings, topics = _load(repo)
@@ -171,13 +171,13 @@ def plan(repo: Path, topic_ids: str | None, model_ids: str | None, github_output
 @guarded
 def research(repo: Path, topic: str, model: str | None, export_dir: Path | None, cycle: str | None) -> None:
     """Run one leg (or a packed batch) and write its report and call log at their computed paths."""
-    from research_dispatch.collect import export_leg
-    from research_dispatch.errors import Interrupted
-    from research_dispatch.fsio import confined
-    from research_dispatch.ghactions import run_url
-    from research_dispatch.leg import require_keys, run_leg
-    from research_dispatch.plan import resolve_legs
+    from research_dispatch.config.plan import resolve_legs
+    from research_dispatch.core.errors import Interrupted
+    from research_dispatch.core.fsio import confined
+    from research_dispatch.core.ghactions import run_url
+    from research_dispatch.leg.run import require_keys, run_leg
     from research_dispatch.publish.accumulate import set_aside_edited
+    from research_dispatch.run.collect import export_leg
 
     settings, topics = _load(repo)
     legs = resolve_legs(topics, settings, topic, model)
@@ -206,7 +206,7 @@ def research(repo: Path, topic: str, model: str | None, export_dir: Path | None,
 
 
 def _leg_line(result: Any) -> str:
-    from research_dispatch.sanitize import one_line
+    from research_dispatch.core.sanitize import one_line
 
     head = f"{result.stem}: {result.status}"
     if result.status == "failed":  # the money is said even when the leg failed after spending
@@ -228,9 +228,9 @@ def _leg_line(result: Any) -> str:
 @guarded
 def collect(repo: Path, incoming: Path, topic_ids: str | None, model_ids: str | None, with_synthesis: bool) -> None:
     """Import leg artifacts from INCOMING into their computed paths, validating each file."""
-    from research_dispatch.collect import collect as collect_files
-    from research_dispatch.config import select_topics
-    from research_dispatch.plan import plan_legs
+    from research_dispatch.config.plan import plan_legs
+    from research_dispatch.config.settings import select_topics
+    from research_dispatch.run.collect import collect as collect_files
 
     settings, topics = _load(repo)
     legs = plan_legs(select_topics(topics, _split(topic_ids, "--topics")), settings, _split(model_ids, "--models"))
@@ -253,11 +253,11 @@ def collect(repo: Path, incoming: Path, topic_ids: str | None, model_ids: str | 
 @guarded
 def verify(repo: Path, reports: tuple[Path, ...], online: bool, github_summary: bool) -> None:
     """Print the route table for reports (default: all of research/); exit 3 if any is not verified."""
-    from research_dispatch.config import load_settings
-    from research_dispatch.errors import BadInput
-    from research_dispatch.lock import try_complete_pending
-    from research_dispatch.report import load_report
-    from research_dispatch.verify import markdown_table, text_table, verify_report
+    from research_dispatch.config.settings import load_settings
+    from research_dispatch.core.errors import BadInput
+    from research_dispatch.leg.report import load_report
+    from research_dispatch.leg.verify import markdown_table, text_table, verify_report
+    from research_dispatch.run.lock import try_complete_pending
 
     if github_summary:
         _runner_file("GITHUB_STEP_SUMMARY")
@@ -269,7 +269,7 @@ def verify(repo: Path, reports: tuple[Path, ...], online: bool, github_summary: 
         raise BadInput("no reports to verify", path=settings.research_dir + "/")
     gateway = None
     if online:
-        from research_dispatch.verify import online_gateway
+        from research_dispatch.leg.verify import online_gateway
 
         gateway = online_gateway(settings, os.environ)
     rows = [verify_report(load_report(p if p.is_absolute() or p.exists() else repo / p, repo=repo),
@@ -280,7 +280,7 @@ def verify(repo: Path, reports: tuple[Path, ...], online: bool, github_summary: 
         for problem in row.problems:
             click.echo(f"problem: {row.relpath}: {problem}")
     if github_summary:
-        from research_dispatch.ghactions import append_step_summary
+        from research_dispatch.core.ghactions import append_step_summary
 
         append_step_summary(os.environ, "## Route fidelity\n\n" + markdown_table(rows))
     if not all(row.verified for row in rows):
@@ -298,9 +298,9 @@ def synthesize(repo: Path, github_summary: bool, cycle: str | None) -> None:
 
     First the cycle's refresh branch (local or remote-tracking) is overlaid: its newer good reports come
     into research/, so the synthesis describes the reports the branch will hold."""
-    from research_dispatch.config import load_settings
-    from research_dispatch.preload import GATEWAY_MODULES, import_worker_modules
-    from research_dispatch.runner import overlay_for_synthesis
+    from research_dispatch.config.settings import load_settings
+    from research_dispatch.run.preload import GATEWAY_MODULES, import_worker_modules
+    from research_dispatch.run.refresh import overlay_for_synthesis
     from research_dispatch.synthesis.command import synthesize_command
 
     if github_summary:
@@ -334,9 +334,9 @@ def publish(repo: Path, branch: str | None, base: str | None, no_push: bool, no_
             github_summary: bool, topic_ids: str | None, model_ids: str | None, allow_edited: bool,
             cycle: str | None) -> None:
     """Commit (one per changed report, one for the synthesis), push, and create or update the PR."""
-    from research_dispatch import environment
-    from research_dispatch.config import select_topics
-    from research_dispatch.plan import plan_legs
+    from research_dispatch.config import environment
+    from research_dispatch.config.plan import plan_legs
+    from research_dispatch.config.settings import select_topics
     from research_dispatch.publish import publish_command
 
     if github_summary:
@@ -369,7 +369,7 @@ def publish(repo: Path, branch: str | None, base: str | None, no_push: bool, no_
 def run(repo: Path, topic_ids: str | None, model_ids: str | None, jobs: int | None, do_publish: bool, push: bool,
         fresh: bool, allow_edited: bool, cycle: str | None) -> None:
     """The whole refresh locally: legs in parallel with live progress, then verify, synthesize, publish."""
-    from research_dispatch.runner import run_command
+    from research_dispatch.run.refresh import run_command
 
     sys.exit(run_command(repo, topics=_split(topic_ids, "--topics"), models=_split(model_ids, "--models"), jobs=jobs,
                          publish=do_publish, push=push, fresh=fresh, cycle=_cycle(cycle), env=os.environ,
@@ -386,7 +386,7 @@ def run(repo: Path, topic_ids: str | None, model_ids: str | None, jobs: int | No
 @guarded
 def demo(repo: Path | None, directory: Path | None) -> None:
     """The whole refresh offline on built-in fake servers: no keys, no network."""
-    from research_dispatch.demo import demo_command
+    from research_dispatch.adopt.demo import demo_command
 
     sys.exit(demo_command(directory, repo=repo, echo=click.echo))
 
@@ -403,7 +403,7 @@ def demo(repo: Path | None, directory: Path | None) -> None:
 @guarded
 def init(repo: Path, force: bool, ref: str | None, upstream: str | None) -> None:
     """Set up a git repository for research-dispatch: config, an example topic, the workflows, docs."""
-    from research_dispatch.init import init_command
+    from research_dispatch.adopt.init import init_command
 
     sys.exit(init_command(repo, ref=ref, upstream=upstream, force=force, echo=click.echo))
 

@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from research_dispatch.demo import demo_command
-from research_dispatch.errors import BadInput
+from research_dispatch.adopt.demo import demo_command
+from research_dispatch.core.errors import BadInput
 from tests.adopt.conftest import git_env, snapshot
 from tests.conftest import ROOT
 

@@ -15,8 +15,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from research_dispatch import __version__
-from research_dispatch.config import load_settings, load_topics
-from research_dispatch.init import (
+from research_dispatch.adopt.init import (
     UPSTREAM,
     Action,
     commit_from_direct_url,
@@ -24,7 +23,8 @@ from research_dispatch.init import (
     plan_pyproject,
     resolve_pin,
 )
-from research_dispatch.plan import plan_legs
+from research_dispatch.config.plan import plan_legs
+from research_dispatch.config.settings import load_settings, load_topics
 from tests.adopt.conftest import empty_repository, git, git_env, snapshot
 from tests.conftest import ROOT
 
@@ -224,7 +224,7 @@ def test_the_example_topic_and_config_match_the_shipped_schemas(tmp_path: Path) 
 
     repo = empty_repository(tmp_path / "review")
     init_repository(repo, ref=SHA)
-    schemas = ROOT / "scripts/research_dispatch/schemas"
+    schemas = ROOT / "scripts/research_dispatch/config/schemas"
     topic_schema = json.loads((schemas / "topic.schema.json").read_text(encoding="utf-8"))
     jsonschema.validate(yaml.safe_load((repo / "topics/01-example.yaml").read_text(encoding="utf-8")), topic_schema)
     config_schema = json.loads((schemas / "config.schema.json").read_text(encoding="utf-8"))

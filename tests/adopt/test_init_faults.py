@@ -1,7 +1,7 @@
 """`init` refuses, with exit 2 and one line naming the path or the option, and writes nothing at all.
 
 Each case runs the CLI in a fresh interpreter and compares the whole directory before and after.
-These cases are rows of docs/RELIABILITY.md (scripts/reliability_report.py collects this file).
+These cases are rows of docs/RELIABILITY.md (scripts/dev/reliability_report.py collects this file).
 """
 
 from __future__ import annotations

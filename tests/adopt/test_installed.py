@@ -19,7 +19,7 @@ from pathlib import Path
 import pytest
 
 from research_dispatch import __version__
-from research_dispatch.plan import current_cycle
+from research_dispatch.config.plan import current_cycle
 from tests.adopt.conftest import Dist, FreshVenv, empty_repository, git, snapshot
 from tests.conftest import ROOT
 from tests.workflows.adopter import ADOPTER_FILES, REUSABLE, scaffold
@@ -29,13 +29,14 @@ if sys.version_info >= (3, 11):
 else:  # pragma: no cover - exercised on 3.10 only
     import tomli as tomllib
 
-PACKAGE = ROOT / "scripts" / "research_dispatch"
+SCRIPTS = ROOT / "scripts"
+PACKAGES = ("research_dispatch", "research_dispatch_fakes")  # one wheel: the product and its fakes
 SHA = "0f1e2d3c4b5a69788796a5b4c3d2e1f00f1e2d3c"
 
 
 def data_files() -> list[str]:
-    """Every non-Python file of the package on disk (what a wheel must carry)."""
-    return sorted(p.relative_to(PACKAGE).as_posix() for p in PACKAGE.rglob("*")
+    """Every non-Python file of the packages on disk (what a wheel must carry), as `<package>/<path>`."""
+    return sorted(p.relative_to(SCRIPTS).as_posix() for package in PACKAGES for p in (SCRIPTS / package).rglob("*")
                   if p.is_file() and p.suffix not in (".py", ".pyc") and "__pycache__" not in p.parts)
 
 
@@ -49,14 +50,18 @@ def test_the_build_is_clean(dist: Dist) -> None:
 
 def test_wheel_and_sdist_carry_every_data_file(dist: Dist) -> None:
     expected = data_files()
-    for needle in ("fake/corpus/pages.json", "demo_review/topics/02-diloco-family.yaml", "demo_review/config.toml",
-                   "schemas/topic.schema.json", "schemas/config.schema.json", "templates/topic-example.yaml",
-                   "templates/workflows/research-refresh.yml", "templates/workflows/research-refresh-schedule.yml",
-                   "py.typed"):
+    for needle in ("research_dispatch_fakes/corpus/pages.json", "research_dispatch_fakes/py.typed",
+                   "research_dispatch/adopt/demo_review/topics/02-diloco-family.yaml",
+                   "research_dispatch/adopt/demo_review/config.toml", "research_dispatch/config/schemas/topic.schema.json",
+                   "research_dispatch/config/schemas/config.schema.json",
+                   "research_dispatch/adopt/templates/topic-example.yaml",
+                   "research_dispatch/adopt/templates/workflows/research-refresh.yml",
+                   "research_dispatch/adopt/templates/workflows/research-refresh-schedule.yml",
+                   "research_dispatch/py.typed"):
         assert needle in expected
     wheel = set(zipfile.ZipFile(dist.wheel).namelist())
-    assert [f for f in expected if f"research_dispatch/{f}" not in wheel] == []
-    prefix = f"research_dispatch-{__version__}/scripts/research_dispatch/"
+    assert [f for f in expected if f not in wheel] == []
+    prefix = f"research_dispatch-{__version__}/scripts/"
     with tarfile.open(dist.sdist) as archive:
         sdist = set(archive.getnames())
     assert [f for f in expected if prefix + f not in sdist] == []

@@ -1,8 +1,8 @@
 """The package data that is derived from this repository stays in step with its source.
 
-`scripts/sync_package_data.py` regenerates both: the reference review the demo runs from a wheel
-(`research_dispatch/demo_review/`) and the JSON Schemas of a topic file and of the configuration table
-(`research_dispatch/schemas/`). When a test here fails, run `.venv/bin/python scripts/sync_package_data.py`.
+`scripts/dev/sync_package_data.py` regenerates both: the reference review the demo runs from a wheel
+(`research_dispatch/adopt/demo_review/`) and the JSON Schemas of a topic file and of the configuration table
+(`research_dispatch/config/schemas/`). When a test here fails, run `.venv/bin/python scripts/dev/sync_package_data.py`.
 """
 
 from __future__ import annotations
@@ -16,8 +16,8 @@ from types import ModuleType
 import jsonschema
 import yaml
 
-from research_dispatch.demo import BUNDLED_REVIEW, bundled_review, checkout_source, config_table, is_reference
-from research_dispatch.init import UPSTREAM
+from research_dispatch.adopt.demo import BUNDLED_REVIEW, bundled_review, checkout_source, config_table, is_reference
+from research_dispatch.adopt.init import UPSTREAM
 from tests.conftest import ROOT
 
 if sys.version_info >= (3, 11):
@@ -26,13 +26,13 @@ else:  # pragma: no cover - exercised on 3.10 only
     import tomli as tomllib
 
 PACKAGE = ROOT / "scripts" / "research_dispatch"
-SYNC = "run `.venv/bin/python scripts/sync_package_data.py`"
+SYNC = "run `.venv/bin/python scripts/dev/sync_package_data.py`"
 TABLE = re.compile(r"(<!-- research-dispatch:dispatch-table:start -->\n).*?"
                    r"(<!-- research-dispatch:dispatch-table:end -->)", re.DOTALL)
 
 
 def sync_module() -> ModuleType:
-    spec = importlib.util.spec_from_file_location("sync_package_data", ROOT / "scripts" / "sync_package_data.py")
+    spec = importlib.util.spec_from_file_location("sync_package_data", ROOT / "scripts" / "dev" / "sync_package_data.py")
     assert spec is not None and spec.loader is not None
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
@@ -40,7 +40,7 @@ def sync_module() -> ModuleType:
 
 
 def test_the_bundled_reference_review_is_this_repositorys() -> None:
-    bundle = PACKAGE / BUNDLED_REVIEW
+    bundle = PACKAGE / "adopt" / BUNDLED_REVIEW
     topics = sorted(p.name for p in (ROOT / "topics").glob("*.yaml"))
     assert sorted(p.name for p in (bundle / "topics").iterdir()) == topics, SYNC
     for name in topics:
@@ -56,17 +56,17 @@ def test_the_bundled_reference_review_is_this_repositorys() -> None:
 def test_the_json_schemas_are_generated_from_the_models() -> None:
     sync = sync_module()
     for name in sync.SCHEMAS:
-        assert (PACKAGE / "schemas" / name).read_text(encoding="utf-8") == sync.schema_text(name), f"{name}: {SYNC}"
+        assert (PACKAGE / "config" / "schemas" / name).read_text(encoding="utf-8") == sync.schema_text(name), f"{name}: {SYNC}"
 
 
 def test_the_schemas_accept_this_repositorys_topics_and_configuration() -> None:
-    topic = json.loads((PACKAGE / "schemas" / "topic.schema.json").read_text(encoding="utf-8"))
+    topic = json.loads((PACKAGE / "config" / "schemas" / "topic.schema.json").read_text(encoding="utf-8"))
     for path in sorted((ROOT / "topics").glob("*.yaml")):
         jsonschema.validate(yaml.safe_load(path.read_text(encoding="utf-8")), topic)
     with_unknown = {**yaml.safe_load((ROOT / "topics" / "02-diloco-family.yaml").read_text(encoding="utf-8")),
                     "modle": "typo"}
     assert not jsonschema.Draft202012Validator(topic).is_valid(with_unknown)
-    config = json.loads((PACKAGE / "schemas" / "config.schema.json").read_text(encoding="utf-8"))
+    config = json.loads((PACKAGE / "config" / "schemas" / "config.schema.json").read_text(encoding="utf-8"))
     table = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))["tool"]["research-dispatch"]
     jsonschema.validate(table, config)
 
@@ -79,9 +79,10 @@ def test_the_upstream_repository_is_named_once_in_code_and_in_the_project_urls()
 def test_the_package_data_globs_cover_every_data_file() -> None:
     """Every non-Python file under the package matches a package-data glob (the wheel test checks the
     wheel itself; this one fails fast, without a build, when a new kind of data file is added)."""
-    globs = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))["tool"]["setuptools"][
-        "package-data"]["research_dispatch"]
-    for path in PACKAGE.rglob("*"):
-        if path.is_file() and path.suffix not in (".py", ".pyc") and "__pycache__" not in path.parts:
-            rel = path.relative_to(PACKAGE)
-            assert any(rel.match(g.replace("**/", "")) or rel.as_posix() == g for g in globs), rel
+    data = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))["tool"]["setuptools"]["package-data"]
+    for package in ("research_dispatch", "research_dispatch_fakes"):
+        root = ROOT / "scripts" / package
+        for path in root.rglob("*"):
+            if path.is_file() and path.suffix not in (".py", ".pyc") and "__pycache__" not in path.parts:
+                rel = path.relative_to(root)
+                assert any(rel.match(g.replace("**/", "")) or rel.as_posix() == g for g in data[package]), rel

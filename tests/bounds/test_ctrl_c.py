@@ -17,7 +17,7 @@ from typing import Any
 
 import pytest
 
-from research_dispatch.lock import LOCK_NAME
+from research_dispatch.run.lock import LOCK_NAME
 from tests.bounds.conftest import CYCLE, Child, child_env, command, fake_env, figure, make_repo
 
 reliability = pytest.mark.reliability
@@ -128,7 +128,7 @@ def test_ctrl_c_during_research_ends_the_leg_and_records_it(tmp_path: Path, gate
                     "left behind); no ledger or synthesis written half-way")
 def test_ctrl_c_during_synthesize_ends_promptly(tmp_path: Path, gateway: Any, tavily: Any,
                                                 children: list[Child]) -> None:
-    from research_dispatch.runner import run_refresh
+    from research_dispatch.run.refresh import run_refresh
 
     repo = make_repo(tmp_path, ("02-", "04-"))
     env = fake_env(gateway, tavily)

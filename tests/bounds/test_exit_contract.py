@@ -17,8 +17,8 @@ from typing import Any
 
 import pytest
 
-from research_dispatch.fake.gateway import FakeGateway
-from research_dispatch.fake.tavily import FakeTavily
+from research_dispatch_fakes.gateway import FakeGateway
+from research_dispatch_fakes.tavily import FakeTavily
 from tests.bounds.conftest import CYCLE, child_env, fake_env, git, make_repo, one_error, run_cli
 from tests.conftest import CANARY
 
@@ -155,7 +155,7 @@ def test_bad_keys_and_base_urls_are_refused_before_any_request(command: str, var
 @pytest.fixture(scope="module")
 def good_leg(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
     """A repository holding one good report, its call log and status file (made once per module)."""
-    from research_dispatch.runner import run_refresh
+    from research_dispatch.run.refresh import run_refresh
 
     repo = make_repo(tmp_path_factory.mktemp("good"), ("02-",))
     with FakeGateway() as gateway, FakeTavily() as tavily:

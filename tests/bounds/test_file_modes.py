@@ -15,7 +15,7 @@ from typing import Any
 
 import pytest
 
-from research_dispatch.fsio import write_atomic
+from research_dispatch.core.fsio import write_atomic
 from tests.bounds.conftest import child_env, command, fake_env, make_repo
 
 reliability = pytest.mark.reliability

@@ -46,5 +46,5 @@ demo        0     bounds/test_fresh_interpreter.py, adopt/test_installed.py, ado
 init        0, 2  adopt/test_init.py, adopt/test_init_faults.py, adopt/test_installed.py
 --help, --version, usage errors: cli/test_help.py (every command; the FIXED flags of DESIGN.md)
 
-`scripts/test_share.py` measures the share of all test items that run the CLI as a process.
+`scripts/dev/test_share.py` measures the share of all test items that run the CLI as a process.
 """

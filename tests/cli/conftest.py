@@ -17,8 +17,8 @@ from typing import Any
 
 import pytest
 
-from research_dispatch.fake.gateway import FakeGateway
-from research_dispatch.fake.tavily import FakeTavily
+from research_dispatch_fakes.gateway import FakeGateway
+from research_dispatch_fakes.tavily import FakeTavily
 from tests.bounds.conftest import child_env, fake_env
 
 

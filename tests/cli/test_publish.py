@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from research_dispatch.fake.github import FakeGitHub
+from research_dispatch_fakes.github import FakeGitHub
 from tests.bounds.conftest import one_error
 from tests.cli.conftest import Fakes
 from tests.conftest import CANARY

@@ -15,7 +15,7 @@ import pytest
 import requests
 from exa_py import Exa
 
-from research_dispatch.fake.exa import FakeExa
+from research_dispatch_fakes.exa import FakeExa
 
 KEY = "exa-test-key-0123456789"
 

@@ -23,9 +23,9 @@ import openai
 import pytest
 from openai import OpenAI
 
-from research_dispatch.fake import script_researcher as sr
-from research_dispatch.fake import script_structured
-from research_dispatch.fake.gateway import FakeGateway, canonical_json, common_prefix_len, prompt_chars
+from research_dispatch_fakes import script_researcher as sr
+from research_dispatch_fakes import script_structured
+from research_dispatch_fakes.gateway import FakeGateway, canonical_json, common_prefix_len, prompt_chars
 
 MODEL = "deepseek/deepseek-v4-pro"
 PINNED = {"order": ["deepseek"], "allow_fallbacks": False, "require_parameters": True}

@@ -27,7 +27,7 @@ from github import (
     UnknownObjectException,
 )
 
-from research_dispatch.fake.github import FakeGitHub
+from research_dispatch_fakes.github import FakeGitHub
 
 BRANCH = "research-refresh/2026-H2"
 TOKEN = "ghs_fake_token"

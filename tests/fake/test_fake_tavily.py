@@ -19,9 +19,9 @@ import requests
 import tavily.errors
 from tavily import BadRequestError, InvalidAPIKeyError, TavilyClient, UsageLimitExceededError
 
-from research_dispatch.fake import corpus
-from research_dispatch.fake.corpus import TOPIC_IDS, load_pages, normalize_url, page_by_url
-from research_dispatch.fake.tavily import FakeTavily
+from research_dispatch_fakes import corpus
+from research_dispatch_fakes.corpus import TOPIC_IDS, load_pages, normalize_url, page_by_url
+from research_dispatch_fakes.tavily import FakeTavily
 
 KEY = "tvly-test-key"
 PRIMARY_URLS = (
@@ -106,7 +106,7 @@ def test_corpus_is_deterministic_within_and_across_processes() -> None:
     corpus._by_url.cache_clear()
     assert digest() == first
     code = (
-        "import hashlib\nfrom research_dispatch.fake.corpus import load_pages\nh = hashlib.sha256()\n"
+        "import hashlib\nfrom research_dispatch_fakes.corpus import load_pages\nh = hashlib.sha256()\n"
         "for p in load_pages(include_hostile=True):\n"
         "    h.update(p.url.encode() + b'\\0' + p.content.encode() + b'\\0')\nprint(h.hexdigest())\n"
     )
@@ -505,8 +505,8 @@ def test_error_envelope_is_detail_error(fake: FakeTavily) -> None:
 
 def test_product_search_tools_send_only_requests_tavily_accepts(fake: FakeTavily) -> None:
     """The product's own search layer, with its defaults, never trips a documented limit."""
-    from research_dispatch.config import SearchSettings
-    from research_dispatch.search import ExtractArgs, SearchArgs, SearchTools
+    from research_dispatch.config.settings import SearchSettings
+    from research_dispatch.tools.search import ExtractArgs, SearchArgs, SearchTools
 
     tools = SearchTools(api_key=KEY, base_url=fake.base_url, settings=SearchSettings(), retries=0)
     found = tools.web_search(SearchArgs(query="DiLoCo site:arxiv.org " + "distributed training " * 40))

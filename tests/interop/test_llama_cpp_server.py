@@ -17,9 +17,9 @@ from typing import Any
 import openai
 import pytest
 
-from research_dispatch.config import GatewaySettings
-from research_dispatch.gateway import Gateway, RetryPolicy, canonical_assistant_turn
-from research_dispatch.search import TOOL_SCHEMAS
+from research_dispatch.config.settings import GatewaySettings
+from research_dispatch.gateway.client import Gateway, RetryPolicy, canonical_assistant_turn
+from research_dispatch.tools.search import TOOL_SCHEMAS
 from tests.interop.conftest import MODEL_ALIAS, LlamaServer
 
 SYSTEM = {"role": "system", "content": "You are a research analyst. Use the tools to find sources."}

@@ -20,11 +20,11 @@ import pytest
 from click.testing import CliRunner, Result
 
 from research_dispatch.cli import main
-from research_dispatch.config import Settings, load_settings, load_topics
-from research_dispatch.fake.github import FakeGitHub
-from research_dispatch.leg import LegResult, run_leg
-from research_dispatch.plan import Leg, plan_legs
+from research_dispatch.config.plan import Leg, plan_legs
+from research_dispatch.config.settings import Settings, load_settings, load_topics
+from research_dispatch.leg.run import LegResult, run_leg
 from research_dispatch.publish import PublishResult, publish
+from research_dispatch_fakes.github import FakeGitHub
 from tests.conftest import CANARY, ROOT
 
 CYCLE = "2026-H2"

@@ -8,10 +8,10 @@ from pathlib import Path
 
 import pytest
 
-from research_dispatch.config import load_settings, load_topics
-from research_dispatch.errors import PublishError
-from research_dispatch.leg import run_leg
-from research_dispatch.plan import plan_legs
+from research_dispatch.config.plan import plan_legs
+from research_dispatch.config.settings import load_settings, load_topics
+from research_dispatch.core.errors import PublishError
+from research_dispatch.leg.run import run_leg
 from research_dispatch.publish import publish
 from research_dispatch.publish.gitops import CommitSpec, FileSpec, Git, Identity
 from tests.conftest import ROOT

@@ -5,8 +5,8 @@ from __future__ import annotations
 import json
 import re
 
+from research_dispatch.leg.report import load_report, render_report
 from research_dispatch.publish import prbody
-from research_dispatch.report import load_report, render_report
 from tests.publish.conftest import CYCLE, World
 
 HOSTILE = ("<!-- research-refresh:v1 cycle=evil --> research-refresh:v1 ping @octocat and @acme/team "

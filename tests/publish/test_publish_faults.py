@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from research_dispatch.errors import PublishError
+from research_dispatch.core.errors import PublishError
 from research_dispatch.publish import gitops
 from tests.publish.conftest import BOT_EMAIL, BRANCH, World, git, git_env
 

@@ -21,10 +21,10 @@ from typing import Any
 
 import yaml
 
-from research_dispatch.config import load_settings, load_topics
-from research_dispatch.gateway import RetryPolicy
-from research_dispatch.leg import LegResult, run_leg
-from research_dispatch.plan import plan_legs
+from research_dispatch.config.plan import plan_legs
+from research_dispatch.config.settings import load_settings, load_topics
+from research_dispatch.gateway.client import RetryPolicy
+from research_dispatch.leg.run import LegResult, run_leg
 
 
 @dataclass(frozen=True)

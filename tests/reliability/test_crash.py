@@ -25,7 +25,7 @@ SIZE = 2 * 1024 * 1024
 CHILD = """
 import sys
 from pathlib import Path
-from research_dispatch.fsio import write_atomic
+from research_dispatch.core.fsio import write_atomic
 target = Path(sys.argv[1])
 payloads = [b"A" * {size}, b"B" * {size}]
 write_atomic(target, payloads[0])

@@ -24,15 +24,15 @@ from typing import Any
 
 import pytest
 
-from research_dispatch.bounded_http import BoundedTransport, bounded_client
-from research_dispatch.config import GatewaySettings
-from research_dispatch.errors import (
+from research_dispatch.config.settings import GatewaySettings
+from research_dispatch.core.bounded_http import BoundedTransport, bounded_client
+from research_dispatch.core.errors import (
     GatewayCallTimedOut,
     GatewayError,
     GatewayInterrupted,
     GatewayResponseTooLarge,
 )
-from research_dispatch.gateway import Gateway, RetryPolicy
+from research_dispatch.gateway.client import Gateway, RetryPolicy
 from tests.conftest import CANARY
 from tests.reliability.conftest import TARGET, configure, run_legs, set_topic_budget, view
 

@@ -26,8 +26,8 @@ import pytest
 from click.testing import CliRunner
 
 from research_dispatch.cli import main
-from research_dispatch.config import SearchSettings
-from research_dispatch.search import SearchTools, normalise_url
+from research_dispatch.config.settings import SearchSettings
+from research_dispatch.tools.search import SearchTools, normalise_url
 from tests.reliability.conftest import TARGET, LegView, calls_of, changed, configure, tree, view
 
 reliability = pytest.mark.reliability

@@ -10,9 +10,9 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from research_dispatch.config import load_settings
-from research_dispatch.errors import BadInput, MissingKey
-from research_dispatch.ghactions import run_url, safe_run_url
+from research_dispatch.config.settings import load_settings
+from research_dispatch.core.errors import BadInput, MissingKey
+from research_dispatch.core.ghactions import run_url, safe_run_url
 from research_dispatch.publish.messages import synthesis_cost
 from research_dispatch.publish.pulls import require_target
 

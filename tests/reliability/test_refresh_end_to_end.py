@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from research_dispatch.runner import run_command
+from research_dispatch.run.refresh import run_command
 from tests.conftest import CANARY
 
 # the publish tests' world fixtures (a repository, its bare origin and the fake GitHub)

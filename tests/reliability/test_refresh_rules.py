@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from research_dispatch.fake.script_researcher import DEFAULT_SEARCHES
+from research_dispatch_fakes.script_researcher import DEFAULT_SEARCHES
 from tests.conftest import ROOT
 from tests.faultshim import CHILD
 from tests.reliability.userworld import (  # noqa: F401  (the fixture)

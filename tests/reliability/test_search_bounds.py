@@ -20,9 +20,9 @@ from typing import Any
 
 import pytest
 
-from research_dispatch.config import SearchSettings
-from research_dispatch.providers import TavilyProvider
-from research_dispatch.search import SearchTools
+from research_dispatch.config.settings import SearchSettings
+from research_dispatch.tools.providers import TavilyProvider
+from research_dispatch.tools.search import SearchTools
 
 TOOLS = Path(__file__).resolve().parent.parent / "tools"
 ROOT = TOOLS.parent.parent

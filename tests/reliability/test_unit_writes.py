@@ -18,12 +18,12 @@ from typing import Any
 
 import pytest
 
-from research_dispatch.config import load_settings, load_topics
-from research_dispatch.leg import run_leg
-from research_dispatch.legfiles import complete_pending
-from research_dispatch.plan import plan_legs
-from research_dispatch.report import load_report
-from research_dispatch.verify import verify_report
+from research_dispatch.config.plan import plan_legs
+from research_dispatch.config.settings import load_settings, load_topics
+from research_dispatch.leg.files import complete_pending
+from research_dispatch.leg.report import load_report
+from research_dispatch.leg.run import run_leg
+from research_dispatch.leg.verify import verify_report
 from tests.conftest import CANARY, ROOT, fast_retries
 from tests.faultshim import CHILD, Faults
 

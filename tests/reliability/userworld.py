@@ -23,7 +23,7 @@ from typing import Any
 import pytest
 import yaml
 
-from research_dispatch.fake.github import FakeGitHub
+from research_dispatch_fakes.github import FakeGitHub
 from tests.conftest import CANARY, ROOT
 
 CYCLE = "2026-H2"

@@ -45,7 +45,7 @@ def out() -> Output:
 
 def refresh(repo: Path, env: dict[str, str], echo: Callable[[str], None], **kwargs: Any) -> Any:
     """`run` up to the route table (no synthesis or publishing: those stages are tested elsewhere)."""
-    from research_dispatch.runner import run_refresh
+    from research_dispatch.run.refresh import run_refresh
 
     kwargs.setdefault("synthesize", False)
     kwargs.setdefault("live", False)

@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from research_dispatch.demo import MARKER, config_table, demo_command, prepare_directory
-from research_dispatch.errors import BadInput
+from research_dispatch.adopt.demo import MARKER, config_table, demo_command, prepare_directory
+from research_dispatch.core.errors import BadInput
 from tests.run.conftest import Output
 
 

@@ -6,9 +6,9 @@ import io
 
 import pytest
 
-from research_dispatch.events import CallEvent, GatewayErrorEvent, LegProgress, StartEvent, ToolEvent
-from research_dispatch.gateway import CallRecord
-from research_dispatch.progress import Board, LiveDisplay, PlainDisplay, make_display, wants_live
+from research_dispatch.gateway.client import CallRecord
+from research_dispatch.leg.events import CallEvent, GatewayErrorEvent, LegProgress, StartEvent, ToolEvent
+from research_dispatch.run.progress import Board, LiveDisplay, PlainDisplay, make_display, wants_live
 
 SECRET_TEXT = "THE MODEL SAID THIS"
 

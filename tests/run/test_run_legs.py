@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from research_dispatch.fake.gateway import FakeGateway
+from research_dispatch_fakes.gateway import FakeGateway
 from tests.conftest import fast_retries
 from tests.run.conftest import Output, refresh, sessions
 
@@ -75,7 +75,7 @@ def test_a_failing_leg_does_not_stop_the_others(repo: Path, run_env: dict, gatew
 
 def test_a_crashing_leg_is_only_that_legs_failure(repo: Path, run_env: dict, out: Output,
                                                   monkeypatch: pytest.MonkeyPatch) -> None:
-    import research_dispatch.leg as leg_module
+    import research_dispatch.leg.run as leg_module
 
     real = leg_module.run_leg
 
@@ -107,7 +107,7 @@ def test_run_budget_stops_new_legs_but_lets_running_ones_finish(repo: Path, run_
 
 def test_plain_output_shows_counts_and_statuses_but_no_model_text(repo: Path, run_env: dict, gateway: Any,
                                                                   out: Output) -> None:
-    from research_dispatch.report import load_report
+    from research_dispatch.leg.report import load_report
 
     outcome = refresh(repo, run_env, out.append)
     assert outcome.exit_code == 0
@@ -131,7 +131,7 @@ def test_plain_output_shows_counts_and_statuses_but_no_model_text(repo: Path, ru
 
 def test_missing_key_is_bad_input_before_any_request(repo: Path, run_env: dict, gateway: Any, tavily: Any,
                                                      out: Output) -> None:
-    from research_dispatch.errors import MissingKey
+    from research_dispatch.core.errors import MissingKey
 
     env = {k: v for k, v in run_env.items() if k != "TAVILY_API_KEY"}
     with pytest.raises(MissingKey):
@@ -141,7 +141,7 @@ def test_missing_key_is_bad_input_before_any_request(repo: Path, run_env: dict, 
 
 
 def test_unknown_topic_is_bad_input(repo: Path, run_env: dict, out: Output) -> None:
-    from research_dispatch.errors import BadInput
+    from research_dispatch.core.errors import BadInput
 
     with pytest.raises(BadInput, match="unknown topic"):
         refresh(repo, run_env, out.append, topics=["nope"])

@@ -24,11 +24,11 @@ from typing import Any
 
 import pytest
 
-from research_dispatch.config import Settings, load_settings
-from research_dispatch.fake.script_synthesis import bank
-from research_dispatch.gateway import CallRecord
-from research_dispatch.report import CitedSource, ReportMeta, SourceEntry, Usage, render_report
+from research_dispatch.config.settings import Settings, load_settings
+from research_dispatch.gateway.client import CallRecord
+from research_dispatch.leg.report import CitedSource, ReportMeta, SourceEntry, Usage, render_report
 from research_dispatch.synthesis import SynthesisResult, synthesize
+from research_dispatch_fakes.script_synthesis import bank
 from tests.conftest import CANARY, ROOT
 
 CYCLE = "2026-H2"

@@ -6,7 +6,7 @@ import json
 import math
 from pathlib import Path
 
-from research_dispatch.config import Settings, SynthesisSettings
+from research_dispatch.config.settings import Settings, SynthesisSettings
 from research_dispatch.synthesis.align import (
     BatchPlan,
     Judgement,

@@ -6,9 +6,9 @@ import json
 import shutil
 from pathlib import Path
 
-from research_dispatch.config import load_settings, load_topics
-from research_dispatch.leg import run_leg
-from research_dispatch.plan import plan_legs
+from research_dispatch.config.plan import plan_legs
+from research_dispatch.config.settings import load_settings, load_topics
+from research_dispatch.leg.run import run_leg
 from research_dispatch.synthesis import synthesize
 from tests.conftest import ROOT
 from tests.synthesis.conftest import structured_calls

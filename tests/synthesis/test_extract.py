@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from research_dispatch.config import load_settings
+from research_dispatch.config.settings import load_settings
 from research_dispatch.synthesis.extract import EXTRACTION_SCHEMA, ExtractedClaim, Extraction, build_request, to_claims
 from research_dispatch.synthesis.findings import not_a_finding
 from research_dispatch.synthesis.inputs import load_inputs

@@ -8,7 +8,7 @@ import pytest
 from click.testing import CliRunner
 
 from research_dispatch.cli import main
-from research_dispatch.errors import MissingKey
+from research_dispatch.core.errors import MissingKey
 from research_dispatch.synthesis.errors import SynthesisFailed
 from tests.synthesis.conftest import ledger, statuses, structured_calls
 

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import json
 
-from research_dispatch.fake import script_structured, script_synthesis
 from research_dispatch.synthesis.align import Judgement
 from research_dispatch.synthesis.extract import Extraction
+from research_dispatch_fakes import script_structured, script_synthesis
 from tests.synthesis.conftest import statement
 
 

@@ -6,10 +6,10 @@ from __future__ import annotations
 import shutil
 from pathlib import Path
 
-from research_dispatch.config import load_settings, load_topics
-from research_dispatch.leg import LegResult
-from research_dispatch.legstate import LegState, assess_worktree
-from research_dispatch.plan import Leg, plan_legs
+from research_dispatch.config.plan import Leg, plan_legs
+from research_dispatch.config.settings import load_settings, load_topics
+from research_dispatch.leg.run import LegResult
+from research_dispatch.leg.state import LegState, assess_worktree
 from tests.conftest import ROOT
 from tests.synthesis.conftest import CYCLE, write_report
 

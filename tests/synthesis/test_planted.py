@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from research_dispatch.config import load_settings
+from research_dispatch.config.settings import load_settings
 from tests.synthesis.conftest import ledger, statuses, write_pyproject
 
 PLANTED_CLASSES = {

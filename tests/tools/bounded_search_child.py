@@ -8,9 +8,9 @@ import sys
 import threading
 import time
 
-from research_dispatch.config import SearchSettings
-from research_dispatch.providers import ExaProvider, TavilyProvider
-from research_dispatch.search import SearchTools
+from research_dispatch.config.settings import SearchSettings
+from research_dispatch.tools.providers import ExaProvider, TavilyProvider
+from research_dispatch.tools.search import SearchTools
 from tests.memory import peak_rss_mb
 
 

@@ -15,10 +15,10 @@ from typing import Any
 import pytest
 import yaml
 
-from research_dispatch.config import load_settings, load_topics
-from research_dispatch.fake.exa import FakeExa
-from research_dispatch.leg import LegResult, run_leg
-from research_dispatch.plan import plan_legs
+from research_dispatch.config.plan import plan_legs
+from research_dispatch.config.settings import load_settings, load_topics
+from research_dispatch.leg.run import LegResult, run_leg
+from research_dispatch_fakes.exa import FakeExa
 from tests.conftest import CANARY
 
 HERE = Path(__file__).resolve().parent

@@ -3,9 +3,9 @@ cannot close its wrapper; URLs it names become sources in the leg's one registry
 
 from __future__ import annotations
 
-from research_dispatch.config import SearchSettings
-from research_dispatch.mcp_tools import McpLink, McpOutput
-from research_dispatch.search import SearchTools
+from research_dispatch.config.settings import SearchSettings
+from research_dispatch.tools.mcp_servers import McpLink, McpOutput
+from research_dispatch.tools.search import SearchTools
 
 
 class _NoProvider:

@@ -20,9 +20,9 @@ from typing import Any
 
 import pytest
 
-from research_dispatch.bounds import CallBounds
-from research_dispatch.config import McpServerSettings
-from research_dispatch.mcp_tools import McpError, McpToolset
+from research_dispatch.config.settings import McpServerSettings
+from research_dispatch.core.bounds import CallBounds
+from research_dispatch.tools.mcp_servers import McpError, McpToolset
 from tests.tools.conftest import fault_server, live_processes, make_repo, mcp_server_table, run_one_leg
 
 BIN = Path(sys.executable).parent

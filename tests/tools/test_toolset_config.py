@@ -10,9 +10,9 @@ from pathlib import Path
 
 import pytest
 
-from research_dispatch.config import load_settings, load_topics
-from research_dispatch.leg import leg_input_hash
-from research_dispatch.plan import plan_legs
+from research_dispatch.config.plan import plan_legs
+from research_dispatch.config.settings import load_settings, load_topics
+from research_dispatch.leg.run import leg_input_hash
 from tests.tools.conftest import make_repo, mcp_server_table
 
 ROOT = Path(__file__).resolve().parent.parent.parent
@@ -85,7 +85,7 @@ def test_a_topic_tuning_search_keeps_the_configured_providers(tmp_path: Path) ->
     repo = make_repo(tmp_path, topic_extra="search: {max_results: 5}\n", config='search = {providers = ["exa"]}\n')
     settings = load_settings(repo)
     (topic,) = load_topics(repo, settings)
-    from research_dispatch.config import effective
+    from research_dispatch.config.settings import effective
 
     assert effective(topic.topic, settings)[2].providers == ("exa",)
 
@@ -95,7 +95,7 @@ def test_the_default_toolset_leaves_input_hashes_unchanged(tmp_path: Path) -> No
     import hashlib
     import json
 
-    from research_dispatch.researcher import PROMPT_VERSION
+    from research_dispatch.leg.researcher import PROMPT_VERSION
 
     repo = make_repo(tmp_path)
     settings = load_settings(repo)

@@ -11,7 +11,7 @@ import os
 import subprocess
 from pathlib import Path
 
-from research_dispatch.init import CALLER_WORKFLOWS, UPSTREAM, init_repository
+from research_dispatch.adopt.init import CALLER_WORKFLOWS, UPSTREAM, init_repository
 
 ADOPTER_REF = "5e7a6c1d2b3f4a5968778695a4b3c2d1e0f1a2b3"  # any full commit sha: the pin init is given
 ADOPTER_FILES = tuple(Path(p).name for p in CALLER_WORKFLOWS)

@@ -13,9 +13,9 @@ from typing import Any
 
 import pytest
 
-from research_dispatch.fake.gateway import FakeGateway
-from research_dispatch.fake.github import FakeGitHub
-from research_dispatch.fake.tavily import FakeTavily
+from research_dispatch_fakes.gateway import FakeGateway
+from research_dispatch_fakes.github import FakeGitHub
+from research_dispatch_fakes.tavily import FakeTavily
 from tests.conftest import CANARY, ROOT
 from tests.workflows.adopter import scaffold
 from tests.workflows.runner_harness import Machine, Run, Runner

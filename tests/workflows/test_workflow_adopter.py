@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from research_dispatch.init import UPSTREAM
+from research_dispatch.adopt.init import UPSTREAM
 from tests.conftest import ROOT
 from tests.workflows.adopter import scaffold
 from tests.workflows.conftest import CYCLE, assert_no_canary, git

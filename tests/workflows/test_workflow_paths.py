@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 
-from research_dispatch.plan import current_cycle
+from research_dispatch.config.plan import current_cycle
 from tests.workflows.conftest import APP_PRIVATE_KEY, APP_TOKEN, CYCLE, SECRETS, assert_no_canary
 
 FAILED = "03-monarch-torchforge-openenv"

@@ -1,7 +1,5 @@
-"""Offline fakes of OpenRouter, Tavily and GitHub, served over real HTTP on 127.0.0.1.
+"""`python -m research_dispatch.fake serve` (FIXED in docs/ARCHITECTURE.md): the fakes' entry point.
 
-The fakes speak the real wire formats so that the real `openai`, `tavily-python` and `PyGithub`
-clients are exercised end to end. They deliberately import nothing from the product but its
-conversation contract (`research_dispatch.contract`: the strings both sides agree on, and the word
-count; no logic): a fake that shared the product's parsing could not catch its bugs.
+The fakes themselves live in their own package, `research_dispatch_fakes` (same wheel), so that
+nothing of the product's parsing or logic reaches them; this module only keeps the documented command.
 """

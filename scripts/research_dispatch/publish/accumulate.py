@@ -24,14 +24,14 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from research_dispatch.config import Settings
-from research_dispatch.errors import DispatchError
-from research_dispatch.fsio import confined, write_atomic
-from research_dispatch.legfiles import FileWrite, write_unit
-from research_dispatch.legstate import Candidate, LegAssessment, Where, assess_worktree, read_candidate
-from research_dispatch.plan import Leg
+from research_dispatch.config.plan import Leg
+from research_dispatch.config.settings import Settings
+from research_dispatch.core.errors import DispatchError
+from research_dispatch.core.fsio import confined, write_atomic
+from research_dispatch.leg.files import FileWrite, write_unit
+from research_dispatch.leg.report import MAX_REPORT_BYTES, SCHEMA
+from research_dispatch.leg.state import Candidate, LegAssessment, Where, assess_worktree, read_candidate
 from research_dispatch.publish.gitops import Git, Identity
-from research_dispatch.report import MAX_REPORT_BYTES, SCHEMA
 
 UNPLANNED_DIR = "unplanned"
 EDITED_DIR = "edited"
@@ -264,7 +264,7 @@ def set_aside(repo: Path, settings: Settings, leg: Leg, text: str, calls_text: s
 def set_aside_edited(repo: Path, settings: Settings, leg: Leg, say: Callable[[str], None]) -> str | None:
     """`research LEG` redoes a leg on request: a hand-edited report of it is moved to `build/edited/`
     first (never overwritten silently). Returns where it went, or None."""
-    from research_dispatch.legstate import worktree_candidate
+    from research_dispatch.leg.state import worktree_candidate
 
     candidate = worktree_candidate(repo, settings, leg)
     if candidate is None or not candidate.edited:

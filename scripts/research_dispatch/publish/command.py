@@ -10,7 +10,7 @@ Order of work, and why:
    working tree alone, so a partial re-run or a fresh clone never drops another run's work. A report
    edited by hand is refused (exit 2, naming it) unless `--allow-edited`, which commits it with the
    trailer `Edited: yes`. The overlay writes the chosen reports into the working tree, so that:
-4. the synthesis matches its commit (`synthcheck`): the claims ledger on disk must list exactly the
+4. the synthesis matches its commit (`synthesis.stale`): the claims ledger on disk must list exactly the
    reports the commit will hold. When it does not, publish re-synthesizes (possible when the gateway key
    is set or every answer replays from the cache and the ledger); when it cannot, the stale synthesis is
    NOT committed (the branch keeps the base's) and the title and body say "synthesis not updated".
@@ -36,14 +36,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
-from research_dispatch import environment, synthcheck
-from research_dispatch.config import PRSettings, Settings, load_settings, load_topics
-from research_dispatch.errors import BadInput, DispatchError, ExitCode, PublishError
-from research_dispatch.fsio import confined, write_atomic
-from research_dispatch.ghactions import append_step_summary, run_url
-from research_dispatch.legstate import LegAssessment, LegState, Where
-from research_dispatch.lock import writer_lock
-from research_dispatch.plan import Leg, plan_legs
+from research_dispatch.config import environment
+from research_dispatch.config.plan import Leg, plan_legs
+from research_dispatch.config.settings import PRSettings, Settings, load_settings, load_topics
+from research_dispatch.core.errors import BadInput, DispatchError, ExitCode, PublishError
+from research_dispatch.core.fsio import confined, write_atomic
+from research_dispatch.core.ghactions import append_step_summary, run_url
+from research_dispatch.core.redact import KEY_VARIABLES, redacting, register_env
+from research_dispatch.leg.state import LegAssessment, LegState, Where
 from research_dispatch.publish import prbody
 from research_dispatch.publish.accumulate import (
     Accumulation,
@@ -64,7 +64,8 @@ from research_dispatch.publish.messages import (
     synthesis_message,
 )
 from research_dispatch.publish.pulls import GitHubTarget, PullRequests, Retrier, describe, require_target
-from research_dispatch.redact import KEY_VARIABLES, redacting, register_env
+from research_dispatch.run.lock import writer_lock
+from research_dispatch.synthesis import stale
 
 Operation = Literal["created", "updated", "none", "blocked", "dry-run"]
 PARTIAL_LABEL = "partial"
@@ -322,9 +323,9 @@ class _Publisher:
                                              for t in view.tips)
         if not (self.repo / ledger).is_file() and not on_branch:
             return _Synthesis(commit=False)  # no synthesis in this refresh: nothing to commit or to say
-        match = synthcheck.matches(self.repo, self.settings, reports)
+        match = stale.matches(self.repo, self.settings, reports)
         if match.matches:
-            return _Synthesis(commit=True, edited=synthcheck.document_edited(self.repo, self.settings))
+            return _Synthesis(commit=True, edited=stale.document_edited(self.repo, self.settings))
         if self.dry_run:
             return _Synthesis(commit=False, note=f"The synthesis on disk does not describe this refresh's reports "
                                                  f"({match.reason()}); a real publish regenerates it.")
@@ -333,14 +334,14 @@ class _Publisher:
             self.log(f"the synthesis on disk does not describe the reports this commit holds ({match.reason()}); "
                      "re-synthesizing")
             try:
-                if synthcheck.document_edited(self.repo, self.settings):
-                    saved = synthcheck.save_edit(self.repo, self.settings)
+                if stale.document_edited(self.repo, self.settings):
+                    saved = stale.save_edit(self.repo, self.settings)
                     self.warn(f"{self.settings.document_relpath} was edited by hand and its reports changed; it is "
                               f"regenerated, and the edit is saved in {saved}")
                 from research_dispatch.synthesis import synthesize
 
                 synthesize(self.repo, self.settings, env=self.env, cycle=self.cycle, legs=self.planned)
-                match = synthcheck.matches(self.repo, self.settings, reports)
+                match = stale.matches(self.repo, self.settings, reports)
                 if match.matches:
                     return _Synthesis(commit=True)
                 why = f"the regenerated synthesis still differs: {match.reason()}"

@@ -26,8 +26,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from urllib.parse import urlsplit
 
-from research_dispatch.errors import BadInput, PublishError
-from research_dispatch.redact import KEY_VARIABLES, redact, register_env, register_secrets
+from research_dispatch.core.errors import BadInput, PublishError
+from research_dispatch.core.redact import KEY_VARIABLES, redact, register_env, register_secrets
 
 ZERO_SHA = "0" * 40
 NETWORK_TIMEOUT_S = 300

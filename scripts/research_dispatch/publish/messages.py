@@ -17,11 +17,12 @@ import re
 from collections.abc import Iterable
 from pathlib import Path
 
-from research_dispatch import route, sanitize
-from research_dispatch.config import Settings
-from research_dispatch.ghactions import safe_run_url
-from research_dispatch.legstate import LegAssessment
-from research_dispatch.records import check_value
+from research_dispatch.config.settings import Settings
+from research_dispatch.core import sanitize
+from research_dispatch.core.ghactions import safe_run_url
+from research_dispatch.core.records import check_value
+from research_dispatch.gateway import route
+from research_dispatch.leg.state import LegAssessment
 
 _TRAILER_UNSAFE = re.compile(r"[^A-Za-z0-9 ._:/+()\[\]-]")
 

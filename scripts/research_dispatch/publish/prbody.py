@@ -15,10 +15,10 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from research_dispatch import sanitize
-from research_dispatch.legstate import LegAssessment, LegState
+from research_dispatch.core import sanitize
+from research_dispatch.core.redact import redact, register_secrets
+from research_dispatch.leg.state import LegAssessment, LegState
 from research_dispatch.publish.gitops import CommitInfo
-from research_dispatch.redact import redact, register_secrets
 
 BODY_LIMIT = 65_536
 MARKER_NAME = "research-refresh:v1"

@@ -28,9 +28,9 @@ from dataclasses import dataclass
 from typing import Any, TypeVar
 from urllib.parse import urlsplit
 
-from research_dispatch import environment
-from research_dispatch.config import PRSettings
-from research_dispatch.errors import BadInput, PublishError
+from research_dispatch.config import environment
+from research_dispatch.config.settings import PRSettings
+from research_dispatch.core.errors import BadInput, PublishError
 
 T = TypeVar("T")
 _REPOSITORY = re.compile(r"^[A-Za-z0-9](?:[A-Za-z0-9-]{0,38})/[A-Za-z0-9._-]{1,100}$")

@@ -38,9 +38,9 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator, model_validator
 
-from research_dispatch import sanitize
-from research_dispatch.config import Settings
-from research_dispatch.gateway import CallRecord, Gateway
+from research_dispatch.config.settings import Settings
+from research_dispatch.core import sanitize
+from research_dispatch.gateway.client import CallRecord, Gateway
 from research_dispatch.synthesis.extract import Claim
 from research_dispatch.synthesis.inputs import ReportInput
 from research_dispatch.synthesis.structured import call_structured

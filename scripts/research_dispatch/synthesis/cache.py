@@ -21,9 +21,9 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from research_dispatch.config import Settings
-from research_dispatch.fsio import confined, write_atomic
-from research_dispatch.gateway import CallRecord
+from research_dispatch.config.settings import Settings
+from research_dispatch.core.fsio import confined, write_atomic
+from research_dispatch.gateway.client import CallRecord
 from research_dispatch.synthesis.align import Judgement
 from research_dispatch.synthesis.extract import Extraction, NotAFinding
 from research_dispatch.synthesis.ledger import SCHEMA

@@ -32,7 +32,7 @@ from collections import Counter, defaultdict
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
-from research_dispatch.sanitize import one_line
+from research_dispatch.core.sanitize import one_line
 from research_dispatch.synthesis.align import Alignment
 from research_dispatch.synthesis.extract import CONFIDENCE_RANK, Claim
 from research_dispatch.synthesis.inputs import Counting

@@ -12,11 +12,11 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from pathlib import Path
 
-from research_dispatch import sanitize
-from research_dispatch.config import load_settings
-from research_dispatch.errors import ExitCode
-from research_dispatch.ghactions import append_step_summary
-from research_dispatch.redact import redact
+from research_dispatch.config.settings import load_settings
+from research_dispatch.core import sanitize
+from research_dispatch.core.errors import ExitCode
+from research_dispatch.core.ghactions import append_step_summary
+from research_dispatch.core.redact import redact
 from research_dispatch.synthesis.pipeline import SynthesisResult, synthesize
 
 

@@ -22,7 +22,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from research_dispatch.sanitize import for_pr_body, one_line
+from research_dispatch.core.sanitize import for_pr_body, one_line
 
 CATEGORIES = (
     ("promoted", "Promoted to convergent"),

@@ -22,9 +22,9 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
-from research_dispatch import sanitize
-from research_dispatch.gateway import CallRecord, Gateway
-from research_dispatch.report import body_without_references
+from research_dispatch.core import sanitize
+from research_dispatch.gateway.client import CallRecord, Gateway
+from research_dispatch.leg.report import body_without_references
 from research_dispatch.synthesis.findings import not_a_finding
 from research_dispatch.synthesis.inputs import ReportInput
 from research_dispatch.synthesis.structured import call_structured

@@ -34,18 +34,18 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from research_dispatch.config import Settings, load_topics, topic_paths
-from research_dispatch.errors import BadInput
-from research_dispatch.legstate import LegState, assess_worktree
-from research_dispatch.plan import Leg, plan_legs
-from research_dispatch.report import Report, ReportMeta, load_report
-from research_dispatch.route import is_verified
-from research_dispatch.sanitize import one_line
+from research_dispatch.config.plan import Leg, plan_legs
+from research_dispatch.config.settings import Settings, load_topics, topic_paths
+from research_dispatch.core.errors import BadInput
+from research_dispatch.core.sanitize import one_line
+from research_dispatch.gateway.route import is_verified
+from research_dispatch.leg.report import Report, ReportMeta, load_report
+from research_dispatch.leg.state import LegState, assess_worktree
+from research_dispatch.leg.verify import verify_report
 from research_dispatch.synthesis.text import sha256_text
-from research_dispatch.verify import verify_report
 
 if TYPE_CHECKING:  # pragma: no cover
-    from research_dispatch.leg import LegResult
+    from research_dispatch.leg.run import LegResult
 
 _STEM_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,199}$")
 

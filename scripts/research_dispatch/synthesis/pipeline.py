@@ -42,14 +42,14 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Literal, Protocol, TypeVar
 
-from research_dispatch.config import Settings
-from research_dispatch.fsio import confined, write_atomic
-from research_dispatch.gateway import CallRecord, Gateway
-from research_dispatch.gateway import credentials as gateway_credentials
-from research_dispatch.legstate import LegState
-from research_dispatch.plan import Leg
-from research_dispatch.redact import redact
-from research_dispatch.sanitize import one_line
+from research_dispatch.config.plan import Leg
+from research_dispatch.config.settings import Settings
+from research_dispatch.core.fsio import confined, write_atomic
+from research_dispatch.core.redact import redact
+from research_dispatch.core.sanitize import one_line
+from research_dispatch.gateway.client import CallRecord, Gateway
+from research_dispatch.gateway.client import credentials as gateway_credentials
+from research_dispatch.leg.state import LegState
 from research_dispatch.synthesis import align, extract, methodology
 from research_dispatch.synthesis.align import Batch, Judgement
 from research_dispatch.synthesis.cache import SynthesisCache

@@ -19,8 +19,8 @@ import posixpath
 import re
 from collections.abc import Iterable
 
-from research_dispatch.config import Settings
-from research_dispatch.sanitize import one_line
+from research_dispatch.config.settings import Settings
+from research_dispatch.core.sanitize import one_line
 from research_dispatch.synthesis.classify import FLAG
 from research_dispatch.synthesis.ledger import Ledger, LedgerClaim, LedgerCluster
 

@@ -18,10 +18,10 @@ from typing import Any, Generic, TypeVar
 
 from pydantic import BaseModel, ValidationError
 
-from research_dispatch.errors import GatewayError
-from research_dispatch.gateway import CallRecord, Gateway
-from research_dispatch.redact import redact
-from research_dispatch.sanitize import one_line
+from research_dispatch.core.errors import GatewayError
+from research_dispatch.core.redact import redact
+from research_dispatch.core.sanitize import one_line
+from research_dispatch.gateway.client import CallRecord, Gateway
 from research_dispatch.synthesis.errors import StructuredCallFailed, StructuredOutputInvalid, TimeLimitReached
 
 T = TypeVar("T", bound=BaseModel)

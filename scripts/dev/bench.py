@@ -1,0 +1,714 @@
+"""Benchmark a refresh's speed, cost and scale on the offline fakes (issue 7).
+
+    .venv/bin/python scripts/dev/bench.py                 all figures (about a minute on 2 cores)
+    .venv/bin/python scripts/dev/bench.py --quick         fewer repeats, synthesis up to 50 reports
+    .venv/bin/python scripts/dev/bench.py --only 4,7      some figures (1-7)
+    .venv/bin/python scripts/dev/bench.py --write-doc     also regenerate docs/PERFORMANCE.md
+    .venv/bin/python scripts/dev/bench.py --doc-only      regenerate docs/PERFORMANCE.md from build/bench.json
+
+Every figure is a ratio or a count measured in this run, through the real product (`run_refresh`,
+`run_leg`, `Gateway`, `synthesize`, the `research-dispatch` CLI) and the real `openai` and
+`tavily-python` clients, against the fake gateway and search server over HTTP — no mock of our own
+code. Where wall time matters (figures 1 and 2) the fakes run in a separate process, as the real
+services do; elsewhere they run in-process. Baselines are measured back to back with what they are
+compared to, after a warm-up, and noisy figures are medians of repeats.
+
+Prints a table (figure, measured, goal, met) and writes build/bench.json; `--write-doc` turns that
+JSON into docs/PERFORMANCE.md (table, machine, command, method, and for a missed goal why and what it
+would take).
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import dataclasses
+import hashlib
+import json
+import math
+import os
+import platform
+import re
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.request
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[2]
+BUILD_JSON = ROOT / "build" / "bench.json"
+DOC = ROOT / "docs" / "PERFORMANCE.md"
+COMMAND = ".venv/bin/python scripts/dev/bench.py"
+CYCLE = "2026-H2"
+GATEWAY_KEY = "sk-or-bench-0000000000"
+SEARCH_KEY = "tvly-bench-0000000000"
+BIN = Path(sys.executable).parent
+
+# The standard scenario (figure 7) and the two 30-step legs (figure 4), as fake-gateway scripts.
+STANDARD_SCRIPT = {"searches": 5, "extract_top": 5}  # per_turn: the fake's default, 2 searches a turn
+READING_LEG = {"searches": 6, "per_turn": 2, "extract_top": 3, "reads": 23}
+SEARCHING_LEG = {"searches": 26, "per_turn": 1, "extract_top": 3}
+LONG_BUDGET = "budget: {max_steps: 30}"
+PEER_PROMPT_TOKENS = 11_000  # gpt-researcher 0.16.1 on the same kind of offline fakes (issue 7)
+PEER_COMPLETION_TOKENS = 6_000
+PEER_CITED = 6
+LATENCY_S = 0.3
+SYNTHESIS_CONSTANT = 2  # the "+ a constant" of figure 5's bound
+SYNTH_MODELS = ("google/gemini-3.1-pro-preview", "deepseek/deepseek-v4-pro", "openai/gpt-5",
+                "anthropic/claude-sonnet-4.6", "moonshotai/kimi-k2-thinking", "x-ai/grok-4", "qwen/qwen3-max",
+                "mistralai/mistral-large", "meta-llama/llama-4-maverick", "z-ai/glm-4.6")
+SYNTH_JUDGES = '["cohere/command-a", "anthropic/claude-sonnet-4.6"]'
+MATRIX_MODELS = ("google/gemini-3.1-pro-preview", "deepseek/deepseek-v4-pro", "openai/gpt-5",
+                 "anthropic/claude-sonnet-4.6")
+
+
+def say(text: str) -> None:
+    print(text, flush=True)
+
+
+# ----------------------------------------------------------------------------------------------
+# Fixtures: repositories and fakes
+
+
+def real_topics() -> list[tuple[str, str, str]]:
+    """(file name, id, text) of this repository's five topics."""
+    out = []
+    for path in sorted((ROOT / "topics").glob("*.yaml")):
+        text = path.read_text(encoding="utf-8")
+        topic_id = next(line.split(":", 1)[1].strip() for line in text.splitlines() if line.startswith("id:"))
+        out.append((path.name, topic_id, text))
+    return out
+
+
+def make_repo(base: Path, files: dict[str, str], pyproject: str = "[tool.research-dispatch]\n") -> Path:
+    (base / "topics").mkdir(parents=True)
+    for name, text in files.items():
+        (base / "topics" / name).write_text(text, encoding="utf-8")
+    (base / "pyproject.toml").write_text(pyproject, encoding="utf-8")
+    return base
+
+
+def variant_topics(count: int, models: tuple[str, ...] | None = None) -> dict[str, str]:
+    """`count` topic files cycling over the five real ones under new ids (and optionally other models)."""
+    files = {}
+    topics = real_topics()
+    for i in range(count):
+        _, topic_id, text = topics[i % len(topics)]
+        new_id = f"{topic_id}-{i}"
+        text = text.replace(f"id: {topic_id}", f"id: {new_id}", 1)
+        if models is not None:
+            head = text.split("\nmodels:", 1)[0]
+            text = head + "\nmodels:\n" + "".join(f"  - model: {m}\n    rationale: bench\n" for m in models)
+        files[f"{i % 100:02d}-{new_id}.yaml"] = text
+    return files
+
+
+def env_for(gateway_url: str, tavily_url: str) -> dict[str, str]:
+    return {"OPENROUTER_API_KEY": GATEWAY_KEY, "TAVILY_API_KEY": SEARCH_KEY,
+            "OPENROUTER_BASE_URL": gateway_url, "TAVILY_BASE_URL": tavily_url}
+
+
+@contextlib.contextmanager
+def served_fakes() -> Iterator[dict[str, str]]:
+    """The fakes in their own process (`python -m research_dispatch.fake serve`), like remote services."""
+    proc = subprocess.Popen([sys.executable, "-m", "research_dispatch.fake", "serve"], stdout=subprocess.PIPE,
+                            text=True, cwd=ROOT)
+    try:
+        assert proc.stdout is not None
+        yield json.loads(proc.stdout.readline())
+    finally:
+        proc.terminate()
+        proc.wait(timeout=10)
+
+
+def post_json(url: str, body: dict[str, Any]) -> None:
+    request = urllib.request.Request(url, data=json.dumps(body).encode(), headers={"Content-Type": "application/json"})
+    with urllib.request.urlopen(request, timeout=10) as response:
+        response.read()
+
+
+@contextlib.contextmanager
+def inprocess_fakes(script: dict[str, Any] | None = None) -> Iterator[tuple[Any, Any, dict[str, str]]]:
+    from research_dispatch_fakes.gateway import FakeGateway
+    from research_dispatch_fakes.tavily import FakeTavily
+
+    with FakeGateway(scenario={"script": script or {}}) as gateway, FakeTavily() as tavily:
+        yield gateway, tavily, env_for(gateway.base_url, tavily.base_url)
+
+
+def median(values: list[float]) -> float:
+    return statistics.median(values)
+
+
+def figure(number: str, key: str, title: str, measured: float | int | None, display: str, goal: str, met: bool,
+           method: str, details: dict[str, Any], why: str = "") -> dict[str, Any]:
+    return {"id": number, "key": key, "figure": title, "measured": measured, "display": display, "goal": goal,
+            "met": met, "method": method, "details": details, "why": "" if met else why,
+            "command": f"{COMMAND} --only {number.rstrip('ab')}"}
+
+
+# ----------------------------------------------------------------------------------------------
+# 1. Parallel efficiency
+
+
+def bench_parallel(reps: int) -> dict[str, Any]:
+    from research_dispatch.run.refresh import run_refresh
+
+    walls: dict[int, list[float]] = {1: [], 8: []}
+    calls: dict[int, int] = {}
+    with served_fakes() as urls, tempfile.TemporaryDirectory(prefix="bench-parallel-") as tmp:
+        post_json(urls["gateway"].rsplit("/api/v1", 1)[0] + "/__fake__/scenario", {"latency_s": LATENCY_S})
+        env = env_for(urls["gateway"], urls["tavily"])
+        files = variant_topics(8)
+
+        def run(legs: int, label: str) -> float:
+            repo = make_repo(Path(tmp) / label, dict(list(files.items())[:legs]))
+            started = time.perf_counter()
+            outcome = run_refresh(repo, jobs=legs, publish=False, synthesize=False, cycle=CYCLE, env=env,
+                                  echo=lambda line: None, live=False)
+            wall = time.perf_counter() - started
+            bad = [(o.stem, o.state, o.note) for o in outcome.legs if o.state != "ok"]
+            if bad:
+                raise SystemExit(f"parallel: legs did not complete: {bad}")
+            calls[legs] = sum(o.result.calls for o in outcome.legs if o.result)
+            return wall
+
+        run(1, "warm-up")
+        for rep in range(reps):  # back to back, so both sides see the same machine state
+            walls[1].append(run(1, f"one-{rep}"))
+            walls[8].append(run(8, f"eight-{rep}"))
+    ratio = median(walls[8]) / median(walls[1])
+    return figure(
+        "1", "parallel", "Parallel efficiency: wall(8 legs, --jobs 8) / wall(1 leg)", round(ratio, 3),
+        f"{ratio:.2f}", "≤ 1.25", ratio <= 1.25,
+        f"`run_refresh` (the `run` command without synthesis and publishing) on a fresh repository of 1 and of 8 "
+        f"topics, the fakes in their own process, {LATENCY_S:g} s latency on every gateway call; one warm-up, then "
+        f"{reps} back-to-back pairs; ratio of the medians.",
+        {"latency_s": LATENCY_S, "repeats": reps, "wall_1_leg_s": [round(w, 3) for w in walls[1]],
+         "wall_8_legs_s": [round(w, 3) for w in walls[8]], "gateway_calls": {"1 leg": calls[1], "8 legs": calls[8]},
+         "ideal_s": round(calls[1] * LATENCY_S, 3)},
+        why="the legs' own CPU (the loop, chunk ranking, report rendering, trace writing) and the fake's CPU "
+            "are serialised by the GIL and shared by 2 cores; 8 legs' CPU no longer hides inside one leg's "
+            "network wait.")
+
+
+# ----------------------------------------------------------------------------------------------
+# 2. Per-call overhead
+
+
+def bench_overhead(calls: int) -> dict[str, Any]:
+    import openai
+
+    from research_dispatch.gateway.client import Gateway
+    from research_dispatch.tools.search import TOOL_SCHEMAS
+
+    model = "deepseek/deepseek-v4-pro"
+    messages = [{"role": "system", "content": "You are a careful research analyst. Write between 2000 and 2500 "
+                                              "words."},
+                {"role": "user", "content": "Topic id: diloco-family\nTitle: DiLoCo family\nResearch brief:\n"
+                                            "DiLoCo and its descendants.\n\nStart by searching."}]
+    with served_fakes() as urls:
+        base = urls["gateway"]
+        ours = Gateway(api_key=GATEWAY_KEY, base_url=base)
+        settings = ours.settings
+        bare = openai.OpenAI(api_key=GATEWAY_KEY, base_url=base, max_retries=0, timeout=settings.timeout_s,
+                             default_headers={"HTTP-Referer": settings.referer, "X-OpenRouter-Title": settings.title,
+                                              "X-OpenRouter-Metadata": "enabled"})
+
+        def call_ours() -> None:
+            completion = ours.complete(model=model, messages=messages, tools=TOOL_SCHEMAS, session_id="bench:ours")
+            assert completion.tool_calls and completion.record.verdict == "exact"
+
+        def call_bare() -> None:
+            response = bare.chat.completions.create(
+                model=model, messages=messages, tools=TOOL_SCHEMAS, tool_choice="auto",  # type: ignore[arg-type]
+                max_completion_tokens=settings.max_completion_tokens,
+                extra_body={"provider": {"require_parameters": True}, "session_id": "bench:bare"})
+            assert response.choices[0].message.tool_calls
+
+        for _ in range(30):
+            call_ours()
+            call_bare()
+        times: dict[str, list[float]] = {"ours": [], "bare": []}
+        for _ in range(calls):  # interleaved, so drift affects both sides alike
+            for name, call in (("ours", call_ours), ("bare", call_bare)):
+                started = time.perf_counter()
+                call()
+                times[name].append(time.perf_counter() - started)
+        ours.close()
+        bare.close()
+    ratio = median(times["ours"]) / median(times["bare"])
+    return figure(
+        "2", "overhead", "Per-call overhead: our gateway layer / a bare openai client call", round(ratio, 3),
+        f"{ratio:.2f}×", "≤ 1.2×", ratio <= 1.2,
+        f"`Gateway.complete` (route pinning, retries, error-in-200 checks, the `CallRecord` and its route verdict) "
+        f"vs `openai.OpenAI().chat.completions.create` with the same body and headers, to the same fake gateway "
+        f"in its own process (no added latency), {calls} interleaved pairs after 30 warm-up pairs; ratio of the "
+        f"medians.",
+        {"calls": calls, "ours_ms": round(median(times["ours"]) * 1e3, 3),
+         "bare_ms": round(median(times["bare"]) * 1e3, 3)},
+        why="our layer does work per call that the bare client does not.")
+
+
+# ----------------------------------------------------------------------------------------------
+# 3. CLI start
+
+
+def bench_cli_start(reps: int) -> dict[str, Any]:
+    console = BIN / "research-dispatch"
+    ours_cmd = [str(console), "--help"] if console.exists() else [sys.executable, "-m", "research_dispatch", "--help"]
+    click_cmd = [sys.executable, "-c", "import click"]
+
+    def timed(cmd: list[str]) -> float:
+        started = time.perf_counter()
+        subprocess.run(cmd, check=True, stdout=subprocess.DEVNULL, cwd=ROOT)
+        return time.perf_counter() - started
+
+    for _ in range(3):
+        timed(ours_cmd)
+        timed(click_cmd)
+    ours, base = [], []
+    for _ in range(reps):
+        ours.append(timed(ours_cmd))
+        base.append(timed(click_cmd))
+    ratio = median(ours) / median(base)
+    return figure(
+        "3", "cli_start", "CLI start: `research-dispatch --help` / `python -c \"import click\"`", round(ratio, 3),
+        f"{ratio:.2f}×", "≤ 2×", ratio <= 2.0,
+        f"wall time of each command as a subprocess, 3 warm-ups then {reps} interleaved runs; ratio of the medians.",
+        {"repeats": reps, "help_ms": round(median(ours) * 1e3, 1), "import_click_ms": round(median(base) * 1e3, 1),
+         "command": " ".join(Path(c).name if i == 0 else c for i, c in enumerate(ours_cmd))},
+        why="`--help` imports more than click: a stage module or a heavy client is imported at start-up.")
+
+
+# ----------------------------------------------------------------------------------------------
+# 4 and 7. Token accounting on the wire
+
+
+def _billed_chars(message: dict[str, Any]) -> int:
+    """Characters of one message as the fake bills them: content plus tool-call arguments."""
+    content = message.get("content")
+    chars = len(content) if isinstance(content, str) else 0
+    for call in message.get("tool_calls") or []:
+        chars += len(str((call.get("function") or {}).get("arguments") or ""))
+    return chars
+
+
+_SKELETON = re.compile(r"<tool_result [^>]*>|</tool_result>|<source [^>]*>|</source>")
+
+
+def wire_accounting(completions: list[dict[str, Any]]) -> dict[str, Any]:
+    """Prompt tokens billed, and the tokens of distinct content, from the fake gateway's request log.
+
+    Distinct content: the tool schemas once, every message the first time it is sent (system and user
+    prompt, each tool result as first returned, each model output as echoed back, each product
+    follow-up), and the last model output (never sent back) — characters / 4, as the fake bills.
+    """
+    from research_dispatch_fakes.gateway import canonical_json
+
+    done = [c for c in completions if c.get("usage")]
+    prompt = sum(c["usage"]["prompt_tokens"] for c in done)
+    cached = sum(c["usage"]["prompt_tokens_details"]["cached_tokens"] for c in done)
+    completion = sum(c["usage"]["completion_tokens"] for c in done)
+    cost = sum(c["usage"]["cost"] for c in done)
+    distinct_chars = 0
+    seen = 0
+    new_per_step: list[float] = []
+    floor = 0  # every tool result cut to its wrapper and source headers: the least that keeps ids citable
+    for record in done:
+        chars = len(canonical_json(record["request"]["tools"])) if record["request"].get("tools") else 0
+        for message in record["request"]["messages"]:
+            if message.get("role") == "tool":
+                chars += sum(len(tag) for tag in _SKELETON.findall(message.get("content") or ""))
+            else:
+                chars += _billed_chars(message)
+        floor += math.ceil(chars / 4)
+    for record in done:
+        messages = record["request"]["messages"]
+        fresh = sum(_billed_chars(m) for m in messages[seen:])
+        if seen:
+            new_per_step.append(fresh / 4)
+        distinct_chars += fresh
+        seen = len(messages)
+    tools = done[0]["request"].get("tools") if done else None
+    distinct_chars += len(canonical_json(tools)) if tools else 0
+    distinct = math.ceil(distinct_chars / 4) + (done[-1]["usage"]["completion_tokens"] if done else 0)
+    return {"calls": len(done), "prompt_tokens": prompt, "cached_tokens": cached, "completion_tokens": completion,
+            "cost_usd": round(cost, 6), "distinct_tokens": distinct,
+            "amplification": round(prompt / distinct, 3) if distinct else None,
+            "per_call_prompt_tokens": [c["usage"]["prompt_tokens"] for c in done],
+            "median_new_tokens_per_step": round(median(new_per_step), 1) if new_per_step else 0.0,
+            "floor_amplification": round(floor / distinct, 3) if distinct else None}
+
+
+def run_product_leg(script: dict[str, Any], topic_file: str, topic_text: str, extra: str = "") -> dict[str, Any]:
+    """One leg through `run_leg` on in-process fakes; its wire accounting, status and evidence."""
+    from research_dispatch.config.plan import plan_legs
+    from research_dispatch.config.settings import load_settings, load_topics
+    from research_dispatch.leg.report import load_report
+    from research_dispatch.leg.run import run_leg
+
+    with tempfile.TemporaryDirectory(prefix="bench-leg-") as tmp, inprocess_fakes(script) as (gateway, _, env):
+        repo = make_repo(Path(tmp), {topic_file: topic_text + (extra + "\n" if extra else "")})
+        settings = load_settings(repo)
+        (leg,) = plan_legs(load_topics(repo, settings), settings)
+        result = run_leg(repo, settings, leg, env=env, cycle=CYCLE)
+        if result.report is None:
+            raise SystemExit(f"leg {leg.stem} produced no report: {result.error}")
+        meta = load_report(repo / result.report, repo=repo).meta
+        trace = [json.loads(line) for line in (repo / leg.trace_relpath(settings)).read_text().splitlines()]
+        wire = wire_accounting(gateway.completions)
+    return {**wire, "topic": leg.topic.id, "status": result.status, "reasons": result.reasons, "words": result.words,
+            "cited": len(meta.sources), "retrieved": meta.search.get("retrieved") if meta.search else None,
+            "pages_read": len({sid for e in trace if e.get("event") == "tool" and e.get("name") == "web_extract"
+                               for sid in (e.get("detail") or {}).get("sources") or []}),
+            "compactions": sum(1 for e in trace if e.get("event") == "compact"),
+            "new_sources_per_search": [len((e.get("detail") or {}).get("sources") or []) for e in trace
+                                       if e.get("event") == "tool" and e.get("name") == "web_search"]}
+
+
+def run_uncapped_leg(script: dict[str, Any], topic_file: str, topic_text: str, extra: str = "") -> dict[str, Any]:
+    """The same leg with the token economy lifted: whole pages and snippets, no compaction (the naive loop).
+
+    Built from the product's own classes with their caps raised, against the same fakes."""
+    from research_dispatch.config.plan import plan_legs
+    from research_dispatch.config.settings import effective, load_settings, load_topics
+    from research_dispatch.gateway.client import Gateway
+    from research_dispatch.leg.report import count_words, finalize_citations
+    from research_dispatch.leg.researcher import LegSpec, Researcher
+    from research_dispatch.tools.search import SearchTools
+
+    unbounded = 10 ** 9
+    with tempfile.TemporaryDirectory(prefix="bench-naive-") as tmp, inprocess_fakes(script) as (gateway, _, env):
+        repo = make_repo(Path(tmp), {topic_file: topic_text + (extra + "\n" if extra else "")})
+        settings = load_settings(repo)
+        (leg,) = plan_legs(load_topics(repo, settings), settings)
+        words, budget, search = effective(leg.topic, settings)
+        spec = LegSpec(topic_id=leg.topic.id, title=leg.topic.title, scope=leg.topic.scope, model=leg.route.model,
+                       provider=leg.route.provider, session_id=f"{CYCLE}:naive", words=words, budget=budget)
+        with Gateway(api_key=GATEWAY_KEY, base_url=env["OPENROUTER_BASE_URL"], settings=settings.gateway) as client:
+            tools = SearchTools(api_key=SEARCH_KEY, base_url=env["TAVILY_BASE_URL"], settings=search,
+                                topic_hint=f"{leg.topic.title} {leg.topic.scope}"[:600], snippet_chars=unbounded,
+                                search_budget_chars=unbounded, page_budget_chars=unbounded,
+                                extract_budget_chars=unbounded, dedupe=False)
+            outcome = Researcher(client, tools, spec, context_budget_chars=unbounded).run()
+        final = finalize_citations(outcome.draft or "", tools.registry)
+        wire = wire_accounting(gateway.completions)
+    return {**wire, "cited": len(final.sources), "words": count_words(final.body)}
+
+
+def bench_amplification() -> list[dict[str, Any]]:
+    topics = {t[1]: t for t in real_topics()}
+    name, _, text = topics["diloco-family"]
+    rows = []
+    for number, label, script in (("4a", "reading", READING_LEG), ("4b", "searching", SEARCHING_LEG)):
+        ours = run_product_leg(script, name, text, LONG_BUDGET)
+        naive = run_uncapped_leg(script, name, text, LONG_BUDGET)
+        ratio = ours["amplification"]
+        evidence_kept = ours["cited"] >= naive["cited"]
+        met = ratio is not None and ratio <= 4 and evidence_kept
+        shape = (f"{script['searches']} searches ({script.get('per_turn', 2)} a turn), "
+                 f"{script.get('reads', 1)} reading turn(s) of {script['extract_top']} pages")
+        rows.append(figure(
+            number, f"amplification_{label}",
+            f"Token amplification, 30-step {label} leg: prompt tokens sent / distinct content tokens",
+            ratio, f"{ratio:.2f} ({ours['cited']} sources cited; naive {naive['amplification']:.2f}, "
+                   f"{naive['cited']} cited)",
+            "≤ 4, citing as many sources as the naive loop", met,
+            f"one leg of the diloco-family topic through `run_leg` with `{LONG_BUDGET}` and the fake-gateway script "
+            f"`{json.dumps(script)}` ({shape}); prompt tokens as billed by the fake (characters / 4, cached "
+            f"tokens included) over all calls, divided by the distinct content (see *Definitions*). The naive "
+            f"loop is the same leg through the same classes with the token economy lifted (whole snippets and "
+            f"pages, no compaction), measured in the same run.",
+            {"ours": ours, "naive": naive, "script": script,
+             "fixed_prompt_tokens": ours["per_call_prompt_tokens"][0]},
+            why=("most steps bring almost no new content (searches that find only sources already shown), while "
+                 "every call still sends the fixed prompt and the headers of the sources found so far."
+                 if evidence_kept else "the capped leg cites fewer sources than the naive one.")))
+    return rows
+
+
+def bench_tokens_per_report() -> dict[str, Any]:
+    legs = [run_product_leg(STANDARD_SCRIPT, name, text) for name, _, text in real_topics()]
+    name, _, text = real_topics()[1]
+    whole_pages = run_uncapped_leg(STANDARD_SCRIPT, name, text)
+    worst = max(leg["prompt_tokens"] for leg in legs)
+    worst_completion = max(leg["completion_tokens"] for leg in legs)
+    fewest_cited = min(leg["cited"] for leg in legs)
+    in_band = all(leg["status"] == "ok" and 2000 <= leg["words"] <= 2500 for leg in legs)
+    met = worst <= PEER_PROMPT_TOKENS and fewest_cited >= PEER_CITED and in_band
+    return figure(
+        "7", "tokens_per_report", "Prompt tokens per report, standard scenario (worst of the five topics)", worst,
+        f"{worst:,} prompt / {worst_completion:,} completion; ≥ {fewest_cited} sources cited",
+        f"≤ {PEER_PROMPT_TOKENS:,} prompt tokens (gpt-researcher 0.16.1), citing ≥ {PEER_CITED} sources", met,
+        f"each of the five topics once through `run_leg` with the fake-gateway script `{json.dumps(STANDARD_SCRIPT)}`"
+        " (five searches, two a turn; one reading turn of five pages; pages of 10–15k characters; the report in "
+        "the 2000–2500-word band); prompt tokens as billed by the fake (characters / 4, cached included) summed "
+        "over the leg's calls; the figure is the worst topic. Sources cited: the report's `sources` (only "
+        "retrieved ones survive `finalize_citations`).",
+        {"legs": legs, "peer": {"prompt_tokens": PEER_PROMPT_TOKENS, "completion_tokens": PEER_COMPLETION_TOKENS,
+                                "cited": PEER_CITED, "pages_read": 12},
+         "whole_pages_reference": whole_pages},
+        why="the leg resends its history on every call; the search results and read passages it carries are over "
+            "the peer's budget.")
+
+
+# ----------------------------------------------------------------------------------------------
+# 5. Synthesis scaling (formerly scripts/bench_synthesis.py)
+
+
+def _keep(stem: str, sentence: str) -> bool:
+    return int(hashlib.sha256(f"{stem}|{sentence}".encode()).hexdigest(), 16) % 3 != 0
+
+
+def research_five(base: Path) -> list[Path]:
+    """The five real topics researched once on the fakes; their report paths."""
+    from research_dispatch.config.plan import plan_legs
+    from research_dispatch.config.settings import load_settings, load_topics
+    from research_dispatch.leg.run import run_leg
+
+    make_repo(base, {name: text for name, _, text in real_topics()},
+              '[tool.research-dispatch]\nframework_name = "bench"\n')
+    settings = load_settings(base)
+    with inprocess_fakes() as (_, _, env):
+        for leg in plan_legs(load_topics(base, settings), settings):
+            run_leg(base, settings, leg, env=env, cycle=CYCLE)
+    return sorted((base / "research").glob("*.md"))
+
+
+def make_variants(sources: list[Path], base: Path, target: Path, count: int) -> None:
+    """`count` reports in target/research: report i is a variant of topic i mod 5, attributed to one of ten
+    model families, with some planted claims removed so that support varies; call logs consistent."""
+    from research_dispatch.gateway.client import CallRecord
+    from research_dispatch.leg.report import load_report, render_report
+    from research_dispatch_fakes.script_synthesis import bank
+
+    planted = [v["statement"] for entry in bank() for v in entry["by_topic"].values()]
+    (target / "research").mkdir(parents=True)
+    (target / "pyproject.toml").write_text(
+        '[tool.research-dispatch]\nframework_name = "bench"\n'
+        f"synthesis = {{judge_models = {SYNTH_JUDGES}, concurrency = 8}}\n", encoding="utf-8")
+    for i in range(count):
+        report = load_report(sources[i % len(sources)], repo=base)
+        model = SYNTH_MODELS[(i + i // len(sources)) % len(SYNTH_MODELS)]
+        stem = f"{i:03d}-{report.meta.topic}.v{i}"
+        body = report.body
+        for sentence in planted:
+            if sentence in body and not _keep(stem, sentence):
+                body = body.replace(sentence, "A statement was left out of this variant")
+        body = body.replace("\n## ", f"\nThis is variant {i} of the review.\n\n## ", 1)
+        records = [CallRecord.from_dict(json.loads(line)) for line in
+                   report.path.with_name(f"{report.stem}.calls.jsonl").read_text(encoding="utf-8").splitlines()]
+        records = [dataclasses.replace(r, requested_model=model, served_model=model, generation_id=f"gen-{i}-{n}")
+                   for n, r in enumerate(records)]
+        meta = report.meta.model_copy(update={
+            "requested_model": model, "family": model.split("/")[0], "served_models": [model],
+            "generation_ids": [r.generation_id for r in records]})
+        (target / "research" / f"{stem}.md").write_text(render_report(meta, body, []), encoding="utf-8")
+        (target / "research" / f"{stem}.calls.jsonl").write_text("".join(r.to_json() + "\n" for r in records),
+                                                                 encoding="utf-8")
+
+
+def synthesize_once(target: Path) -> dict[str, Any]:
+    from research_dispatch.config.settings import load_settings
+    from research_dispatch.synthesis import synthesize
+    from research_dispatch_fakes.gateway import FakeGateway
+
+    settings = load_settings(target)
+    with FakeGateway() as gateway:
+        env = {"OPENROUTER_API_KEY": GATEWAY_KEY, "OPENROUTER_BASE_URL": gateway.base_url}
+        started = time.perf_counter()
+        result = synthesize(target, settings, env=env, cycle=CYCLE, legs=[])
+        wall = time.perf_counter() - started
+    counts = result.counts
+    bound = counts["reports"] + math.ceil(counts["claims"] / settings.synthesis.batch_size)
+    return {"llm_calls": result.llm_calls, "extraction_calls": result.extraction_calls,
+            "judge_calls": result.judge_calls, "cached": result.cached_extractions + result.cached_judgements,
+            "claims": counts["claims"], "batches": counts["batches"], "batch_size": settings.synthesis.batch_size,
+            "bound": bound, "wall_s": round(wall, 3), "clusters": counts["clusters"]}
+
+
+def bench_synthesis(sizes: list[int]) -> dict[str, Any]:
+    rows = []
+    with tempfile.TemporaryDirectory(prefix="bench-synthesis-") as tmp:
+        base = Path(tmp) / "five"
+        base.mkdir()
+        sources = research_five(base)
+        for count in sizes:
+            target = Path(tmp) / f"n{count}"
+            make_variants(sources, base, target, count)
+            cold = synthesize_once(target)
+            unchanged = synthesize_once(target)
+            changed = sorted((target / "research").glob("*.md"))[count // 2]
+            changed.write_text(changed.read_text(encoding="utf-8").replace(
+                "## Conclusion", "## Conclusion\n\nOne more sentence changes this report.", 1), encoding="utf-8")
+            one_changed = synthesize_once(target)
+            rows.append({"reports": count, "cold": cold, "unchanged": unchanged, "one_changed": one_changed})
+            say(f"    synthesis {count:>3} reports: {cold['llm_calls']} calls (bound {cold['bound']}), "
+                f"{cold['wall_s']:.2f} s cold; unchanged {unchanged['llm_calls']} calls; one changed "
+                f"{one_changed['extraction_calls']} extraction + {one_changed['judge_calls']} judge")
+    within = all(r["cold"]["llm_calls"] <= r["cold"]["bound"] + SYNTHESIS_CONSTANT for r in rows)
+    one_extraction = all(r["one_changed"]["extraction_calls"] == 1 for r in rows)
+    largest = rows[-1]
+    slack = max(r["cold"]["llm_calls"] - r["cold"]["bound"] for r in rows)
+    return figure(
+        "5", "synthesis", "Synthesis scaling: LLM calls for N reports; extraction calls after one report changes",
+        largest["cold"]["llm_calls"],
+        f"{largest['cold']['llm_calls']} calls for {largest['reports']} reports (bound "
+        f"{largest['cold']['bound']}), {largest['cold']['wall_s']:.1f} s; one change → "
+        f"{largest['one_changed']['extraction_calls']} extraction",
+        f"calls ≤ reports + ⌈claims / batch⌉ + {SYNTHESIS_CONSTANT}; one changed report → 1 extraction call",
+        within and one_extraction,
+        f"for N in {sizes}: the five topics researched once on the fakes, N report variants made from them "
+        "(ten model families, some planted claims removed so support varies), then `synthesize` three times on "
+        "the fake gateway: cold, unchanged, and after one report changed.",
+        {"sizes": rows, "constant": SYNTHESIS_CONSTANT, "max_calls_over_bound": slack},
+        why="the synthesis made more calls than one extraction per report plus one judge call per batch, or "
+            "re-extracted unchanged reports.")
+
+
+# ----------------------------------------------------------------------------------------------
+# 6. Matrix scale
+
+
+def bench_matrix(reps: int) -> dict[str, Any]:
+    from research_dispatch.config.plan import MAX_MATRIX_ENTRIES, resolve_legs
+    from research_dispatch.config.settings import load_settings, load_topics
+
+    console = BIN / "research-dispatch"
+    cli = [str(console)] if console.exists() else [sys.executable, "-m", "research_dispatch"]
+    with tempfile.TemporaryDirectory(prefix="bench-matrix-") as tmp:
+        repo = make_repo(Path(tmp) / "repo", variant_topics(250, MATRIX_MODELS))
+        walls = []
+        for _ in range(reps):
+            started = time.perf_counter()
+            done = subprocess.run([*cli, "plan", "--repo", str(repo)], check=True, capture_output=True, text=True)
+            walls.append(time.perf_counter() - started)
+        include = json.loads(done.stdout)["include"]
+        settings = load_settings(repo)
+        topics = load_topics(repo, settings)
+        covered: list[str] = []
+        for entry in include:
+            covered += [leg.stem for leg in resolve_legs(topics, settings, entry["topic"], entry["model"])]
+        every_leg_once = len(covered) == len(set(covered)) == 1000
+        batch = include[0]
+        with inprocess_fakes() as (_, _, env):
+            started = time.perf_counter()
+            research = subprocess.run([*cli, "research", batch["topic"], "--model", batch["model"], "--repo",
+                                       str(repo)], capture_output=True, text=True,
+                                      env={**os.environ, **env, "RESEARCH_DISPATCH_CYCLE": CYCLE})
+            batch_wall = time.perf_counter() - started
+        reports = sorted(p.name for p in (repo / "research").glob("*.md"))
+        team = make_repo(Path(tmp) / "team", variant_topics(100, MATRIX_MODELS[:3]))
+        team_plan = subprocess.run([*cli, "plan", "--repo", str(team)], check=True, capture_output=True, text=True)
+        team_entries = len(json.loads(team_plan.stdout)["include"])
+    wall = median(walls)
+    batch_ok = research.returncode == 0 and len(reports) == len(batch["topic"].split(","))
+    met = wall < 1.0 and len(include) <= MAX_MATRIX_ENTRIES and every_leg_once and batch_ok
+    return figure(
+        "6", "matrix", "Matrix scale: `plan` of 1,000 legs (250 topics × 4 models)", round(wall, 3),
+        f"{wall:.2f} s → {len(include)} entries of {math.ceil(1000 / len(include))} legs; a batch ran "
+        f"{'ok' if batch_ok else 'FAILED'}",
+        "< 1 s into ≤ 256 entries, each run as a batch", met,
+        f"`research-dispatch plan` as a subprocess on a repository of 250 topics × 4 models (median of {reps}); "
+        "every entry resolved back to its legs (`plan.resolve_legs`, as `research` does); the first entry run "
+        "end to end with `research-dispatch research TOPICS --model MODELS` on the fakes.",
+        {"legs": 1000, "entries": len(include), "wall_s": [round(w, 3) for w in walls],
+         "every_leg_exactly_once": every_leg_once, "batch": {"entry": batch["leg"], "exit_code": research.returncode,
+                                                             "reports": reports, "wall_s": round(batch_wall, 2)},
+         "team_100x3": {"legs": 300, "entries": team_entries}},
+        why="planning 1,000 legs is slow, or the packed entries do not run.")
+
+
+# ----------------------------------------------------------------------------------------------
+# Output
+
+
+def table(figures: list[dict[str, Any]]) -> str:
+    rows = [("#", "figure", "measured", "goal", "met")]
+    rows += [(f["id"], f["figure"], f["display"], f["goal"], "yes" if f["met"] else "NO") for f in figures]
+    widths = [min(60, max(len(r[i]) for r in rows)) for i in range(5)]
+    lines = []
+    for r in rows:
+        lines.append("  ".join((v if len(v) <= widths[i] else v[: widths[i] - 1] + "…").ljust(widths[i])
+                               for i, v in enumerate(r)).rstrip())
+    return "\n".join(lines)
+
+
+def machine() -> dict[str, Any]:
+    return {"cores": os.cpu_count(), "python": platform.python_version(),
+            "implementation": platform.python_implementation(), "platform": platform.platform(terse=True)}
+
+
+def write_doc(data: dict[str, Any], path: Path) -> None:
+    sys.path.insert(0, str(Path(__file__).resolve().parent))
+    from performance_doc import render
+
+    path.write_text(render(data), encoding="utf-8")
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--quick", action="store_true", help="fewer repeats; synthesis up to 50 reports")
+    parser.add_argument("--only", default="", help="comma-separated figure numbers (1-7)")
+    parser.add_argument("--write-doc", action="store_true", help="also regenerate docs/PERFORMANCE.md")
+    parser.add_argument("--doc-only", action="store_true", help="regenerate docs/PERFORMANCE.md from build/bench.json")
+    args = parser.parse_args(argv)
+    if args.doc_only:
+        data = json.loads(BUILD_JSON.read_text(encoding="utf-8"))
+        if {f["id"].rstrip("ab") for f in data["figures"]} != set("1234567"):
+            parser.error(f"{BUILD_JSON.relative_to(ROOT)} holds a partial run (--only): run every figure first")
+        write_doc(data, DOC)
+        say(f"wrote {DOC.relative_to(ROOT)}")
+        return 0
+    only = {part.strip() for part in args.only.split(",") if part.strip()}
+    if only - set("1234567"):
+        parser.error("--only takes figure numbers 1-7")
+    if args.write_doc and only:
+        parser.error("--write-doc needs every figure: run without --only")
+    quick = args.quick
+    steps: list[tuple[str, str, Callable[[], dict[str, Any] | list[dict[str, Any]]]]] = [
+        ("1", "parallel efficiency", lambda: bench_parallel(2 if quick else 3)),
+        ("2", "per-call overhead", lambda: bench_overhead(150 if quick else 400)),
+        ("3", "CLI start", lambda: bench_cli_start(8 if quick else 15)),
+        ("4", "token amplification", bench_amplification),
+        ("5", "synthesis scaling", lambda: bench_synthesis([5, 50] if quick else [5, 50, 300])),
+        ("6", "matrix scale", lambda: bench_matrix(3)),
+        ("7", "tokens per report", bench_tokens_per_report),
+    ]
+    started = time.perf_counter()
+    figures: list[dict[str, Any]] = []
+    for number, label, run in steps:
+        if only and number not in only:
+            continue
+        say(f"[{number}] {label} …")
+        step_started = time.perf_counter()
+        result = run()
+        for item in result if isinstance(result, list) else [result]:
+            item["elapsed_s"] = round(time.perf_counter() - step_started, 2)
+            figures.append(item)
+            say(f"    {item['display']}  (goal {item['goal']}: {'met' if item['met'] else 'MISSED'})")
+    elapsed = time.perf_counter() - started
+    command = COMMAND + (" --quick" if quick else "") + (f" --only {args.only}" if only else "")
+    data = {"schema": "research-dispatch/bench@1", "command": command, "quick": quick, "machine": machine(),
+            "elapsed_s": round(elapsed, 1), "figures": figures}
+    BUILD_JSON.parent.mkdir(parents=True, exist_ok=True)
+    BUILD_JSON.write_text(json.dumps(data, indent=2, sort_keys=True) + "\n", encoding="utf-8")
+    say("")
+    say(table(figures))
+    say("")
+    missed = [f["id"] for f in figures if not f["met"]]
+    say(f"{len(figures) - len(missed)} of {len(figures)} goals met in {elapsed:.0f} s"
+        + (f" (missed: {', '.join(missed)})" if missed else "") + f"; wrote {BUILD_JSON.relative_to(ROOT)}")
+    if args.write_doc:
+        write_doc(data, DOC)
+        say(f"wrote {DOC.relative_to(ROOT)}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,114 @@
+"""Filesystem helpers: atomic writes confined to a root.
+
+Every file the product writes goes through `write_atomic`: a temp file in the same directory, fsync,
+then `os.replace`, so a killed process leaves either the old file or the new one, never half of one.
+`confined` refuses any path that resolves outside the repository (`..`, absolute paths, symlinks),
+so a computed path can never be steered elsewhere.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import secrets
+import stat
+import tempfile
+from pathlib import Path
+
+from research_dispatch.core.errors import BadInput
+
+
+def confined(root: Path, path: str | Path) -> Path:
+    """Return the resolved path, refusing anything that would land outside root.
+
+    Relative paths may not contain `..`; absolute paths must already lie under root. Symlinks are
+    resolved before the check, so a link inside the tree cannot point the write elsewhere.
+    """
+    candidate = Path(path)
+    if not candidate.is_absolute() and ".." in candidate.parts:
+        raise BadInput(f"refusing path outside the repository: {path}")
+    root_resolved = root.resolve()
+    target = (candidate if candidate.is_absolute() else root_resolved / candidate).resolve()
+    if target != root_resolved and root_resolved not in target.parents:
+        raise BadInput(f"refusing path outside the repository: {path}")
+    return target
+
+
+def write_atomic(path: Path, data: str | bytes, *, root: Path | None = None) -> Path:
+    """Write `data` to `path` atomically (same-directory temp file + fsync + rename)."""
+    if root is not None:
+        path = confined(root, path)
+    tmp = stage_file(path, data)
+    try:
+        os.replace(tmp, path)
+    except BaseException:
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(tmp)
+        raise
+    return path
+
+
+def stage_file(path: Path, data: str | bytes) -> Path:
+    """Write `data` to a fresh, fsynced temp file beside `path`, ready to be renamed over it.
+
+    File mode: a file that already exists keeps its mode (a tracked file's mode is part of the commit);
+    a new file gets what the umask gives (0644 typically), as any editor or `git checkout` would make
+    it. (`mkstemp` would make every file 0600.) The temp file is created with mode 0666 and the kernel
+    applies the umask — reading the umask would mean changing it, which is not thread-safe.
+    """
+    path.parent.mkdir(parents=True, exist_ok=True)
+    payload = data.encode("utf-8") if isinstance(data, str) else data
+    try:
+        keep_mode: int | None = stat.S_IMODE(os.stat(path).st_mode)
+    except OSError:
+        keep_mode = None
+    fd, tmp = _create_temp(path)
+    try:
+        if keep_mode is not None:
+            os.fchmod(fd, keep_mode)
+        with os.fdopen(fd, "wb") as handle:
+            handle.write(payload)
+            handle.flush()
+            os.fsync(handle.fileno())
+    except BaseException:
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(tmp)
+        raise
+    return Path(tmp)
+
+
+def _create_temp(path: Path) -> tuple[int, str]:
+    """A new temp file beside `path` (same name pattern as `tempfile.mkstemp`, which the sweep of
+    interrupted writes matches), mode 0666 minus the umask."""
+    flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_CLOEXEC", 0)
+    for _ in range(100):
+        tmp = os.path.join(path.parent, f".{path.name}.{secrets.token_hex(6)}.tmp")
+        try:
+            return os.open(tmp, flags, 0o666), tmp
+        except FileExistsError:
+            continue
+    raise FileExistsError(f"no free temporary name beside {path}")
+
+
+def require_writable_dir(path: Path, *, label: str, field: str | None = None) -> Path:
+    """Check, before any work, that files can be created in directory `path` (or, if it does not exist
+    yet, in its nearest existing ancestor, which must be a directory). Nothing is left behind.
+    `BadInput` names `label` (the option or setting) and the reason otherwise."""
+    probe = path
+    while not probe.exists() and not probe.is_symlink() and probe.parent != probe:
+        probe = probe.parent
+    try:
+        if not probe.is_dir():
+            raise NotADirectoryError(20, f"{probe} is not a directory")
+        with tempfile.TemporaryFile(dir=probe):
+            pass
+    except OSError as exc:
+        raise BadInput(f"cannot write to {str(path)!r}: {exc.strerror or exc}", path=label, field=field) from None
+    return path
+
+
+def append_line(path: Path, line: str) -> None:
+    """Append one line (used for traces, which are build artefacts, not committed files)."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with path.open("a", encoding="utf-8") as handle:
+        handle.write(line.rstrip("\n") + "\n")

@@ -1,0 +1,148 @@
+"""A leg's files on disk: the report and its call log are written as ONE unit, the status file after them.
+
+Why a unit: the call log is the evidence for the report's route. Written one after the other, a failure
+between the two (disk full, a read-only directory, a kill) left a new call log beside an old report —
+the route proof of a good report destroyed, while the status file still said `ok`. So:
+
+1. *stage*: the new call log and the new report are written to temp files beside their targets and
+   fsynced. A failure here removes the temps: both files stay the old ones.
+2. *commit point*: a journal, `build/pending/<stem>.json`, is published atomically. It names the two
+   temp files and their targets, and carries the status record to write afterwards. A failure before the
+   journal is in place removes the temps: both old.
+3. *apply*: the call log, then the report are renamed into place, the status file is written, the
+   journal removed. Renames within a directory are atomic and allocate nothing.
+
+After the commit point the unit is committed: if applying fails or the process dies, the journal stays,
+and `complete_pending` finishes it (the remaining renames, then the status file). Every writing command
+calls it right after taking the repository lock, and `verify` calls it when the lock is free, so any
+command that looks at the reports afterwards sees both old or both new files, and a status file that
+agrees with them. Until then, `pending_stems` names the legs whose unit is not yet applied.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from research_dispatch.core.errors import BadInput, DispatchError
+from research_dispatch.core.fsio import confined, stage_file, write_atomic
+
+PENDING_DIR = "pending"
+JOURNAL_SCHEMA = "research-dispatch/unit@1"
+_TEMP = re.compile(r"^\.(?P<name>.+)\.[A-Za-z0-9_]{6,}\.tmp$")
+
+
+class UnitNotWritten(DispatchError):
+    """Staging the unit failed: nothing changed, the previous report and call log are in place."""
+
+
+class UnitPending(DispatchError):
+    """The unit is committed (journal written) but not yet applied; the next command completes it."""
+
+
+@dataclass(frozen=True)
+class FileWrite:
+    relpath: str  # relative to the repository
+    text: str
+
+
+def journal_relpath(build_dir: str, stem: str) -> str:
+    return f"{build_dir}/{PENDING_DIR}/{stem}.json"
+
+
+def write_unit(repo: Path, build_dir: str, stem: str, files: Sequence[FileWrite],
+               status: FileWrite | None = None) -> None:
+    """Write `files` (call log first, report last) as one unit, then `status`. See the module docstring.
+
+    Raises `UnitNotWritten` (nothing changed) or `UnitPending` (committed; completed by the next
+    command). Bad paths raise `BadInput` before anything is written.
+    """
+    targets = [confined(repo, f.relpath) for f in files]
+    status_target = confined(repo, status.relpath) if status is not None else None
+    journal = confined(repo, journal_relpath(build_dir, stem))
+    staged: list[Path] = []
+    try:
+        for target, write in zip(targets, files, strict=True):
+            staged.append(stage_file(target, write.text))
+        record = {"schema": JOURNAL_SCHEMA, "stem": stem,
+                  "moves": [[tmp.relative_to(repo.resolve()).as_posix(), f.relpath]
+                            for tmp, f in zip(staged, files, strict=True)],
+                  "status": [status.relpath, status.text] if status is not None else None}
+        write_atomic(journal, json.dumps(record, sort_keys=True) + "\n")
+    except OSError as exc:
+        for tmp in staged:
+            with contextlib.suppress(OSError):
+                tmp.unlink()
+        raise UnitNotWritten(f"could not write {', '.join(f.relpath for f in files)}: {_os_error(exc)}; "
+                             "the previous files are unchanged") from None
+    try:
+        for tmp, target in zip(staged, targets, strict=True):
+            os.replace(tmp, target)
+        if status is not None and status_target is not None:
+            write_atomic(status_target, status.text)
+        journal.unlink()
+    except OSError as exc:
+        raise UnitPending(f"{', '.join(f.relpath for f in files)}: written but not yet in place "
+                          f"({_os_error(exc)}); the next research-dispatch command completes it") from None
+
+
+def _os_error(exc: OSError) -> str:
+    return f"{exc.strerror or type(exc).__name__}" + (f" (errno {exc.errno})" if exc.errno else "")
+
+
+def pending_stems(repo: Path, build_dir: str) -> list[str]:
+    directory = repo / build_dir / PENDING_DIR
+    if not directory.is_dir():
+        return []
+    return sorted(p.name[: -len(".json")] for p in directory.glob("*.json") if p.is_file())
+
+
+def complete_pending(repo: Path, build_dir: str) -> tuple[list[str], list[str]]:
+    """Finish every committed unit (roll forward). Returns (completed stems, problems).
+
+    Call only while holding the repository lock (or when no other writer can run). A journal that is
+    not ours or names paths that are not a temp file beside its target is reported and left alone.
+    """
+    completed: list[str] = []
+    problems: list[str] = []
+    for stem in pending_stems(repo, build_dir):
+        journal = repo / journal_relpath(build_dir, stem)
+        try:
+            moves, status = _read_journal(repo, journal)
+        except (OSError, ValueError, BadInput) as exc:
+            problems.append(f"{journal.relative_to(repo).as_posix()}: not a unit journal ({exc}); left alone")
+            continue
+        try:
+            for tmp, target in moves:
+                if tmp.exists():
+                    os.replace(tmp, target)
+            if status is not None:
+                write_atomic(status[0], status[1])
+            journal.unlink()
+        except OSError as exc:
+            problems.append(f"{stem}: could not complete the pending write ({_os_error(exc)}); it is retried by "
+                            "the next command")
+            continue
+        completed.append(stem)
+    return completed, problems
+
+
+def _read_journal(repo: Path, journal: Path) -> tuple[list[tuple[Path, Path]], tuple[Path, str] | None]:
+    data = json.loads(journal.read_text(encoding="utf-8"))
+    if not isinstance(data, dict) or data.get("schema") != JOURNAL_SCHEMA:
+        raise ValueError("unknown schema")
+    moves: list[tuple[Path, Path]] = []
+    for tmp_rel, target_rel in data.get("moves") or []:
+        tmp, target = confined(repo, str(tmp_rel)), confined(repo, str(target_rel))
+        match = _TEMP.match(tmp.name)
+        if tmp.parent != target.parent or match is None or match["name"] != target.name:
+            raise ValueError(f"{tmp_rel} is not a temp file of {target_rel}")
+        moves.append((tmp, target))
+    status = data.get("status")
+    status_pair = (confined(repo, str(status[0])), str(status[1])) if status else None
+    return moves, status_pair

@@ -1,0 +1,513 @@
+"""Run one leg end to end: check keys, research, finalise citations, judge the route, write files.
+
+Files written (atomically, at computed paths only):
+* `research/<stem>.md` and `research/<stem>.calls.jsonl` — only when a report was produced, and as ONE
+  unit (`legfiles.write_unit`): after any failure both are the old ones or both the new ones; a failed
+  leg never replaces the last good report;
+* `build/traces/<stem>.jsonl` — the full conversation and tool trace (an artefact, not committed);
+* `build/legs/<stem>.json` — the leg's status, written after the report and call log (and even when the
+  leg fails), so the synthesis, the run summary and the workflow can say which legs are missing. Its
+  `cost_usd` counts every call the leg made, also when it failed after spending (a crash, an interrupt,
+  a failed write): money is never hidden.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import datetime as dt
+import hashlib
+import json
+import os
+import threading
+import time
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any, cast
+
+from research_dispatch.config import environment
+from research_dispatch.config.environment import Credentials
+from research_dispatch.config.plan import Leg
+from research_dispatch.config.settings import Budget, SearchSettings, Settings, WordBand, effective
+from research_dispatch.core.errors import ExitCode, Interrupted, MissingKey
+from research_dispatch.core.fsio import append_line, confined, write_atomic
+from research_dispatch.core.records import load_record
+from research_dispatch.core.redact import redact, register_env
+from research_dispatch.gateway import route
+from research_dispatch.gateway.client import CallRecord, Gateway, RetryPolicy
+from research_dispatch.gateway.client import credentials as gateway_credentials
+from research_dispatch.leg.events import (
+    CallEvent,
+    CrashEvent,
+    LegProgress,
+    McpStartEvent,
+    TraceEvent,
+    WriteFailedEvent,
+    WritePendingEvent,
+)
+from research_dispatch.leg.files import FileWrite, UnitNotWritten, UnitPending, write_unit
+from research_dispatch.leg.report import (
+    FinalBody,
+    ReportMeta,
+    RouteVerdict,
+    SourceEntry,
+    Usage,
+    body_sha256_of,
+    cap_report,
+    count_words,
+    finalize_citations,
+)
+from research_dispatch.leg.researcher import PROMPT_VERSION, LegSpec, Researcher, ResearchOutcome, Trace
+from research_dispatch.leg.state import LegState
+from research_dispatch.tools.providers import ExaProvider, SearchProvider, TavilyProvider
+from research_dispatch.tools.search import MODEL_ERROR_KINDS, SearchStats, SearchTools, SourceRegistry
+
+MIN_CITED_SOURCES = 3
+INTERRUPTED = "interrupted by the user (Ctrl-C)"
+
+
+@dataclass
+class LegResult:
+    """The status record of one leg (also written to build/legs/<stem>.json)."""
+
+    stem: str
+    topic: str
+    model: str
+    family: str
+    status: LegState  # OK | DEGRADED | FAILED: how this attempt ended
+    reasons: list[str] = field(default_factory=list)
+    route: str = "unverified"
+    route_verified: bool = False
+    report: str | None = None
+    calls: int = 0
+    cost_usd: float = 0.0
+    words: int = 0
+    sources: int = 0
+    input_hash: str = ""
+    cycle: str = ""
+    started_at: str = ""
+    finished_at: str = ""
+    error: str | None = None
+    interrupted: bool = False  # stopped by Ctrl-C (status "failed"; no report written)
+    body_sha256: str | None = None  # the body_sha256 of the report this attempt wrote (None: it wrote none)
+
+    @property
+    def exit_code(self) -> ExitCode:
+        if self.status == LegState.FAILED:
+            return ExitCode.FAILED
+        return ExitCode.OK if self.route_verified else ExitCode.ROUTE_UNVERIFIED
+
+    def to_json(self) -> str:
+        data = {**asdict(self), "status": self.status.value, "exit_code": self.exit_code}
+        return json.dumps(data, sort_keys=True, indent=2) + "\n"
+
+    @classmethod
+    def from_json(cls, text: str) -> LegResult:
+        """Parse a status file, every field checked (`records.py`): unknown keys (a newer writer) are
+        ignored, a damaged field is a `ValueError` naming it, a status other than an attempt's outcome
+        (ok, degraded, failed) is an error."""
+        values = load_record(text, cls, required=_STATUS_REQUIRED)
+        values["status"] = LegState(values["status"])
+        if values["status"] not in (LegState.OK, LegState.DEGRADED, LegState.FAILED):
+            raise ValueError(f"status: {values['status']} is not an attempt's outcome (ok, degraded, failed)")
+        return cls(**values)
+
+
+_STATUS_REQUIRED = ("stem", "topic", "model", "family", "status")
+
+
+def _now() -> str:
+    return dt.datetime.now(dt.timezone.utc).replace(microsecond=0).isoformat().replace("+00:00", "Z")
+
+
+SEARCH_SERVICES = {"tavily": environment.TAVILY, "exa": environment.EXA}
+
+
+def require_keys(env: Mapping[str, str], settings: Settings | None = None,
+                 legs: Iterable[Leg] = ()) -> tuple[Credentials, dict[str, Credentials]]:
+    """Gateway and search credentials, checked (`environment`), or a clear error before any network call.
+
+    The gateway's are those of the configured kind: OPENROUTER_* by default, OPENAI_API_KEY and
+    OPENAI_BASE_URL for an `openai-compatible` gateway. The search services checked are those the legs
+    use (each topic's providers), else the configured providers, else Tavily.
+    """
+    gateway = gateway_credentials(env, settings.gateway if settings is not None else None)
+    providers: set[str] = set()
+    for leg in legs:
+        providers.update(effective(leg.topic, settings)[2].providers if settings else ("tavily",))
+    if not providers:
+        providers.update(settings.search.providers if settings else ("tavily",))
+    return gateway, {name: environment.require(env, SEARCH_SERVICES[name]) for name in sorted(providers)}
+
+
+def search_providers(search: SearchSettings, credentials: Mapping[str, Credentials]) -> list[SearchProvider]:
+    """The leg's providers, in the topic's order, each with its official client on a bounded session."""
+    providers: list[SearchProvider] = []
+    for name in search.providers:
+        creds = credentials[name]
+        if name == "exa":
+            providers.append(ExaProvider(api_key=creds.key, base_url=creds.base_url))
+        else:
+            providers.append(TavilyProvider(api_key=creds.key, base_url=creds.base_url))
+    return providers
+
+
+def input_hash(*, topic_sha256: str, model: str, provider: str | None, words: WordBand, budget: Budget,
+               search: SearchSettings, mcp: Mapping[str, Any] | None = None) -> str:
+    """What a report depends on; an unchanged hash within a cycle means the leg need not run again.
+
+    The resume key of a leg (`resume.py`, `legstate.py`): the topic file's bytes, the route, the
+    researcher's prompts (`PROMPT_VERSION`), the word band, the budget and the search settings. The
+    toolset (search providers other than Tavily alone, MCP servers) is part of it only when it is not
+    the default, so adding the toolset changed no existing leg's hash. Existing reports carry this value:
+    it must stay byte-identical for the same inputs (tests/test_leg_steps.py pins it).
+    """
+    payload: dict[str, Any] = {
+        "topic": topic_sha256, "model": model, "provider": provider, "prompt": PROMPT_VERSION,
+        "words": words.model_dump(), "budget": budget.model_dump(),
+        "search": search.model_dump(mode="json", exclude={"providers"}),
+    }
+    providers = list(search.providers)
+    if providers != ["tavily"]:
+        payload["providers"] = providers
+    if mcp:
+        payload["mcp"] = dict(mcp)
+    return hashlib.sha256(json.dumps(payload, sort_keys=True).encode()).hexdigest()[:16]
+
+
+def leg_input_hash(leg: Leg, settings: Settings) -> str:
+    """The leg's `input_hash` from its topic and the settings in force."""
+    words, budget, search = effective(leg.topic, settings)
+    mcp = {name: settings.mcp.servers[name].model_dump(mode="json") for name in leg.topic.mcp
+           if name in settings.mcp.servers}
+    return input_hash(topic_sha256=leg.topic_file.raw_sha256, model=leg.route.model, provider=leg.route.provider,
+                      words=words, budget=budget, search=search, mcp=mcp)
+
+
+class _TraceWriter:
+    """Appends redacted JSON lines to the leg's trace; starts a fresh file per run."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text("", encoding="utf-8")
+
+    def __call__(self, event: TraceEvent) -> None:
+        # a full or read-only disk: the trace is an artefact; the leg's outcome is what matters
+        with contextlib.suppress(OSError):
+            append_line(self.path, redact(event.to_json(at=_now())))
+
+
+def run_leg(repo: Path, settings: Settings, leg: Leg, *, env: Mapping[str, str] | None = None, cycle: str,
+            run_url: str | None = None, retry: RetryPolicy | None = None,
+            progress: Callable[[LegProgress], None] | None = None,
+            clock: Callable[[], float] | None = None, interrupt: threading.Event | None = None) -> LegResult:
+    """Run one leg and write its files. Raises only for bad input (missing keys); failures are results.
+
+    `retry` (its `sleep` too) applies to both services; `clock` is the monotonic clock the time cap is
+    measured on. Both exist so tests can drive back-off and time caps without waiting. `interrupt` is
+    the run's Ctrl-C Event: once set, tool calls stop at once, the leg stops at its next step and its
+    status says interrupted; MCP servers are stopped whatever happens. Ctrl-C in the calling thread
+    itself (the `research` command) ends the leg the same way and raises `Interrupted` once the status
+    file is written.
+
+    The steps: the keys (`leg_credentials`), then `_LegRun`: the research (`research`, over the toolset
+    of `toolset`), the outcome judged (`conclude`, with `quality_reasons` and `report_meta`) and the
+    report written (`write_report`).
+    """
+    env = os.environ if env is None else env
+    credentials = leg_credentials(env, settings, leg)
+    words, budget, search_settings = effective(leg.topic, settings)
+    result = LegResult(stem=leg.stem, topic=leg.topic.id, model=leg.route.model, family=leg.family,
+                       status=LegState.FAILED, input_hash=leg_input_hash(leg, settings), cycle=cycle,
+                       started_at=_now())
+    trace = _TraceWriter(confined(repo, leg.trace_relpath(settings)))
+    run = _LegRun(repo=repo, settings=settings, leg=leg, env=env, credentials=credentials, words=words,
+                  budget=budget, search=search_settings, cycle=cycle, run_url=run_url, retry=retry,
+                  interrupt=interrupt, result=result, trace=trace)
+    spent: list[float] = []  # every call's cost as it happens: counted even if the researcher crashes
+
+    def traced(event: TraceEvent) -> None:
+        if isinstance(event, CallEvent):
+            spent.append(event.record.cost_usd)
+        trace(event)
+        if progress is not None:
+            progress(LegProgress(leg=leg.stem, event=event))
+
+    try:
+        outcome, tools = run.research(traced, clock or time.monotonic)
+    except MissingKey:
+        raise
+    except KeyboardInterrupt:  # Ctrl-C outside the research loop (it handles its own): still recorded
+        result.error, result.interrupted, result.finished_at = INTERRUPTED, True, _now()
+        run.write_status()
+        raise Interrupted(f"{leg.stem}: {INTERRUPTED}") from None
+    except Exception as exc:  # a bug or an unexpected client failure: the leg fails, loudly, others go on
+        result.error = redact(f"{type(exc).__name__}: {exc}")
+        result.reasons = ["internal error; see the trace"]
+        result.finished_at = _now()
+        result.cost_usd = round(sum(spent), 6)
+        result.calls = len(spent)
+        trace(CrashEvent(error=result.error))
+        run.write_status(quiet=True)
+        return result
+    return run.conclude(outcome, tools)
+
+
+@dataclass(frozen=True)
+class LegCredentials:
+    """The checked keys a leg needs: its gateway's and each of its search providers'."""
+
+    gateway: Credentials
+    search: dict[str, Credentials]
+
+
+def leg_credentials(env: Mapping[str, str], settings: Settings, leg: Leg) -> LegCredentials:
+    """The leg's keys, checked before any network call (`MissingKey` else), and registered for redaction:
+    keys passed in a mapping (not os.environ) are redacted too."""
+    gateway, search = require_keys(env, settings, [leg])
+    register_env(env)
+    return LegCredentials(gateway=gateway, search=search)
+
+
+@dataclass
+class _LegRun:
+    """One run of one leg: its inputs, resolved once, and the steps of `run_leg` over them. `result` is
+    the status record the steps fill in; it starts as failed and is written whatever happens."""
+
+    repo: Path
+    settings: Settings
+    leg: Leg
+    env: Mapping[str, str]
+    credentials: LegCredentials
+    words: WordBand
+    budget: Budget
+    search: SearchSettings
+    cycle: str
+    run_url: str | None
+    retry: RetryPolicy | None
+    interrupt: threading.Event | None
+    result: LegResult
+    trace: _TraceWriter
+
+    # --- the research --------------------------------------------------------------------------
+    def research(self, trace: Trace, clock: Callable[[], float]) -> tuple[ResearchOutcome, SearchTools]:
+        """The research loop over the leg's gateway and toolset, both closed when it ends (MCP servers
+        stopped) whatever happens. `trace` receives the loop's events."""
+        leg, settings = self.leg, self.settings
+        spec = LegSpec(topic_id=leg.topic.id, title=leg.topic.title, scope=leg.topic.scope, model=leg.route.model,
+                       provider=leg.route.provider, session_id=f"{self.cycle}:{leg.stem}", words=self.words,
+                       budget=self.budget)
+        leg_deadline = time.monotonic() + self.budget.timeout_minutes * 60
+        gateway_creds = self.credentials.gateway
+        with Gateway(api_key=gateway_creds.key, base_url=gateway_creds.base_url,
+                     settings=settings.gateway, retry=self.retry, deadline=leg_deadline,
+                     interrupt=self.interrupt) as gateway, contextlib.ExitStack() as stack:
+            tools = self.toolset(stack, leg_deadline)
+            outcome = Researcher(gateway, tools, spec, trace=trace, clock=clock, interrupt=self.interrupt).run()
+        return outcome, tools
+
+    def toolset(self, stack: contextlib.ExitStack, leg_deadline: float) -> SearchTools:
+        """The researcher's tools: the topic's search providers and, when it names any, its MCP servers
+        (started here, stopped by `stack`)."""
+        leg, settings = self.leg, self.settings
+        service = settings.search_service
+        mcp = None
+        if leg.topic.mcp:
+            from research_dispatch.tools.mcp_servers import McpToolset
+
+            mcp = stack.enter_context(McpToolset({n: settings.mcp.servers[n] for n in leg.topic.mcp}, env=self.env,
+                                                 interrupt=self.interrupt))
+            mcp.open(leg_deadline=leg_deadline)
+            self.trace(McpStartEvent(tools=sorted(mcp.tools), problems=dict(mcp.start_problems)))
+        return SearchTools(providers=search_providers(self.search, self.credentials.search), mcp=mcp,
+                           settings=self.search, topic_hint=f"{leg.topic.title} {leg.topic.scope}"[:600],
+                           retries=service.max_retries, timeout_s=service.timeout_s,
+                           backoff_base_s=service.backoff_base_s, backoff_max_s=service.backoff_max_s,
+                           sleep=self.retry.sleep if self.retry is not None else time.sleep,
+                           leg_deadline=leg_deadline, interrupt=self.interrupt)
+
+    # --- the outcome ---------------------------------------------------------------------------
+    def conclude(self, outcome: ResearchOutcome, tools: SearchTools) -> LegResult:
+        """Judge the outcome: the route and the money always; then no report (interrupted, no draft, no
+        retrieved source cited) or the report with every reason it is less than complete, written."""
+        result = self.result
+        records = outcome.records
+        verdict = route.leg_verdict(r.verdict for r in records)
+        result.route = verdict
+        result.route_verified = route.is_verified(verdict,
+                                                  trust_self_reported=self.settings.gateway.trust_self_reported)
+        result.calls = len(records)
+        result.cost_usd = round(sum(r.cost_usd for r in records), 6)
+        if outcome.interrupted:  # no report from an interrupted leg, even with a draft: it did not finish
+            result.error, result.interrupted, result.finished_at = INTERRUPTED, True, _now()
+            result.reasons = ["interrupted"]
+            self.write_status()
+            return result
+
+        if outcome.draft is None or not outcome.draft.strip():
+            result.reasons = quality_reasons(outcome, tools.stats, tools.registry, self.words)
+            stop = f"no report was produced: {outcome.reasons[-1]}" if outcome.reasons else "no report was produced"
+            result.error = redact(outcome.failure or stop)
+            result.finished_at = _now()
+            self.write_status(quiet=True)
+            return result
+
+        final = finalize_citations(outcome.draft, tools.registry)
+        reasons = quality_reasons(outcome, tools.stats, tools.registry, self.words, final)
+        if not final.sources:
+            result.reasons = reasons
+            result.error = "the report cites no retrieved source; an unsupported report is not written"
+            result.finished_at = _now()
+            self.write_status(quiet=True)
+            return result
+        return self.write_report(self.report_meta(records, verdict, tools, final, reasons), final, records)
+
+    def report_meta(self, records: list[CallRecord], verdict: str, tools: SearchTools, final: FinalBody,
+                    reasons: list[str]) -> ReportMeta:
+        """The report's front matter: the route that served it, what it cost, its sources, why it is
+        degraded (`reasons`), and the inputs it was written from."""
+        leg, words, stats = self.leg, self.words, tools.stats
+        return ReportMeta(
+            topic=leg.topic.id, title=leg.topic.title, requested_model=leg.route.model, family=leg.family,
+            served_models=sorted({r.served_model for r in records if r.served_model}),
+            served_providers=sorted({r.served_provider for r in records if r.served_provider}),
+            route=cast(RouteVerdict, verdict),  # one of route.VERDICTS; ReportMeta validates it
+            route_verified=self.result.route_verified, calls=len(records),
+            generation_ids=[r.generation_id for r in records if r.generation_id],
+            status="degraded" if reasons else "ok", words=count_words(final.body),
+            usage=_usage(records),
+            sources=[SourceEntry(id=s.id, url=s.url, title=s.title) for s in final.sources],
+            started_at=self.result.started_at, finished_at=_now(),
+            requested_provider=leg.route.provider, rationale=leg.route.rationale, status_reasons=reasons,
+            word_band={"min": words.min, "max": words.max}, citations_dropped=final.dropped_citations,
+            links_removed=final.unlinked_urls,
+            search={"searches": stats.searches, "extracts": stats.extracts, "mcp_calls": stats.mcp_calls,
+                    "retrieved": len(tools.registry), "tool_errors": stats.errors,
+                    "providers": list(self.search.providers), "mcp": list(leg.topic.mcp)},
+            prompt_version=PROMPT_VERSION, input_hash=self.result.input_hash, cycle=self.cycle,
+            run_url=self.run_url,
+        )
+
+    # --- the write -----------------------------------------------------------------------------
+    def write_report(self, meta: ReportMeta, final: FinalBody, records: list[CallRecord]) -> LegResult:
+        """Write the report, its call log and the status as one unit (`legfiles.write_unit`); a failed
+        write fails the leg and keeps the previous report."""
+        leg, settings, result = self.leg, self.settings, self.result
+        report_rel = leg.report_relpath(settings)
+        calls_text = "".join(redact(r.to_json()) + "\n" for r in records)
+        capped = cap_report(meta, final.body, final.sources, finish=redact)  # never over what verify reads back
+        report_text = capped.text
+        result.status = LegState(capped.meta.status)
+        result.reasons = list(capped.meta.status_reasons)
+        result.report = report_rel
+        result.words = capped.meta.words
+        result.sources = len(capped.sources)
+        result.finished_at = meta.finished_at
+        result.body_sha256 = body_sha256_of(report_text)
+        try:
+            write_unit(self.repo, settings.build_dir, leg.stem,
+                       [FileWrite(leg.calls_relpath(settings), calls_text), FileWrite(report_rel, report_text)],
+                       status=FileWrite(leg.status_relpath(settings), redact(result.to_json())))
+        except UnitNotWritten as exc:
+            _failed_write(result, str(exc))
+            self.trace(WriteFailedEvent(error=result.error))
+            self.write_status(quiet=True)
+        except UnitPending as exc:
+            _failed_write(result, str(exc))
+            self.trace(WritePendingEvent(error=result.error))
+        return result
+
+    def write_status(self, *, quiet: bool = False) -> None:
+        _write_status(self.repo, self.settings, self.leg, self.result, quiet=quiet)
+
+
+def quality_reasons(outcome: ResearchOutcome, stats: SearchStats, registry: SourceRegistry, band: WordBand,
+                    final: FinalBody | None = None) -> list[str]:
+    """Every reason a leg's report is less than complete, in a fixed order (they become `status_reasons`;
+    any reason makes the report degraded).
+
+    The research loop's own (a cap reached, truncation, a draft outside the band); then the search
+    statistics: service and MCP errors that reached the researcher, every search empty, no page read in
+    full. With the finalised report (`final`): the loop stopped early, citations dropped and links
+    removed as never retrieved, fewer than `MIN_CITED_SOURCES` sources, words outside the band (said
+    once: not when the loop already said it).
+    """
+    reasons = list(outcome.reasons)
+    service_errors = {k: v for k, v in stats.error_kinds.items() if k not in MODEL_ERROR_KINDS}
+    search_errors = {k: v for k, v in service_errors.items() if not k.startswith("mcp_")}
+    mcp_errors = {k: v for k, v in service_errors.items() if k.startswith("mcp_")}
+    if search_errors:
+        kinds = ", ".join(f"{k}×{v}" for k, v in sorted(search_errors.items()))
+        reasons.append(f"search service errors reached the researcher ({kinds})")
+    if mcp_errors:
+        kinds = ", ".join(f"{k}×{v}" for k, v in sorted(mcp_errors.items()))
+        reasons.append(f"MCP tool errors reached the researcher ({kinds})")
+    if stats.searches and stats.empty_searches == stats.searches:
+        reasons.append(f"all {stats.searches} search(es) returned no results")
+    if stats.extracts and not any(s.extracted for s in registry.all()):
+        reasons.append("no page could be read in full (every extraction failed); the report rests on search "
+                       "snippets")
+    if final is None:
+        return reasons
+
+    if outcome.failure:
+        reasons.append(f"stopped early: {outcome.failure}")
+    if final.dropped_citations:
+        reasons.append(f"dropped {final.dropped_citations} citation(s) to sources never retrieved "
+                       f"({', '.join(final.unknown_ids[:8])})")
+    if final.unlinked_urls:
+        reasons.append(f"removed {final.unlinked_urls} link(s) to pages never retrieved")
+    if len(final.sources) < MIN_CITED_SOURCES:
+        reasons.append(f"cites {len(final.sources)} retrieved source(s); at least {MIN_CITED_SOURCES} expected")
+    words_count = count_words(final.body)
+    if not band.min <= words_count <= band.max and not any("band" in r for r in reasons):
+        reasons.append(f"{words_count} words, outside the {band.min}–{band.max} band")
+    return reasons
+
+
+def _failed_write(result: LegResult, error: str) -> None:
+    """The report could not be put in place: the leg failed, its money is still counted."""
+    result.status = LegState.FAILED
+    result.error = redact(error)
+    result.report = None
+    result.body_sha256 = None
+    result.words = 0
+    result.sources = 0
+
+
+def _usage(records: list[CallRecord]) -> Usage:
+    return Usage(prompt_tokens=sum(r.prompt_tokens for r in records),
+                 completion_tokens=sum(r.completion_tokens for r in records),
+                 cached_tokens=sum(r.cached_tokens for r in records),
+                 cost_usd=round(sum(r.cost_usd for r in records), 6))
+
+
+def _write_status(repo: Path, settings: Settings, leg: Leg, result: LegResult, *, quiet: bool = False) -> None:
+    """Write the status file. `quiet`: a full or read-only disk may refuse it too; the result still
+    reaches the caller (and the run summary), the previous status file stays."""
+    try:
+        write_atomic(confined(repo, leg.status_relpath(settings)), redact(result.to_json()))
+    except OSError:
+        if not quiet:
+            raise
+
+
+MAX_STATUS_BYTES = 256 * 1024
+
+
+def read_status(repo: Path, settings: Settings, leg: Leg,
+                warn: Callable[[str], None] | None = None) -> LegResult | None:
+    """The leg's last status record, or None when there is none or it is damaged: a status file is a
+    record the run can go on without (the report decides), so damage is a warning, never a crash."""
+    path = repo / leg.status_relpath(settings)
+    if not path.exists():
+        return None
+    try:
+        if not path.is_file() or path.stat().st_size > MAX_STATUS_BYTES:
+            raise ValueError(f"not a regular file of at most {MAX_STATUS_BYTES} bytes")
+        return LegResult.from_json(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError, TypeError) as exc:  # UnicodeDecodeError is a ValueError
+        if warn is not None:
+            warn(f"{leg.status_relpath(settings)}: ignoring a damaged status file ({exc})")
+        return None

@@ -1,0 +1,329 @@
+"""Where a leg stands: ONE model (`LegState`) and ONE rule, used by resume, the run summary and publish.
+
+A leg's state is computed from the repository — its report (from the working tree, or from a git tree
+such as the cycle's refresh branch), the call log next to it, the leg's status file, the cycle, and the
+report's `body_sha256` — by `assess`. The same function decides, when a leg has several reports to
+choose from (the working tree's and the refresh branch's), which one is *the newest good report of this
+cycle*: the report the branch must hold for that leg. Resume, the run summary, the overlay of the
+branch into the working tree, and the publisher all call it, so they can never disagree about a leg.
+
+**Candidates.** A candidate is one report file with its call log. It is *usable* when it parses, its
+front matter names this leg's topic and model, and it is not a symbolic link. It is *good* when it is
+usable, from this cycle, and its status is `ok` or `degraded`. A report whose body no longer matches its
+`body_sha256` was *edited by hand*.
+
+**The choice** (`rank`): a hand edit beats any generated report (it is never replaced silently; `run
+--fresh` sets it aside in `build/edited/` and lifts this rule, `replace_edited`); then good beats not
+good; then, among good reports, one written from the leg's current inputs (`input_hash`) beats one
+from older inputs, a verified route beats an unverified one, `ok` beats `degraded` — a refresh never
+downgrades what the branch already holds — and finally the newer (`finished_at`, then `started_at`)
+wins. Timestamps have one-second resolution: on a tie the working tree's report (this checkout's
+latest) wins, then the content hash decides, so every caller picks the same file.
+
+**The state** of a leg is then one of `LegState` (see there). A leg is *complete* (`LegState.complete`)
+when it has a good report of this cycle with a verified route, or an accepted hand edit: the pull
+request is a draft, labelled `partial` and titled as partial exactly while some planned leg is not.
+"""
+
+from __future__ import annotations
+
+import enum
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from research_dispatch.core.errors import BadInput, DispatchError
+from research_dispatch.leg.report import Report, parse_report_text, sha256_of
+
+if TYPE_CHECKING:  # pragma: no cover
+    from research_dispatch.config.plan import Leg
+    from research_dispatch.config.settings import Settings
+    from research_dispatch.leg.run import LegResult
+    from research_dispatch.leg.verify import RouteRow
+
+MAX_CALLS_BYTES = 8 * 1024 * 1024
+
+
+class LegState(str, enum.Enum):
+    """Where one planned leg stands in this cycle. One name per state; the values are what files and
+    output show (`LegResult.status` of an attempt is OK, DEGRADED or FAILED)."""
+
+    OK = "ok"  # a good report of this cycle, status ok, route verified
+    DEGRADED = "degraded"  # a good report of this cycle with status degraded, route verified
+    UNVERIFIED = "unverified"  # a good report of this cycle whose route is not verified
+    EDITED = "edited"  # the report's body was edited by hand (body_sha256 differs)
+    FAILED = "failed"  # this cycle's latest attempt failed and there is no good report of this cycle
+    STALE = "stale"  # only a report of an earlier cycle, no attempt this cycle
+    INVALID = "invalid"  # a report is there but cannot be used (unreadable, another leg's, a symlink)
+    MISSING = "missing"  # no report and no attempt this cycle
+
+    def __str__(self) -> str:
+        return self.value
+
+    @property
+    def complete(self) -> bool:
+        """A good report of this cycle with a verified route, or an accepted hand edit."""
+        return self in (LegState.OK, LegState.DEGRADED, LegState.EDITED)
+
+    @property
+    def has_report(self) -> bool:
+        """A report of this cycle stands for the leg (whatever its route)."""
+        return self in (LegState.OK, LegState.DEGRADED, LegState.UNVERIFIED, LegState.EDITED)
+
+
+class Where(str, enum.Enum):
+    """Where a candidate report was read from."""
+
+    WORKTREE = "working tree"
+    BRANCH = "refresh branch"
+
+    def __str__(self) -> str:
+        return self.value
+
+
+@dataclass(frozen=True)
+class Candidate:
+    """One report file of a leg and its call log, read from the working tree or from a git tree."""
+
+    stem: str
+    where: Where
+    relpath: str
+    text: str
+    calls_text: str | None
+    report: Report | None
+    row: RouteRow | None
+    problem: str | None = None  # why the report cannot be used at all
+    origin: str = ""  # the commit it was read from (branch candidates)
+
+    @property
+    def sha256(self) -> str:
+        return sha256_of(self.text)
+
+    @property
+    def usable(self) -> bool:
+        return self.problem is None and self.report is not None
+
+    @property
+    def edited(self) -> bool:
+        return self.usable and self.report is not None and self.report.edited
+
+    @property
+    def cycle(self) -> str | None:
+        return self.report.meta.cycle if self.report is not None else None
+
+    @property
+    def route_verified(self) -> bool:
+        return self.row is not None and self.row.verified
+
+    @property
+    def cost_usd(self) -> float:
+        return self.report.meta.usage.cost_usd if self.report is not None else 0.0
+
+    def good(self, cycle: str) -> bool:
+        return (self.usable and self.report is not None and self.report.meta.cycle == cycle
+                and self.report.meta.status in ("ok", "degraded"))
+
+
+def read_candidate(leg: Leg, settings: Settings, *, where: Where, text: str, calls_text: str | None,
+                   origin: str = "") -> Candidate:
+    """Assess one report text (and its call log text) as a candidate for `leg`. Never raises for bad
+    content: an unusable report is a candidate with a `problem`."""
+    from research_dispatch.leg.verify import parse_calls, verify_records
+
+    relpath = leg.report_relpath(settings)
+    try:
+        report = parse_report_text(text, display=relpath, path=Path(relpath))
+    except BadInput as exc:
+        return Candidate(leg.stem, where, relpath, text, calls_text, None, None, problem=f"unreadable: {exc}",
+                         origin=origin)
+    meta = report.meta
+    if meta.topic != leg.topic.id or meta.requested_model != leg.route.model:
+        problem = (f"front matter names topic {meta.topic!r} and model {meta.requested_model!r}, not this leg's "
+                   f"{leg.topic.id!r} and {leg.route.model!r}")
+        return Candidate(leg.stem, where, relpath, text, calls_text, report, None, problem=problem, origin=origin)
+    try:
+        records = parse_calls(calls_text, display=leg.calls_relpath(settings)) if calls_text is not None else None
+        row = verify_records(report, records, trust_self_reported=settings.gateway.trust_self_reported)
+    except DispatchError as exc:
+        return Candidate(leg.stem, where, relpath, text, calls_text, report, None,
+                         problem=f"call log unreadable: {exc}", origin=origin)
+    return Candidate(leg.stem, where, relpath, text, calls_text, report, row, origin=origin)
+
+
+def worktree_candidate(repo: Path, settings: Settings, leg: Leg) -> Candidate | None:
+    """The working tree's report of a leg, or None when there is none."""
+    from research_dispatch.leg.report import MAX_REPORT_BYTES
+
+    path = repo / leg.report_relpath(settings)
+    relpath = leg.report_relpath(settings)
+    if path.is_symlink():  # a link could smuggle any file into a commit under a report's name
+        return Candidate(leg.stem, Where.WORKTREE, relpath, "", None, None, None,
+                         problem=f"{relpath} is a symbolic link")
+    if not path.is_file():
+        return None
+    try:
+        if path.stat().st_size > MAX_REPORT_BYTES:
+            raise ValueError(f"larger than {MAX_REPORT_BYTES} bytes")
+        text = path.read_bytes().decode("utf-8")
+    except (OSError, ValueError) as exc:
+        return Candidate(leg.stem, Where.WORKTREE, relpath, "", None, None, None,
+                         problem=f"unreadable: {type(exc).__name__}: {exc}")
+    calls = repo / leg.calls_relpath(settings)
+    calls_text: str | None = None
+    if calls.is_file() and not calls.is_symlink():
+        try:
+            if calls.stat().st_size <= MAX_CALLS_BYTES:
+                calls_text = calls.read_bytes().decode("utf-8")
+        except (OSError, UnicodeDecodeError):
+            calls_text = None
+    return read_candidate(leg, settings, where=Where.WORKTREE, text=text, calls_text=calls_text)
+
+
+# --------------------------------------------------------------------------------------------------
+# The rule
+
+
+def rank(candidate: Candidate, *, cycle: str, input_hash: str | None, replace_edited: bool = False,
+         ) -> tuple[bool, bool, bool, bool, bool, str, str, bool, str]:
+    """The sort key of the accumulation rule (see the module docstring): the highest wins."""
+    meta = candidate.report.meta if candidate.report is not None else None
+    return (candidate.edited and not replace_edited,
+            candidate.good(cycle),
+            bool(meta is not None and input_hash is not None and meta.input_hash == input_hash),
+            candidate.route_verified,
+            bool(meta is not None and meta.status == "ok"),
+            meta.finished_at if meta is not None else "",
+            meta.started_at if meta is not None else "",
+            candidate.where is Where.WORKTREE,
+            candidate.sha256)
+
+
+def eligible(candidate: Candidate, cycle: str) -> bool:
+    """May this candidate stand for the leg on the branch? Good reports of this cycle and hand edits."""
+    return candidate.good(cycle) or candidate.edited
+
+
+def choose(candidates: Iterable[Candidate | None], *, cycle: str, input_hash: str | None,
+           replace_edited: bool = False) -> Candidate | None:
+    """The report that stands for the leg: the highest-ranked eligible candidate, or None."""
+    pool = [c for c in candidates if c is not None and (eligible(c, cycle) and
+                                                        not (replace_edited and c.edited and not c.good(cycle)))]
+    if not pool:
+        return None
+    return max(pool, key=lambda c: rank(c, cycle=cycle, input_hash=input_hash, replace_edited=replace_edited))
+
+
+@dataclass
+class LegAssessment:
+    """One planned leg: its state, the report that stands for it (if any), the status of its latest
+    attempt, the money it cost, and the reasons to show."""
+
+    leg: Leg
+    state: LegState
+    chosen: Candidate | None = None
+    candidates: list[Candidate] = field(default_factory=list)
+    status: LegResult | None = None  # the status file of this cycle's latest attempt (None: none this cycle)
+    reasons: list[str] = field(default_factory=list)
+    last_attempt_failed: bool = False
+
+    @property
+    def stem(self) -> str:
+        return self.leg.stem
+
+    @property
+    def report(self) -> Report | None:
+        return self.chosen.report if self.chosen is not None else None
+
+    @property
+    def row(self) -> RouteRow | None:
+        return self.chosen.row if self.chosen is not None else None
+
+    @property
+    def complete(self) -> bool:
+        return self.state.complete
+
+    @property
+    def unverified(self) -> bool:
+        return self.state is LegState.UNVERIFIED
+
+    @property
+    def failed_attempt_cost_usd(self) -> float:
+        """Money spent by this cycle's latest attempt when it failed (it produced no report)."""
+        return self.status.cost_usd if self.last_attempt_failed and self.status is not None else 0.0
+
+    @property
+    def report_cost_usd(self) -> float:
+        return self.chosen.cost_usd if self.chosen is not None else 0.0
+
+    @property
+    def cost_usd(self) -> float:
+        """The report's cost plus a later failed attempt's: every call counts."""
+        return round(self.report_cost_usd + self.failed_attempt_cost_usd, 6)
+
+
+def assess(leg: Leg, candidates: Sequence[Candidate | None], status: LegResult | None, *, cycle: str,
+           input_hash: str | None, replace_edited: bool = False) -> LegAssessment:
+    """THE function: the state of one leg from its candidate reports and its latest status file."""
+    pool = [c for c in candidates if c is not None]
+    if status is not None and status.cycle and status.cycle != cycle:
+        status = None  # a status file from another cycle says nothing about this one
+    chosen = choose(pool, cycle=cycle, input_hash=input_hash, replace_edited=replace_edited)
+    result = LegAssessment(leg=leg, state=LegState.MISSING, chosen=chosen, candidates=pool, status=status)
+    failed_now = status is not None and status.status == LegState.FAILED
+    if failed_now and status is not None:
+        result.last_attempt_failed = chosen is None or chosen.report is None or \
+            status.started_at >= chosen.report.meta.started_at
+    if chosen is not None and chosen.report is not None:
+        meta = chosen.report.meta
+        if chosen.edited:
+            result.state = LegState.EDITED
+            result.reasons.append(f"{chosen.relpath} was edited by hand (its body no longer matches body_sha256)")
+        elif chosen.route_verified:
+            result.state = LegState.OK if meta.status == "ok" else LegState.DEGRADED
+        else:
+            result.state = LegState.UNVERIFIED
+        if meta.status == "degraded":
+            result.reasons += list(meta.status_reasons)
+        if chosen.row is not None:
+            result.reasons += [f"route check: {problem}" for problem in chosen.row.problems]
+        if result.last_attempt_failed and status is not None:
+            result.reasons += _attempt_reasons(status)
+            result.reasons.append(f"the latest attempt failed; the report of {meta.finished_at} is kept")
+        return result
+    unusable = [c for c in pool if not c.usable]
+    if failed_now and status is not None:
+        result.state = LegState.FAILED
+        result.reasons = _attempt_reasons(status)
+    elif unusable:
+        result.state = LegState.INVALID
+    elif pool:
+        result.state = LegState.STALE
+    else:
+        result.state = LegState.MISSING
+        result.reasons.append("no report and no attempt this cycle: the leg did not run or its artefact is missing")
+    for candidate in unusable:
+        result.reasons.append(f"report not usable ({candidate.where}): {candidate.problem}")
+    for candidate in pool:
+        if candidate.usable and candidate.report is not None and not candidate.good(cycle):
+            meta = candidate.report.meta
+            what = f"of cycle {meta.cycle or 'unknown'}" if meta.cycle != cycle else f"with status {meta.status}"
+            result.reasons.append(f"only a report {what} ({candidate.where}); no good report of {cycle}")
+    return result
+
+
+def _attempt_reasons(status: LegResult) -> list[str]:
+    return [r for r in [status.error, *status.reasons] if r]
+
+
+def assess_worktree(repo: Path, settings: Settings, leg: Leg, *, cycle: str,
+                    extra: Sequence[Candidate] = (), replace_edited: bool = False,
+                    include_worktree: bool = True) -> LegAssessment:
+    """`assess` for a leg from the repository: its working-tree report, its status file, and any
+    `extra` candidates (the refresh branch's reports of the leg)."""
+    from research_dispatch.leg.run import leg_input_hash, read_status
+
+    candidates: list[Candidate | None] = [worktree_candidate(repo, settings, leg)] if include_worktree else []
+    candidates += list(extra)
+    return assess(leg, candidates, read_status(repo, settings, leg), cycle=cycle,
+                  input_hash=leg_input_hash(leg, settings), replace_edited=replace_edited)

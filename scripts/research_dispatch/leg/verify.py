@@ -1,0 +1,216 @@
+"""The route table: re-check each report's route from its call log (and optionally the gateway).
+
+A report's front matter is a claim; the call log is the evidence. `verify` recomputes every call's
+verdict from the logged facts, checks that the front matter agrees with the log (same generation ids,
+same requested model, same verdict) and, with `--online`, asks the gateway's `/generation` record
+whether the logged model and provider are what it has on file. A disagreement is never resolved in
+the report's favour: the worse verdict wins, and the problem is listed.
+
+Calls made through an `openai-compatible` gateway carry only the model the server said it was
+(`self_reported`): nothing online can confirm them, so `--online` refuses such a gateway with one clear
+line, and such a route counts as verified only when the configuration trusts it (`trust_self_reported`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from research_dispatch.config.settings import Settings
+from research_dispatch.core import sanitize
+from research_dispatch.core.errors import BadInput
+from research_dispatch.core.records import load_record
+from research_dispatch.gateway import route
+from research_dispatch.gateway.client import OPENAI_COMPATIBLE, CallRecord, Gateway, credentials
+from research_dispatch.leg.report import Report
+
+
+@dataclass
+class RouteRow:
+    stem: str
+    relpath: str
+    topic: str
+    requested_model: str
+    requested_provider: str | None
+    served_models: list[str]
+    served_providers: list[str]
+    claimed_route: str
+    route: str
+    status: str
+    words: int
+    cost_usd: float
+    calls: int
+    problems: list[str] = field(default_factory=list)
+    trust_self_reported: bool = False
+
+    @property
+    def verified(self) -> bool:
+        return route.is_verified(self.route, trust_self_reported=self.trust_self_reported) and not self.problems
+
+
+MAX_CALLS_BYTES = 8 * 1024 * 1024  # a call log: ~500 bytes a call; a leg makes tens, a synthesis hundreds
+
+
+def parse_call_record(line: str) -> CallRecord:
+    """One call-log line as a `CallRecord`, every field checked (`records.py`); `ValueError` names the
+    field. The log is evidence read back from disk and from CI artifacts: a damaged line must be a
+    clear error naming the line and the field, never an exception deep inside the route check."""
+    return CallRecord.from_dict(load_record(line, CallRecord))
+
+
+def load_calls(path: Path, *, display: str | None = None) -> list[CallRecord]:
+    """Every record of a call log; a damaged log is `BadInput` naming the file, the line and the field."""
+    from research_dispatch.config.settings import read_text_strict
+
+    display = display or path.name
+    records: list[CallRecord] = []
+    try:
+        if path.stat().st_size == 0:
+            return records  # no evidence at all: the report's own checks say so (calls differ)
+    except OSError as exc:
+        raise BadInput(f"cannot read: {exc.strerror}", path=display) from None
+    text = read_text_strict(path, display=display, max_bytes=MAX_CALLS_BYTES)
+    return parse_calls(text, display=display)
+
+
+def parse_calls(text: str, *, display: str) -> list[CallRecord]:
+    """Call records from a call log's text (a working-tree file or a blob of the refresh branch)."""
+    records: list[CallRecord] = []
+    for number, line in enumerate(text.splitlines(), start=1):
+        if not line.strip():
+            continue
+        try:
+            records.append(parse_call_record(line))
+        except (ValueError, TypeError) as exc:
+            raise BadInput(f"not a call record ({exc})", path=display, field=f"line {number}") from None
+    return records
+
+
+def recheck(record: CallRecord, requested_model: str) -> str:
+    """A call's verdict from its logged facts, never better than the verdict logged at call time."""
+    if record.requested_model != requested_model:
+        return "unverified"
+    if record.gateway_kind == OPENAI_COMPATIBLE:
+        facts = route.self_reported_verdict(requested_model=requested_model, served_model=record.served_model)
+        return route.leg_verdict([facts, record.verdict])
+    facts = route.call_verdict(
+        requested_model=requested_model, pinned_provider=None, served_model=record.served_model,
+        served_provider=record.served_provider, metadata_present=record.metadata_present,
+        attempt=record.attempt, attempts_recorded=record.attempts_recorded, cached=record.cached)
+    return route.leg_verdict([facts, record.verdict])
+
+
+def online_verdict(data: dict[str, Any], requested_model: str, record: CallRecord) -> tuple[str, list[str]]:
+    """The verdict the gateway's generation record supports, and any disagreement with the log."""
+    problems: list[str] = []
+    served = data.get("model")
+    provider = data.get("provider_name")
+    responses = data.get("provider_responses") or []
+    if data.get("response_cache_source_id"):
+        verdict = "cached"
+    elif served and not route.same_model(requested_model, str(served)):
+        verdict = "model_fallback"
+    elif isinstance(responses, list) and len(responses) > 1:
+        verdict = "provider_fallback"
+    elif not served or not provider:
+        verdict = "unverified"
+    else:
+        verdict = record.verdict
+    if served and record.served_model and str(served) != record.served_model:
+        problems.append(f"{record.generation_id}: gateway says model {served}, log says {record.served_model}")
+    if provider and record.served_provider and str(provider) != record.served_provider:
+        problems.append(f"{record.generation_id}: gateway says provider {provider}, log says {record.served_provider}")
+    return verdict, problems
+
+
+def online_gateway(settings: Settings, env: Mapping[str, str]) -> Gateway:
+    """The gateway `verify --online` asks, or one `BadInput` line when the configured kind keeps no record."""
+    if settings.gateway.kind == OPENAI_COMPATIBLE:
+        raise BadInput("cannot re-check an openai-compatible gateway: it keeps no /generation record, so its "
+                       "routes are self-reported and only the call logs can be checked (run verify without "
+                       "--online)", path="--online")
+    creds = credentials(env, settings.gateway)
+    return Gateway(api_key=creds.key, base_url=creds.base_url, settings=settings.gateway)
+
+
+def verify_report(report: Report, *, gateway: Gateway | None = None, trust_self_reported: bool = False) -> RouteRow:
+    """The route row of one report. `trust_self_reported` is the configuration's
+    `[tool.research-dispatch.gateway] trust_self_reported` (a `self_reported` route counts as verified)."""
+    calls_path = report.path.with_name(f"{report.stem}.calls.jsonl")
+    records = (load_calls(calls_path, display=str(Path(report.relpath).with_name(calls_path.name)))
+               if calls_path.exists() else None)
+    return verify_records(report, records, gateway=gateway, trust_self_reported=trust_self_reported)
+
+
+def verify_records(report: Report, records: list[CallRecord] | None, *, gateway: Gateway | None = None,
+                   trust_self_reported: bool = False) -> RouteRow:
+    """The route row of a report given its call records (None: there is no call log)."""
+    meta = report.meta
+    row = RouteRow(stem=report.stem, relpath=report.relpath, topic=meta.topic, requested_model=meta.requested_model,
+                   requested_provider=meta.requested_provider, served_models=list(meta.served_models),
+                   served_providers=list(meta.served_providers), claimed_route=meta.route, route=meta.route,
+                   status=meta.status, words=meta.words, cost_usd=meta.usage.cost_usd, calls=meta.calls,
+                   trust_self_reported=trust_self_reported)
+    if records is None:
+        row.route = "unverified"
+        row.problems.append("no call log next to the report")
+        return row
+    verdicts = [recheck(r, meta.requested_model) for r in records]
+    logged_ids = [r.generation_id for r in records if r.generation_id]
+    if logged_ids != list(meta.generation_ids):
+        row.problems.append("front matter generation_ids differ from the call log")
+    if len(records) != meta.calls:
+        row.problems.append(f"front matter says {meta.calls} calls, the log has {len(records)}")
+    if gateway is not None:
+        for record in records:
+            if record.gateway_kind == OPENAI_COMPATIBLE:
+                verdicts.append("unverified")
+                row.problems.append(f"{record.generation_id or 'a call'}: made through an openai-compatible "
+                                    "gateway, which keeps no /generation record; it cannot be re-checked online")
+                continue
+            if not record.generation_id:
+                verdicts.append("unverified")
+                continue
+            data = gateway.generation(record.generation_id)
+            verdict, problems = online_verdict(data, meta.requested_model, record)
+            verdicts.append(verdict)
+            row.problems.extend(problems)
+    computed = route.leg_verdict(verdicts)
+    if computed != meta.route:
+        row.problems.append(f"front matter says route {meta.route}, the evidence says {computed}")
+    row.route = route.leg_verdict([computed, meta.route])
+    return row
+
+
+def table_rows(rows: Iterable[RouteRow]) -> list[list[str]]:
+    out = []
+    for row in rows:
+        served = ", ".join(row.served_models) or "—"
+        providers = ", ".join(row.served_providers) or "—"
+        verdict = row.route + ("" if row.verified else " ⚠")
+        out.append([row.topic, row.requested_model, served, providers, verdict, str(row.words),
+                    f"${row.cost_usd:.4f}", row.status])
+    return out
+
+
+HEADERS = ["topic", "requested model", "served model", "provider", "route", "words", "cost", "status"]
+
+
+def markdown_table(rows: Iterable[RouteRow]) -> str:
+    def cell(text: str) -> str:
+        return sanitize.one_line(text, 120).replace("|", "\\|")
+
+    lines = ["| " + " | ".join(HEADERS) + " |", "|" + "---|" * len(HEADERS)]
+    for values in table_rows(rows):
+        lines.append("| " + " | ".join(cell(v) for v in values) + " |")
+    return "\n".join(lines)
+
+
+def text_table(rows: Iterable[RouteRow]) -> str:
+    body = table_rows(rows)
+    widths = [max(len(h), *(len(r[i]) for r in body)) if body else len(h) for i, h in enumerate(HEADERS)]
+    lines = ["  ".join(h.ljust(w) for h, w in zip(HEADERS, widths, strict=True))]
+    lines += ["  ".join(v.ljust(w) for v, w in zip(r, widths, strict=True)) for r in body]
+    return "\n".join(lines)

@@ -1,0 +1,292 @@
+"""The repository lock: one writer at a time per repository.
+
+Every command that writes — `research`, `synthesize`, `publish`, `run`, `collect` — takes it (see
+`writer_lock`): two writers on the same checkout would interleave report writes, race on the synthesis
+and fight over the refresh branch (a `publish` beside a running `run` committed half a refresh). A
+second writer is refused with one line naming the holder's command, pid and start time.
+
+The lock is re-entrant within one process: `run` holds it for the whole refresh, and the stages it
+calls (`publish`, the synthesis) take it again without deadlocking on their own lock.
+
+The lock is a small JSON file, `build/.research-dispatch.lock`, published
+atomically (written to a temp file, then hard-linked into place, which fails if the name exists — the
+O_CREAT|O_EXCL guarantee with the content complete from the first instant), holding the pid, the
+host, the start time and a random token.
+
+A lock whose holder is gone is *stale*: same host, and the pid no longer runs (or now belongs to a
+younger process — pid reuse, common in containers). A stale lock is replaced with a warning, under an
+`flock` on a side file so two runs that find the same stale lock cannot both take it. A lock from
+another host is never judged stale automatically: we cannot see its processes. Release removes the
+file only if it still holds our token.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import datetime as dt
+import json
+import os
+import secrets
+import socket
+import tempfile
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from research_dispatch.core.errors import LockHeld
+
+LOCK_NAME = ".research-dispatch.lock"
+_HELD_TOKENS: set[str] = set()  # tokens held by this process (a lock with our pid but not ours is stale)
+_HELD_PATHS: dict[Path, list[LockInfo]] = {}  # lock files this process holds, for re-entry (a stack per path)
+
+
+@dataclass(frozen=True)
+class LockInfo:
+    """What a lock file says about its holder."""
+
+    pid: int | None
+    host: str
+    started_at: str
+    token: str
+    proc_start: str | None = None
+    command: str = ""
+
+    @classmethod
+    def parse(cls, text: str) -> LockInfo | None:
+        try:
+            data = json.loads(text)
+            return cls(pid=int(data["pid"]), host=str(data.get("host", "")), started_at=str(data.get("started_at", "")),
+                       token=str(data.get("token", "")), proc_start=data.get("proc_start"),
+                       command=str(data.get("command") or ""))
+        except (ValueError, KeyError, TypeError):
+            return None
+
+    def to_json(self) -> str:
+        return json.dumps({"pid": self.pid, "host": self.host, "started_at": self.started_at, "token": self.token,
+                           "proc_start": self.proc_start, "command": self.command}, sort_keys=True) + "\n"
+
+
+def _proc_start(pid: int) -> str | None:
+    """The kernel's start time of a process (Linux), to tell a live holder from a reused pid."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text(encoding="ascii", errors="replace")
+    except OSError:
+        return None
+    fields = stat.rsplit(")", 1)[-1].split()
+    return fields[19] if len(fields) > 19 else None
+
+
+def _pid_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    except OSError:
+        return False
+    return True
+
+
+def is_stale(info: LockInfo | None, *, host: str | None = None) -> bool:
+    """True when the holder certainly no longer runs. Unknown or foreign holders are never stale."""
+    if info is None or info.pid is None:
+        return False
+    if info.host != (host or socket.gethostname()):
+        return False
+    if info.pid == os.getpid():
+        return info.token not in _HELD_TOKENS
+    if not _pid_alive(info.pid):
+        return True
+    current = _proc_start(info.pid)
+    return bool(info.proc_start and current and current != info.proc_start)
+
+
+@contextlib.contextmanager
+def _guard(path: Path) -> Iterator[None]:
+    """Serialise check-and-replace of stale locks between processes on this host (best effort)."""
+    try:
+        import fcntl
+    except ImportError:  # pragma: no cover - not POSIX
+        yield
+        return
+    guard = path.with_name(path.name + ".guard")
+    fd = os.open(guard, os.O_CREAT | os.O_RDWR, 0o644)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        yield
+    finally:
+        with contextlib.suppress(OSError):
+            fcntl.flock(fd, fcntl.LOCK_UN)
+        os.close(fd)
+
+
+class RepoLock:
+    """`with RepoLock(path): ...` — refuse a second refresh; replace a stale lock with a warning."""
+
+    def __init__(self, path: Path, *, repo_display: str = ".", warn: Callable[[str], None] | None = None,
+                 command: str = "") -> None:
+        self.path = path
+        self.repo_display = repo_display
+        self.warn = warn or (lambda _message: None)
+        self.command = command
+        self.info: LockInfo | None = None
+        self._nested = False
+
+    def acquire(self) -> LockInfo:
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        key = self.path.resolve()
+        held = _HELD_PATHS.get(key)
+        if held and LockInfo.parse(self._read() or "") == held[0]:
+            self.info, self._nested = held[0], True  # re-entry: `run` calls stages that lock too
+            held.append(held[0])
+            return held[0]
+        pid = os.getpid()
+        info = LockInfo(pid=pid, host=socket.gethostname(),
+                        started_at=dt.datetime.now(dt.timezone.utc).replace(microsecond=0).isoformat()
+                        .replace("+00:00", "Z"),
+                        token=secrets.token_hex(8), proc_start=_proc_start(pid), command=self.command)
+        with _guard(self.path):
+            if not self._publish(info):
+                holder_text = self._read()
+                holder = LockInfo.parse(holder_text) if holder_text is not None else None
+                if holder_text is None:  # vanished between our attempt and the read: try once more
+                    if not self._publish(info):
+                        raise self._held(LockInfo.parse(self._read() or ""))
+                elif is_stale(holder):
+                    assert holder is not None
+                    self.warn(f"replacing a stale lock left by pid {holder.pid} (started {holder.started_at}), "
+                              f"which is no longer running: {self.path}")
+                    with contextlib.suppress(FileNotFoundError):
+                        self.path.unlink()
+                    if not self._publish(info):
+                        raise self._held(LockInfo.parse(self._read() or ""))
+                else:
+                    raise self._held(holder)
+        _HELD_TOKENS.add(info.token)
+        _HELD_PATHS[key] = [info]
+        self.info = info
+        return info
+
+    def release(self) -> None:
+        if self.info is None:
+            return
+        key = self.path.resolve()
+        if self._nested:
+            held = _HELD_PATHS.get(key)
+            if held and len(held) > 1:
+                held.pop()
+            self.info, self._nested = None, False
+            return
+        _HELD_PATHS.pop(key, None)
+        with _guard(self.path):
+            current = LockInfo.parse(self._read() or "")
+            if current is not None and current.token == self.info.token:
+                with contextlib.suppress(FileNotFoundError):
+                    self.path.unlink()
+        _HELD_TOKENS.discard(self.info.token)
+        self.info = None
+
+    def __enter__(self) -> RepoLock:
+        self.acquire()
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.release()
+
+    # ------------------------------------------------------------------------------------------
+    def _publish(self, info: LockInfo) -> bool:
+        """Create the lock with its full content in one step; False if a lock already exists."""
+        fd, tmp = tempfile.mkstemp(prefix=f".{self.path.name}.", suffix=".tmp", dir=self.path.parent)
+        try:
+            with os.fdopen(fd, "w", encoding="utf-8") as handle:
+                handle.write(info.to_json())
+                handle.flush()
+                os.fsync(handle.fileno())
+            try:
+                os.link(tmp, self.path)
+                return True
+            except FileExistsError:
+                return False
+            except OSError:  # a filesystem without hard links: plain O_EXCL, then write
+                try:
+                    lock_fd = os.open(self.path, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o644)
+                except FileExistsError:
+                    return False
+                with os.fdopen(lock_fd, "w", encoding="utf-8") as handle:
+                    handle.write(info.to_json())
+                return True
+        finally:
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(tmp)
+
+    def _read(self) -> str | None:
+        try:
+            return self.path.read_text(encoding="utf-8", errors="replace")
+        except FileNotFoundError:
+            return None
+
+    def _held(self, holder: LockInfo | None) -> LockHeld:
+        who = (f"pid {holder.pid} on {holder.host} since {holder.started_at}" if holder and holder.host
+               != socket.gethostname() else f"pid {holder.pid} since {holder.started_at}" if holder
+               else "holder unknown")
+        if holder is not None and holder.command:
+            who = f"`{holder.command}`, {who}"
+        return LockHeld(f"another refresh is running in {self.repo_display} ({who}); wait or remove "
+                        f"{self.path} if it is stale")
+
+
+def lock_path(repo: Path, build_dir: str) -> Path:
+    """The repository's lock file (`<build_dir>/.research-dispatch.lock`), confined to the repository."""
+    from research_dispatch.core.fsio import confined
+
+    return confined(repo, build_dir) / LOCK_NAME
+
+
+@contextlib.contextmanager
+def writer_lock(repo: Path, build_dir: str, command: str, *,
+                warn: Callable[[str], None] | None = None) -> Iterator[RepoLock]:
+    """Hold the repository lock for one writing command, and complete any unit a killed writer left
+    committed but not applied (`legfiles.complete_pending`) before the command looks at the reports.
+
+    While it is held, the Ctrl-C backstop (`interrupt.py`) releases it if it must end the process
+    without unwinding (a call that cannot be cancelled), so no command leaves its lock behind."""
+    from research_dispatch.core.interrupt import register_cleanup, unregister_cleanup
+    from research_dispatch.leg.files import complete_pending
+
+    lock = RepoLock(lock_path(repo, build_dir), repo_display=str(repo), warn=warn, command=command)
+    with lock:
+        outermost = not lock._nested
+        if outermost:
+            register_cleanup(lock.release)
+            completed, problems = complete_pending(repo, build_dir)
+            say = warn or (lambda _message: None)
+            for stem in completed:
+                say(f"completed the interrupted write of {stem}'s report and call log")
+            for problem in problems:
+                say(problem)
+        try:
+            yield lock
+        finally:
+            if outermost:
+                unregister_cleanup(lock.release)
+
+
+def try_complete_pending(repo: Path, build_dir: str) -> list[str]:
+    """For readers (`verify`): complete pending units when no writer holds the lock; never waits or
+    fails. Returns what it completed (or could not)."""
+    from research_dispatch.leg.files import complete_pending, pending_stems
+
+    if not pending_stems(repo, build_dir):
+        return []
+    lock = RepoLock(lock_path(repo, build_dir), repo_display=str(repo), command="verify")
+    try:
+        lock.acquire()
+    except (LockHeld, OSError):
+        return []
+    try:
+        completed, problems = complete_pending(repo, build_dir)
+    finally:
+        lock.release()
+    return [f"completed the interrupted write of {stem}'s report and call log" for stem in completed] + problems

@@ -1,0 +1,69 @@
+"""Scripted answers to structured-output calls (the synthesis stage), keyed by schema name.
+
+The product asks for structured output with `response_format: {"type": "json_schema", "json_schema":
+{"name": NAME, ...}}` (or, equivalently, by forcing a single tool call with `tool_choice: {"type":
+"function", "function": {"name": NAME}}`). The fake gateway looks NAME up in `STRUCTURED_BEHAVIOURS`
+and returns the behaviour's dict as the JSON content (or tool-call arguments) with finish_reason
+`"stop"`.
+
+The behaviours for `claim_extraction` and `claim_alignment` live in `script_synthesis` (registered at
+the bottom of this module). Each behaviour receives the whole request body (messages, schema, model)
+and must be deterministic, so the synthesis benchmarks are reproducible.
+
+Fallback: an unknown or missing name answers `{}`. That is valid JSON, so the product's pydantic
+validation (not a JSON parse error) is what fails, which is the realistic failure a model that
+ignores the schema produces.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+StructuredBehaviour = Callable[[dict[str, Any]], dict[str, Any]]
+
+STRUCTURED_BEHAVIOURS: dict[str, StructuredBehaviour] = {}
+
+
+def structured_name(body: dict[str, Any]) -> str | None:
+    """The schema name a request asks for, or None when it is not a structured-output request.
+
+    `response_format` json_schema wins; `json_object` has no name (empty string); a forced function
+    tool call that is not one of the researcher's own tools counts as structured output too.
+    """
+    response_format = body.get("response_format")
+    if isinstance(response_format, dict):
+        kind = response_format.get("type")
+        if kind == "json_schema":
+            schema = response_format.get("json_schema") or {}
+            name = schema.get("name") if isinstance(schema, dict) else None
+            return name if isinstance(name, str) else ""
+        if kind == "json_object":
+            return ""
+    tool_choice = body.get("tool_choice")
+    if isinstance(tool_choice, dict):
+        function = tool_choice.get("function") or {}
+        name = function.get("name") if isinstance(function, dict) else None
+        if isinstance(name, str) and name not in ("web_search", "web_extract"):
+            return name
+    return None
+
+
+def respond_structured(body: dict[str, Any]) -> dict[str, Any]:
+    """Run the registered behaviour for the request's schema name; unknown name -> `{}`."""
+    name = structured_name(body) or ""
+    behaviour = STRUCTURED_BEHAVIOURS.get(name)
+    if behaviour is None:
+        return {}
+    return behaviour(body)
+
+
+def _register_synthesis() -> None:
+    """The synthesis behaviours; imported here, at the end, because they are plain functions of the body."""
+    from research_dispatch_fakes import script_synthesis
+
+    STRUCTURED_BEHAVIOURS.setdefault("claim_extraction", script_synthesis.extract_claims)
+    STRUCTURED_BEHAVIOURS.setdefault("claim_alignment", script_synthesis.align_claims)
+
+
+_register_synthesis()
