@@ -60,7 +60,8 @@ def sync_schemas() -> None:
 def main() -> int:
     sync_demo_review()
     sync_schemas()
-    print(f"updated {(PACKAGE / 'adopt' / BUNDLED_REVIEW).relative_to(ROOT)} and {(PACKAGE / 'config' / 'schemas').relative_to(ROOT)}")
+    review, schemas = PACKAGE / "adopt" / BUNDLED_REVIEW, PACKAGE / "config" / "schemas"
+    print(f"updated {review.relative_to(ROOT)} and {schemas.relative_to(ROOT)}")
     return 0
 
 

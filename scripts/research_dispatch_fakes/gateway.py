@@ -543,7 +543,8 @@ class FakeGateway(FakeServer):
         """
         requested = str(body["model"])
         base_model = requested.split(":", 1)[0]
-        prefs = body.get("provider") if isinstance(body.get("provider"), dict) else {}
+        raw_prefs = body.get("provider")
+        prefs: dict[str, Any] = raw_prefs if isinstance(raw_prefs, dict) else {}
 
         def tags(key: str) -> list[str]:
             return [str(t).split("/", 1)[0] for t in (prefs.get(key) or [])]
@@ -841,7 +842,7 @@ class FakeGateway(FakeServer):
                 for e in endpoints_for(entry["id"], self.scenario)],
         }
 
-    def _providers(self) -> list[dict[str, str]]:
+    def _providers(self) -> list[dict[str, str | None]]:
         with self._state:
             authors = sorted(set(CATALOGUE) | {m.split("/", 1)[0] for m in self._seen_models})
         seen: dict[str, str] = {}

@@ -442,6 +442,9 @@ def _comment_body(request: FakeRequest) -> str:
 class FakeGitHub(FakeServer):
     """A fake github.com API root for one repository, driven by the real PyGithub client."""
 
+    # The refs of the request being served (rendering a PR list needs them per item); None between requests.
+    _refs_cache: dict[str, tuple[str, str]] | None
+
     def __init__(self, owner: str = "acme", name: str = "review", default_branch: str = "main",
                  git_dir: Path | None = None, token: str | None = None,
                  scenario: dict[str, Any] | None = None, host: str = "127.0.0.1", port: int = 0, *,
@@ -588,7 +591,7 @@ class FakeGitHub(FakeServer):
         self._store: _GitStore | _MemoryStore = (
             _GitStore(self.git_dir) if self.git_dir is not None
             else _MemoryStore(self.owner, self.name, self.default_branch))
-        self._refs_cache: dict[str, tuple[str, str]] | None = None
+        self._refs_cache = None
 
     def _tick(self) -> str:
         self._clock += 1
@@ -1169,9 +1172,10 @@ class FakeGitHub(FakeServer):
                                          headers={"Location": self._label_url(label["name"])})
             raise _HTTPError(404)
         key = "/".join(rest).lower()
-        label = self._labels.get(key)
-        if label is None:
+        found = self._labels.get(key)
+        if found is None:
             raise _HTTPError(404)
+        label = found
         if method == "GET":
             return FakeResponse.json(self._label_json(label))
         if method == "PATCH":

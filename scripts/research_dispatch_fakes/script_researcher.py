@@ -410,7 +410,7 @@ def _claim_source(claim: dict[str, Any], sources: list[Source]) -> Source | None
     """The retrieved source to cite for a claim: one whose URL is in the claim's list (the pages that say
     it), or None — a careful researcher does not make a claim it read nowhere, nor cite a page for it
     that does not say it."""
-    by_url = {}
+    by_url: dict[str, Source] = {}
     for source in sources:
         by_url.setdefault(_norm_url(source.url), source)
     for url in claim.get("sources") or []:
@@ -826,12 +826,14 @@ def mcp_calls(conv: Conversation, tools: list[tuple[str, dict[str, Any]]]) -> li
     urls = list(dict.fromkeys(u.rstrip(".,;:") for u in _BRIEF_URL_RE.findall(conv.brief)))[:3]
     calls: list[tuple[str, dict[str, Any]]] = []
     for name, schema in tools:
-        properties = schema.get("properties") if isinstance(schema.get("properties"), dict) else {}
+        raw_properties = schema.get("properties")
+        properties: dict[str, Any] = raw_properties if isinstance(raw_properties, dict) else {}
         required = [r for r in schema.get("required") or [] if isinstance(r, str)]
         url_fields = [r for r in required if re.search(r"url|uri|link", r, re.IGNORECASE)]
         base: dict[str, Any] = {}
         for field_name in required:
-            spec = properties.get(field_name) if isinstance(properties.get(field_name), dict) else {}
+            raw_spec = properties.get(field_name)
+            spec: dict[str, Any] = raw_spec if isinstance(raw_spec, dict) else {}
             kind = spec.get("type")
             if field_name in url_fields:
                 continue

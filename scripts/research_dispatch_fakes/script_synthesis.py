@@ -80,8 +80,9 @@ def _claims_text(body: dict[str, Any]) -> str:
 def _report_text(body: dict[str, Any]) -> str:
     """The report: the first user message (a repair turn repeats the question; the report is unchanged)."""
     for message in body.get("messages") or []:
-        if isinstance(message, dict) and message.get("role") == "user" and isinstance(message.get("content"), str):
-            return message["content"]
+        content = message.get("content") if isinstance(message, dict) else None
+        if isinstance(content, str) and message.get("role") == "user":
+            return content
     return ""
 
 

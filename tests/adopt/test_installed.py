@@ -52,7 +52,8 @@ def test_wheel_and_sdist_carry_every_data_file(dist: Dist) -> None:
     expected = data_files()
     for needle in ("research_dispatch_fakes/corpus/pages.json", "research_dispatch_fakes/py.typed",
                    "research_dispatch/adopt/demo_review/topics/02-diloco-family.yaml",
-                   "research_dispatch/adopt/demo_review/config.toml", "research_dispatch/config/schemas/topic.schema.json",
+                   "research_dispatch/adopt/demo_review/config.toml",
+                   "research_dispatch/config/schemas/topic.schema.json",
                    "research_dispatch/config/schemas/config.schema.json",
                    "research_dispatch/adopt/templates/topic-example.yaml",
                    "research_dispatch/adopt/templates/workflows/research-refresh.yml",

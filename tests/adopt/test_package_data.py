@@ -32,7 +32,8 @@ TABLE = re.compile(r"(<!-- research-dispatch:dispatch-table:start -->\n).*?"
 
 
 def sync_module() -> ModuleType:
-    spec = importlib.util.spec_from_file_location("sync_package_data", ROOT / "scripts" / "dev" / "sync_package_data.py")
+    path = ROOT / "scripts" / "dev" / "sync_package_data.py"
+    spec = importlib.util.spec_from_file_location("sync_package_data", path)
     assert spec is not None and spec.loader is not None
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
@@ -56,7 +57,8 @@ def test_the_bundled_reference_review_is_this_repositorys() -> None:
 def test_the_json_schemas_are_generated_from_the_models() -> None:
     sync = sync_module()
     for name in sync.SCHEMAS:
-        assert (PACKAGE / "config" / "schemas" / name).read_text(encoding="utf-8") == sync.schema_text(name), f"{name}: {SYNC}"
+        shipped = (PACKAGE / "config" / "schemas" / name).read_text(encoding="utf-8")
+        assert shipped == sync.schema_text(name), f"{name}: {SYNC}"
 
 
 def test_the_schemas_accept_this_repositorys_topics_and_configuration() -> None:
