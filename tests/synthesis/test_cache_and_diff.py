@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import shutil
 from pathlib import Path
 
@@ -114,3 +115,32 @@ def test_a_new_divergence_and_new_and_dropped_clusters(planted: Path, run_synthe
     assert [i.key for i in result.diff.new_divergences] == ["divergence/environment-format/gymnasium"]
     assert [i.key for i in result.diff.new] == ["environment-format/gymnasium"]
     assert statuses(ledger(planted))["environment-format/openenv"] == "divergent"
+
+
+def as_v2(data: dict) -> dict:  # type: ignore[type-arg]
+    """A @3 ledger as the previous schema wrote it: no checked fields on its claims."""
+    checked = ("quote", "section", "position", "anchored", "citations")
+    claims = [{k: v for k, v in claim.items() if k not in checked} for claim in data["claims"]]
+    return {**data, "schema": "research-dispatch/claims@2", "claims": claims}
+
+
+def test_a_previous_v2_ledger_is_read_with_its_claims_unchecked(planted: Path, run_synthesis, gateway) -> None:
+    from research_dispatch.synthesis.ledger import read_previous
+
+    run_synthesis(planted)
+    path = planted / "framework" / "claims.json"
+    current = ledger(planted)
+    assert current["schema"] == "research-dispatch/claims@3"
+    path.write_text(json.dumps(as_v2(current)), encoding="utf-8")
+    previous, problem = read_previous(path)
+    assert problem is None and previous is not None
+    assert previous["schema"] == "research-dispatch/claims@2"
+    assert previous["claims"] and all(c["anchored"] is False and c["citations"] == [] and c["quote"] == ""
+                                      for c in previous["claims"])
+    shutil.rmtree(planted / "build" / "synthesis-cache")
+    gateway.reset()
+    again = run_synthesis(planted)
+    assert not [w for w in again.warnings if "previous ledger" in w]
+    assert [item.key for item in again.diff.dropped] == []  # the diff compared against the @2 ledger
+    assert again.judge_calls == 0  # its judgements are replayed under their request keys
+    assert ledger(planted)["schema"] == "research-dispatch/claims@3"

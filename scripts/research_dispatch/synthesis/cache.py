@@ -26,7 +26,7 @@ from research_dispatch.core.fsio import confined, write_atomic
 from research_dispatch.gateway.client import CallRecord
 from research_dispatch.synthesis.align import Judgement
 from research_dispatch.synthesis.extract import Extraction, NotAFinding
-from research_dispatch.synthesis.ledger import SCHEMA
+from research_dispatch.synthesis.ledger import REPLAYABLE_SCHEMAS
 
 _KEY = re.compile(r"^[0-9a-f]{64}$")
 _EXTRACTED_FIELDS = ("statement", "layer", "stance", "decision", "pick", "alternatives", "condition", "sources",
@@ -91,7 +91,7 @@ class SynthesisCache:
         self.warnings: list[str] = []
         self._ledger_extractions: dict[str, dict[str, Any]] = {}
         self._ledger_judgements: dict[str, dict[str, Any]] = {}
-        if previous is not None and previous.get("schema") == SCHEMA:  # validated by ledger.read_previous
+        if previous is not None and previous.get("schema") in REPLAYABLE_SCHEMAS:  # validated by read_previous
             self._index_ledger(previous)
 
     def _index_ledger(self, ledger: dict[str, Any]) -> None:

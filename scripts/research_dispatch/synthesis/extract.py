@@ -25,6 +25,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator
 from research_dispatch.core import sanitize
 from research_dispatch.gateway.client import CallRecord, Gateway
 from research_dispatch.leg.report import body_without_references
+from research_dispatch.synthesis.checked import CitationCheck, Position
 from research_dispatch.synthesis.findings import not_a_finding
 from research_dispatch.synthesis.inputs import ReportInput
 from research_dispatch.synthesis.structured import call_structured
@@ -135,7 +136,14 @@ class Extraction(BaseModel):
 
 @dataclass(frozen=True)
 class Claim:
-    """A claim after code has cleaned it: sanitised text, valid sources, a stable key."""
+    """A claim after code has cleaned it: sanitised text, valid sources, a stable key.
+
+    The checked fields (DESIGN.md, "Evidence and checked claims"): `quote` is the report's own words
+    that make the claim, `section` the heading code found it under, `position` where it stands on its
+    pick, `anchored` whether code found `quote` in the report body, and `citations` what checking each
+    cited source against the stored evidence found. Their defaults describe an unchecked claim (never
+    counted), which is what a claim replayed from an older ledger is.
+    """
 
     key: str
     report: str
@@ -148,6 +156,11 @@ class Claim:
     condition: str | None
     sources: tuple[int, ...]
     confidence: str
+    quote: str = ""
+    section: str | None = None
+    position: Position = Position.FOR
+    anchored: bool = False
+    citations: tuple[CitationCheck, ...] = ()
 
     @property
     def layer_key(self) -> str:

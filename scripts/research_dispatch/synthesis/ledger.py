@@ -1,4 +1,4 @@
-"""The claims ledger, `framework/claims.json` (schema `research-dispatch/claims@2`).
+"""The claims ledger, `framework/claims.json` (schema `research-dispatch/claims@3`).
 
 The machine-readable record of a synthesis and the input of the next one's diff:
 
@@ -6,7 +6,9 @@ The machine-readable record of a synthesis and the input of the next one's diff:
   it, whether it counts towards support (and why not), and its extraction (cache key, extractor,
   prompt version, the gateway calls that produced it, and the statements dropped as not findings);
 * `skipped` — report files the synthesis did not use: outside the plan (`ignored`) or `failed`;
-* `claims` — every extracted claim (the extractor's fields, cleaned) with a stable key and its cluster;
+* `claims` — every extracted claim (the extractor's fields, cleaned) with a stable key and its cluster,
+  and what code checked (DESIGN.md, "Evidence and checked claims" — FIXED): the report's `quote`, its
+  `section`, its `position`, whether it is `anchored`, and one `citations` entry per cited source;
 * `clusters` — claims that agree, with a stable key, status, counted support, excluded reports, the
   clusters the judge set against it, and contrary claims of excluded reports;
 * `divergences` — each divergence with its sides (disjoint supporting reports), whether the top is a
@@ -21,9 +23,14 @@ same bytes. Because each report's extraction and each batch's judgement are kept
 that produced them, an unchanged report or batch can be replayed from the committed ledger when the
 build cache is gone (e.g. on a fresh CI runner).
 
-Versions: @2 (clusters are single positions, divergences link clusters, claims carry the decision
-they answer) replaced @1 deliberately. A previous @1 ledger is still read for the claim diff and for
-stable keys (its clusters and divergences), but not replayed: its answers came from older prompts.
+Versions: @3 (claims carry their quote, section, position, anchoring and checked citations) extends
+@2. A previous @2 ledger is upgraded on reading — its claims become unchecked (no quote, not anchored,
+no citations), so none of them would count — and is still used for the claim diff, the keys and
+replays (an answer is replayed only under its request key, so an older prompt's answer never stands in
+for a newer one). @2 (clusters are single positions, divergences link clusters, claims carry the
+decision they answer) replaced @1 deliberately. A previous @1 ledger is still read for the claim diff
+and for stable keys (its clusters and divergences), but not replayed: its answers came from older
+prompts.
 A previous ledger that is damaged (not JSON, wrong types, truncated) is reported with the field that
 is wrong and then treated as absent — the claim diff says it compares against nothing — because it is
 generated output and must not block a refresh.
@@ -35,9 +42,13 @@ import json
 from pathlib import Path
 from typing import Any, Final, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
-SCHEMA: Final = "research-dispatch/claims@2"
+from research_dispatch.synthesis.checked import CitationCheck, Position, Support
+
+SCHEMA: Final = "research-dispatch/claims@3"
+UPGRADABLE_SCHEMA: Final = "research-dispatch/claims@2"  # read as @3 with every claim unchecked
+REPLAYABLE_SCHEMAS: Final = (SCHEMA, UPGRADABLE_SCHEMA)
 LEGACY_SCHEMAS = ("research-dispatch/claims@1",)
 
 
@@ -100,6 +111,28 @@ class LedgerSkipped(_Model):
     reason: str
 
 
+class LedgerCitation(_Model):
+    """One `CitationCheck` as written to the ledger; the same rules hold (quote and hash only when verified,
+    no url only when phantom), so a hand-edited or damaged ledger cannot carry a verdict code did not check."""
+
+    url: str | None
+    support: Support
+    quote: str | None
+    passage_sha256: str | None
+
+    @model_validator(mode="after")
+    def _consistent(self) -> LedgerCitation:
+        self.check()
+        return self
+
+    def check(self) -> CitationCheck:
+        return CitationCheck(url=self.url, support=self.support, quote=self.quote, passage_sha256=self.passage_sha256)
+
+    @classmethod
+    def of(cls, check: CitationCheck) -> LedgerCitation:
+        return cls(url=check.url, support=check.support, quote=check.quote, passage_sha256=check.passage_sha256)
+
+
 class LedgerClaim(_Model):
     key: str
     report: str
@@ -116,6 +149,11 @@ class LedgerClaim(_Model):
     sources: list[int]
     confidence: str
     cluster: str
+    quote: str
+    section: str | None
+    position: Position
+    anchored: bool
+    citations: list[LedgerCitation]
 
 
 class LedgerCluster(_Model):
@@ -189,7 +227,7 @@ class LedgerLeg(_Model):
 
 
 class Ledger(_Model):
-    schema_: Literal["research-dispatch/claims@2"] = Field(SCHEMA, alias="schema")
+    schema_: Literal["research-dispatch/claims@3"] = Field(SCHEMA, alias="schema")
     cycle: str
     framework: str
     settings: dict[str, Any]
@@ -260,13 +298,28 @@ def _first_problem(exc: ValidationError) -> str:
     return f"field {where}: {err['msg']}"
 
 
+# What @3 added to a claim, as an unchecked claim has it: an upgraded @2 claim is never counted.
+_UNCHECKED_CLAIM: Final[dict[str, Any]] = {"quote": "", "section": None, "position": Position.FOR.value,
+                                           "anchored": False, "citations": []}
+
+
+def _upgrade_from_v2(data: dict[str, Any]) -> dict[str, Any]:
+    """A @2 ledger in the @3 shape: the fields @3 added get their unchecked values (a field @2 already
+    had, of whatever type, is left for validation to judge)."""
+    claims = data.get("claims")
+    if isinstance(claims, list):
+        claims = [{**_UNCHECKED_CLAIM, **claim} if isinstance(claim, dict) else claim for claim in claims]
+    return {**data, "schema": SCHEMA, "claims": claims}
+
+
 def read_previous(path: Path) -> tuple[dict[str, Any] | None, str | None]:
     """The previous ledger as a dict, or (None, warning) when it is missing, damaged or not ours.
 
-    A current-schema ledger must validate completely (its answers may be replayed); an @1 ledger is
-    kept only for the diff and the keys (its clusters and divergences must have the right shape, and
-    everything else is dropped). Whatever is wrong is named — the file and the field — and the
-    synthesis goes on as if there were no previous ledger.
+    A current-schema ledger must validate completely (its answers may be replayed); a @2 ledger is
+    upgraded first (its claims unchecked) and then must validate the same way, keeping its own schema
+    name so readers can tell; an @1 ledger is kept only for the diff and the keys (its clusters and
+    divergences must have the right shape, and everything else is dropped). Whatever is wrong is named
+    — the file and the field — and the synthesis goes on as if there were no previous ledger.
     """
     if not path.exists():
         return None, None
@@ -281,6 +334,9 @@ def read_previous(path: Path) -> tuple[dict[str, Any] | None, str | None]:
         if schema == SCHEMA:
             Ledger.model_validate(data)
             return data, None
+        if schema == UPGRADABLE_SCHEMA:
+            upgraded = Ledger.model_validate(_upgrade_from_v2(data)).to_dict()
+            return {**upgraded, "schema": UPGRADABLE_SCHEMA}, None
         if schema in LEGACY_SCHEMAS:
             legacy = _LegacyLedger.model_validate(data)
             return {"schema": schema, **legacy.model_dump(mode="json")}, None

@@ -70,6 +70,7 @@ from research_dispatch.synthesis.keys import assign_cluster_keys, assign_diverge
 from research_dispatch.synthesis.ledger import (
     Ledger,
     LedgerBatch,
+    LedgerCitation,
     LedgerClaim,
     LedgerCluster,
     LedgerDivergence,
@@ -416,7 +417,9 @@ def _build_ledger(cycle: str, settings: Settings, reports: list[ReportInput], sk
     by_index = {c.index: c for c in clusters}
     ledger_claims = [
         LedgerClaim(cluster=cluster_of[claim.key], key=claim.key, report=claim.report, layer_key=claim.layer_key,
-                    decision_key=claim.decision_key, pick_key=claim.pick_key, **claim.extracted())
+                    decision_key=claim.decision_key, pick_key=claim.pick_key, quote=claim.quote,
+                    section=claim.section, position=claim.position, anchored=claim.anchored,
+                    citations=[LedgerCitation.of(c) for c in claim.citations], **claim.extracted())
         for outcome in extracted for claim in outcome.claims]
     ledger_clusters = [LedgerCluster(
         key=c.key, base=c.base, layer=c.layer, layer_key=c.layer_key, decision=c.decision, status=c.status,
