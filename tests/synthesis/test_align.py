@@ -10,6 +10,7 @@ from research_dispatch.config.settings import Settings, SynthesisSettings
 from research_dispatch.synthesis.align import (
     BatchPlan,
     Judgement,
+    batch_id,
     candidate_components,
     candidate_edges,
     choose_judge,
@@ -30,41 +31,50 @@ def claim(key: str, report: str, statement: str, layer: str = "RL algorithm", pi
 def test_the_judge_sees_anonymised_reports_in_a_stable_shuffled_order(planted: Path, run_synthesis,
                                                                       gateway) -> None:
     run_synthesis(planted)
-    [call] = structured_calls(gateway, "claim_alignment")
-    body = call["request"]
-    text = json.dumps(body["messages"])
-    for stem, (model, _sentences, _route) in PLANTED.items():
-        assert stem not in text and model not in text and model.split("/")[0] not in text
-    assert "Report A" in text
-    assert body["model"] == "qwen/qwen3-max"  # the first judge of no author family
-    assert body["response_format"]["json_schema"]["name"] == "claim_alignment"
-    assert body["response_format"]["json_schema"]["strict"] is True
-    [batch] = ledger(planted)["batches"]
-    assert batch["judge_is_author"] is False and batch["judge_model"] == "qwen/qwen3-max"
-    assert sorted(batch["labels"].values()) == sorted({c.split("#")[0] for c in batch["ids"].values()})
-    labels = list(batch["labels"])
-    assert labels == [report_label(i) for i in range(len(labels))]
-    # the label map is the audit trail: claim ids in the prompt map back to reports through it
-    lines = [json.loads(line) for line in
-             body["messages"][1]["content"].split("<claims>\n", 1)[1].split("\n</claims>", 1)[0].splitlines()]
-    for item in lines:
-        stem = batch["labels"][item["report"].removeprefix("Report ")]
-        assert batch["ids"][item["id"]].startswith(stem + "#")
-    # same inputs, same shuffle; another cycle, another shuffle seed
+    calls = structured_calls(gateway, "claim_alignment")
+    batches = {b["id"]: b for b in ledger(planted)["batches"]}
+    assert len(calls) == len(batches) > 1  # one judge call per decision (candidate component)
+    for call in calls:
+        body = call["request"]
+        text = json.dumps(body["messages"])
+        for stem, (model, _sentences, _route) in PLANTED.items():
+            assert stem not in text and model not in text and model.split("/")[0] not in text
+        assert "Report A" in text
+        assert body["response_format"]["json_schema"]["name"] == "claim_alignment"
+        assert body["response_format"]["json_schema"]["strict"] is True
+        batch = batches[call["session"].rsplit(":", 1)[1]]  # the session names the batch by its id
+        assert body["model"] == batch["judge_model"] == "qwen/qwen3-max"  # the first judge of no author family
+        assert batch["judge_is_author"] is False
+        assert sorted(batch["labels"].values()) == sorted({c.split("#")[0] for c in batch["ids"].values()})
+        labels = list(batch["labels"])
+        assert labels == [report_label(i) for i in range(len(labels))]
+        # the label map is the audit trail: claim ids in the prompt map back to reports through it
+        lines = [json.loads(line) for line in
+                 body["messages"][1]["content"].split("<claims>\n", 1)[1].split("\n</claims>", 1)[0].splitlines()]
+        for item in lines:
+            stem = batch["labels"][item["report"].removeprefix("Report ")]
+            assert batch["ids"][item["id"]].startswith(stem + "#")
+        assert batch["id"] == batch_id(batch["ids"].values())
+    # same claims, same request: across runs and across cycles (an unchanged decision is never re-asked)
     gateway.reset()
-    run_synthesis(planted, cycle="2026-H2")
-    assert ledger(planted)["batches"][0]["labels"] == batch["labels"]
-    run_synthesis(planted, cycle="2027-H1")
-    assert ledger(planted)["batches"][0]["key"] != batch["key"]
+    again = run_synthesis(planted, cycle="2027-H1")
+    assert {b["id"]: (b["key"], b["labels"]) for b in ledger(planted)["batches"]} == {
+        i: (b["key"], b["labels"]) for i, b in batches.items()}
+    assert again.judge_calls == 0
 
 
 def test_when_every_judge_is_an_author_the_first_is_used_and_recorded(planted: Path, run_synthesis) -> None:
     write_pyproject(planted, judges=("anthropic/claude-sonnet-4.6", "openai/gpt-5-mini"))
     result = run_synthesis(planted)
-    [batch] = ledger(planted)["batches"]
-    assert batch["judge_model"] == "anthropic/claude-sonnet-4.6" and batch["judge_is_author"] is True
+    data = ledger(planted)
+    authored = [b for b in data["batches"] if b["judge_is_author"]]
+    # the judge of a decision is chosen by that decision's reports: gpt-5-mini judges GRPO (deepseek,
+    # anthropic), and only the decisions openai reports take part in fall back to the first judge
+    assert authored and all(b["judge_model"] == "anthropic/claude-sonnet-4.6" for b in authored)
     assert any("is of the family of a report it judges" in w for w in result.warnings)
-    assert any("Judge batch 1 was judged by anthropic/claude-sonnet-4.6" in i for i in ledger(planted)["limitations"])
+    for batch in authored:
+        assert any(f"Judge batch {batch['id']} was judged by anthropic/claude-sonnet-4.6" in i
+                   for i in data["limitations"])
 
 
 def test_choose_judge_skips_author_families() -> None:
@@ -108,20 +118,22 @@ def test_rival_picks_always_meet_the_judge_whatever_their_words() -> None:
     assert candidate_components(claims, edges) == [["r1#a", "r2#a", "r3#a"]]
 
 
-def test_batches_are_linear_in_claims_and_carry_anchors() -> None:
+def test_each_component_is_judged_alone_and_a_large_one_is_cut_with_anchors() -> None:
     components = [[f"c{n:03d}#{i}" for i in range(size)] for n, size in enumerate([3, 7, 2, 25, 4, 9, 1 + 1])]
     edges = {k: {m for m in comp if m != k} for comp in components for k in comp}
-    total = sum(len(c) for c in components)
     plans = plan_batches(components, edges, batch_size=10)
-    assert len(plans) == math.ceil(total / 10)
-    assert [len(p.new) for p in plans[:-1]] == [10] * (len(plans) - 1)
+    assert len(plans) == sum(math.ceil(len(c) / 10) for c in components)
+    for plan in plans:  # never two components in one call
+        assert len({k.split("#")[0] for k in [*plan.new, *plan.anchors]}) == 1
+        assert len(plan.new) <= 10
     assert sorted(k for p in plans for k in p.new) == sorted(k for c in components for k in c)
     continued = [p for p in plans if p.anchors]
-    assert continued  # the 25-claim component spans three batches
+    assert len(continued) == 2  # the 25-claim component spans three batches
     for plan in continued:
-        # anchors come from the component that continues into this batch, and were judged before
-        assert {a.split("#")[0] for a in plan.anchors} == {plan.new[0].split("#")[0]}
         assert len(plan.anchors) <= 4 and not set(plan.anchors) & set(plan.new)
+    # how a component is judged depends on it alone: with other components gone, the same plans
+    alone = plan_batches([components[3]], edges, batch_size=10)
+    assert [(p.new, p.anchors) for p in alone] == [(p.new, p.anchors) for p in plans if p.new[0].startswith("c003")]
     assert plan_batches([], {}, 10) == []
     assert isinstance(plans[0], BatchPlan)
 

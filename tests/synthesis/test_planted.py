@@ -135,10 +135,16 @@ def test_model_text_cannot_inject_markdown_or_html(tmp_path: Path, run_synthesis
 
 
 def test_small_batches_with_anchors_give_the_same_classes(planted: Path, run_synthesis) -> None:
-    write_pyproject(planted, ", batch_size = 3")
+    from tests.synthesis.conftest import statement, write_report
+
+    write_report(planted, "07-zeta", "x-ai/grok-4", [statement("rl-algorithm-grpo", "monarch-torchforge-openenv")])
+    run_synthesis(planted)
+    whole = statuses(ledger(planted))
+    write_pyproject(planted, ", batch_size = 2")
     result = run_synthesis(planted, load_settings(planted))
     data = ledger(planted)
-    assert statuses(data) == PLANTED_CLASSES
-    judged = {key for batch in data["batches"] for key in batch["ids"].values() if key not in batch["anchors"]}
-    assert len(data["batches"]) == result.judge_calls == -(-len(judged) // 3)
-    assert any(batch["anchors"] for batch in data["batches"])  # a component was cut and carried over
+    assert statuses(data) == whole and whole["rl-algorithm/grpo"] == "convergent"
+    # only the cut decision is asked again (in two calls); every other decision replays its judgement
+    assert result.judge_calls == 2 and len(data["batches"]) == 5
+    assert all(len(batch["ids"]) - len(batch["anchors"]) <= 2 for batch in data["batches"])
+    assert any(batch["anchors"] for batch in data["batches"])  # the GRPO component was cut and carried over

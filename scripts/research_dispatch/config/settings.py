@@ -20,6 +20,7 @@ from typing import Any, Literal
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, ValidationInfo, field_validator, model_validator
 
+from research_dispatch.config import lineage as model_lineage
 from research_dispatch.core.errors import BadInput
 from research_dispatch.core.sanitize import strip_invisible
 
@@ -459,6 +460,7 @@ class Settings(_Strict):
     run_budget_usd: float = Field(50.0, gt=0, le=10_000)
     jobs: int = Field(4, ge=1, le=64)
     families: dict[str, str] = Field(default_factory=dict)
+    lineage: dict[str, str] = Field(default_factory=dict)
     gateway: GatewaySettings = GatewaySettings()
     search_service: SearchServiceSettings = SearchServiceSettings()
     mcp: McpSettings = McpSettings()
@@ -477,10 +479,25 @@ class Settings(_Strict):
             raise ValueError(f"{value!r} must be a plain file name stem")
         return value
 
+    @field_validator("lineage")
+    @classmethod
+    def _lineage(cls, value: dict[str, str]) -> dict[str, str]:
+        for model, family in value.items():
+            if not MODEL_SLUG_RE.fullmatch(model.split(":", 1)[0]):
+                raise ValueError(f"{model!r} is not a model slug (author/name)")
+            if not re.fullmatch(SLUG_PART, family) or "/" in family:
+                raise ValueError(f"{family!r} (for {model}) is not a family name (a slug author such as deepseek)")
+        return value
+
     def family_of(self, model_slug: str) -> str:
-        """The model family: the slug's author part unless the config maps it."""
-        author = model_slug.split("/", 1)[0]
-        return self.families.get(author, author)
+        """The family a model counts under (`config.lineage`): `lineage`, the built-in table of derived
+        models, then `families` (slug author → family), then the slug's author."""
+        return model_lineage.family_of(model_slug, lineage=self.lineage, families=self.families)
+
+    def unknown_author(self, model_slug: str) -> str | None:
+        """The model's author when no lineage table or `families` entry knows it (it then counts as its own
+        family, which may hide that it is derived from another family's model), else None."""
+        return model_lineage.unknown_author(model_slug, lineage=self.lineage, families=self.families)
 
     @property
     def document_relpath(self) -> str:

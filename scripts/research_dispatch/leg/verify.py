@@ -44,6 +44,7 @@ class RouteRow:
     calls: int
     problems: list[str] = field(default_factory=list)
     trust_self_reported: bool = False
+    logged_models: list[str] | None = None  # distinct served models in the call log, in call order; None: no log
 
     @property
     def verified(self) -> bool:
@@ -157,6 +158,7 @@ def verify_records(report: Report, records: list[CallRecord] | None, *, gateway:
         row.route = "unverified"
         row.problems.append("no call log next to the report")
         return row
+    row.logged_models = list(dict.fromkeys(r.served_model for r in records if r.served_model))
     verdicts = [recheck(r, meta.requested_model) for r in records]
     logged_ids = [r.generation_id for r in records if r.generation_id]
     if logged_ids != list(meta.generation_ids):

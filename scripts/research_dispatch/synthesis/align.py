@@ -9,15 +9,19 @@ Work grows linearly with reports, not quadratically with claims:
    in any layer) are always candidates, whatever their words: only the judge may say whether two picks
    are alternatives for one decision, so it must see them together. Claims with no candidate never
    reach a judge: they are single-source by construction.
-2. *Batches*: candidate components are streamed, in a canonical order, into batches of exactly
-   `batch_size` claims, so judge calls = ⌈claims with candidates / batch_size⌉. A component cut at a
-   batch boundary carries a few *anchor* claims (already judged in the previous batch, not counted
-   against the batch size) into the next batch; groups that share a claim are merged afterwards.
+2. *One judge call per decision*: each candidate component (claims that may answer one question) is
+   judged on its own claims, never packed with other components, so that adding an unrelated report
+   never changes another decision's request — its judge, its anonymous labels, its cache key, and so
+   its verdict (with a real model, a re-asked question can get another answer). A component larger
+   than `batch_size` claims is cut into calls of `batch_size` (the cut depends on that component
+   alone); each continuation carries a few *anchor* claims already judged in the previous call (not
+   counted against the size), and groups that share a claim are merged afterwards. A call is named
+   by a hash of its claim keys (`Batch.id`), never by its position among the others.
 3. *Judge*: one structured call per batch. The judge sees claims labelled "Report A/B/…" in a fixed
-   shuffled order (seeded from the cycle and the hashes of the batch's reports: stable across runs,
-   different between batches), never a model name, and is chosen so that it is not of the family of
-   any report in its batch when the configuration allows. It returns groups, each with one position
-   (agreement) or several (contradiction).
+   shuffled order seeded from the batch's own claim keys (stable for as long as those claims are,
+   across runs and cycles; different between batches), never a model name, and is chosen so that it is
+   not of the family of any report in its batch when the configuration allows. It returns groups, each
+   with one position (agreement) or several (contradiction).
 
 `assemble` then turns the judged groups into *clusters* (one per position: claims that agree) and
 *contradictions* (pairs of clusters the judge put on opposite sides of one group), with union-find
@@ -288,39 +292,28 @@ def candidate_components(claims: list[Claim], edges: dict[str, set[str]]) -> lis
 class BatchPlan:
     new: list[str]
     anchors: list[str] = field(default_factory=list)
-    component_of: dict[str, int] = field(default_factory=dict)
 
 
 def plan_batches(components: list[list[str]], edges: dict[str, set[str]], batch_size: int) -> list[BatchPlan]:
-    """Stream components into batches of exactly `batch_size` new claims (the last may be smaller).
+    """One batch per component; a component of more than `batch_size` claims is cut into batches of
+    `batch_size` new claims (the last may be smaller), each continuation carrying up to MAX_ANCHORS of
+    the component's already-judged claims (those with most candidate links into it) as anchors.
 
-    When a component continues into the next batch, up to MAX_ANCHORS of its already-judged claims
-    (those with most candidate links into the continuation) are repeated there as anchors.
+    Every batch holds claims of one component only, and how a component is cut depends on it alone: a
+    component that does not change is judged by the same request whatever else the synthesis holds.
     """
     anchors_per_cut = min(MAX_ANCHORS, max(1, batch_size // 8))
     plans: list[BatchPlan] = []
-    current = BatchPlan(new=[])
-    for number, component in enumerate(components):
-        remaining = list(component)
+    for component in components:
         placed: list[str] = []
-        while remaining:
-            if len(current.new) >= batch_size:
-                plans.append(current)
-                current = BatchPlan(new=[])
-            take = remaining[: batch_size - len(current.new)]
-            remaining = remaining[len(take):]
-            if placed and not current.new:
+        for start in range(0, len(component), batch_size):
+            take = component[start:start + batch_size]
+            anchors: list[str] = []
+            if placed:
                 targets = set(take)
-                ranked = sorted(placed, key=lambda k: (-len(edges.get(k, set()) & targets), k))
-                current.anchors = ranked[:anchors_per_cut]
-                for key in current.anchors:
-                    current.component_of[key] = number
-            for key in take:
-                current.component_of[key] = number
-            current.new.extend(take)
+                anchors = sorted(placed, key=lambda k: (-len(edges.get(k, set()) & targets), k))[:anchors_per_cut]
+            plans.append(BatchPlan(new=list(take), anchors=anchors))
             placed.extend(take)
-    if current.new:
-        plans.append(current)
     return plans
 
 
@@ -340,9 +333,14 @@ def report_label(index: int) -> str:
 
 @dataclass
 class Batch:
-    """One judge call: which claims, how they were anonymised, who judges, and the exact request."""
+    """One judge call: which claims, how they were anonymised, who judges, and the exact request.
+
+    `index` is the batch's position in this run (for ordering only); `id` names it in the ledger, the
+    limitations and the session: a hash of its claim keys, the same in every run that has these claims.
+    """
 
     index: int
+    id: str
     ids: dict[str, str]  # "C1" -> claim key, in presentation order
     anchors: list[str]
     labels: dict[str, str]  # "A" -> report stem
@@ -356,6 +354,11 @@ class Batch:
         return list(self.ids.values())
 
 
+def batch_id(keys: Iterable[str]) -> str:
+    """The name of the judge call over these claims: `judge-<hash of the sorted claim keys>`."""
+    return "judge-" + hashlib.sha256("\x1f".join(sorted(keys)).encode("utf-8")).hexdigest()[:12]
+
+
 def choose_judge(settings: Settings, families: set[str]) -> tuple[str, bool]:
     """The first configured judge whose family wrote none of the batch's reports, else the first."""
     for model in settings.synthesis.judge_models:
@@ -365,13 +368,15 @@ def choose_judge(settings: Settings, families: set[str]) -> tuple[str, bool]:
 
 
 def build_batch(index: int, plan: BatchPlan, claims: dict[str, Claim], reports: dict[str, ReportInput],
-                settings: Settings, cycle: str) -> Batch:
+                settings: Settings) -> Batch:
+    """The request for one batch: a function of its claims (and the settings) only, so an unchanged
+    decision has an unchanged request, judge, labels and cache key."""
     keys = list(dict.fromkeys([*plan.anchors, *plan.new]))
     stems = sorted({claims[k].report for k in keys})
-    seed = hashlib.sha256("|".join([cycle, *sorted(reports[s].sha256 for s in stems)]).encode()).hexdigest()
-    shuffled = sorted(stems, key=lambda s: hashlib.sha256(f"{seed}:{reports[s].sha256}:{s}".encode()).hexdigest())
+    seed = hashlib.sha256("\x1f".join(sorted(keys)).encode("utf-8")).hexdigest()
+    shuffled = sorted(stems, key=lambda s: hashlib.sha256(f"{seed}:{s}".encode()).hexdigest())
     label_of = {stem: report_label(i) for i, stem in enumerate(shuffled)}
-    order = sorted(keys, key=lambda k: (plan.component_of.get(k, 0), shuffled.index(claims[k].report), k))
+    order = sorted(keys, key=lambda k: (shuffled.index(claims[k].report), k))
     ids = {f"C{i + 1}": key for i, key in enumerate(order)}
     items = []
     for claim_id, key in ids.items():
@@ -392,7 +397,8 @@ def build_batch(index: int, plan: BatchPlan, claims: dict[str, Claim], reports: 
     ]
     payload = json.dumps({"model": judge, "prompt": PROMPT_VERSION, "messages": messages}, sort_keys=True,
                          ensure_ascii=False)
-    return Batch(index=index, ids=ids, anchors=list(plan.anchors), labels={label_of[s]: s for s in shuffled},
+    return Batch(index=index, id=batch_id(keys), ids=ids, anchors=list(plan.anchors),
+                 labels={label_of[s]: s for s in shuffled},
                  judge_model=judge, judge_is_author=is_author, messages=messages,
                  key=hashlib.sha256(payload.encode("utf-8")).hexdigest())
 
@@ -401,8 +407,8 @@ def run_judge(gateway: Gateway, batch: Batch, *, cycle: str,
               deadline: float | None = None) -> tuple[Judgement, list[CallRecord]]:
     result = call_structured(gateway, model=batch.judge_model, messages=batch.messages, name=SCHEMA_NAME,
                              schema=JUDGE_SCHEMA, parser=Judgement, purpose="judge",
-                             session_id=f"{cycle}:synthesis:judge-{batch.index}", context={"ids": set(batch.ids)},
-                             subject=f"judge batch {batch.index}", deadline=deadline)
+                             session_id=f"{cycle}:synthesis:{batch.id}", context={"ids": set(batch.ids)},
+                             subject=f"judge batch {batch.id}", deadline=deadline)
     return result.value, result.records
 
 
@@ -415,7 +421,7 @@ class RawCluster:
     """Claims that agree (one position), with the batches that saw them."""
 
     members: list[str]
-    batches: list[int]
+    batches: list[str]  # ids of the batches that judged its claims
     unaligned: bool
 
 
@@ -467,14 +473,14 @@ def assemble(claims: list[Claim], batches: list[Batch], judgements: dict[int, Ju
         return by_key[key].report in counted
 
     uf = _UnionFind(by_key)
-    in_batches: dict[str, set[int]] = defaultdict(set)
+    in_batches: dict[str, set[str]] = defaultdict(set)
     failed: set[str] = set()
     attached: dict[str, set[str]] = defaultdict(set)  # excluded claim -> counted claims judged with it
     sides: list[list[tuple[str, list[str]]]] = []  # per contradict group: (representative, claims) per side
     for batch in sorted(batches, key=lambda b: b.index):
         judgement = judgements.get(batch.index)
         for key in batch.claim_keys:
-            in_batches[key].add(batch.index)
+            in_batches[key].add(batch.id)
             if judgement is None and key not in batch.anchors:  # anchors were judged in an earlier batch
                 failed.add(key)
         if judgement is None:

@@ -62,7 +62,7 @@ class Cluster:
     reports: list[str]  # counted
     families: list[str]  # of counted reports
     excluded_reports: list[str]
-    batches: list[int]
+    batches: list[str]
     unaligned: bool
     best_confidence: str
     status: str = "single_source"
@@ -135,7 +135,7 @@ def _representative(claims: list[Claim]) -> Claim:
                                          c.key))[0]
 
 
-def _cluster(index: int, members: list[str], batches: list[int], unaligned: bool, claims: Mapping[str, Claim],
+def _cluster(index: int, members: list[str], batches: list[str], unaligned: bool, claims: Mapping[str, Claim],
              counting: Mapping[str, Counting]) -> Cluster:
     everything = [claims[k] for k in members]
     counted = [c for c in everything if counting[c.report].counted]

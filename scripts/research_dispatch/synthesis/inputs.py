@@ -13,11 +13,14 @@ The counting rules, in one place (docs/METHODOLOGY.md states them for readers):
   `route_verified: true` AND `route: exact` AND its call log re-verifies as exact (`verify`). Any
   disagreement leaves it unverified, and an unverified report is excluded from support counts unless
   `synthesis.count_unverified` is set; it is listed either way.
-* **Families are the served ones.** A verified report's family is its model's. An unverified report's
-  families are those of the models that actually served it (the front matter's `served_models`), so a
-  model fallback cannot manufacture "independent" agreement when unverified reports are counted. A
-  report served by models of several families carries all of them; one served by nothing recorded
-  carries none, and can make nothing independent.
+* **Families are the served ones, by lineage.** A verified report's family is its model's. An
+  unverified report's families are those of the models its *call log* says served it — never the
+  front matter's `served_models`, which is the report's own claim — so a model fallback cannot
+  manufacture "independent" agreement when unverified reports are counted, and the report is shown as
+  served by those models. A report served by models of several families carries all of them; one with
+  no call log carries none, and can make nothing independent. A model's family comes from the lineage
+  table (`config.lineage`: a derived model such as `tngtech/deepseek-r1t2-chimera` counts as
+  deepseek); an author no table knows is named in a warning.
 
 Legs tell the synthesis what is *missing*: a planned leg with no report, a leg whose latest run failed
 (its previous report, if any, is still used and says so), a degraded report, or a report left over from
@@ -78,6 +81,7 @@ class ReportInput:
     route_problems: tuple[str, ...]
     counted: bool  # counts towards support
     exclusion: str | None = None  # why it does not count (None when counted)
+    served_models: tuple[str, ...] = ()  # as its call log records them (the front matter's without a log)
 
     @property
     def meta(self) -> ReportMeta:
@@ -132,14 +136,20 @@ def default_legs(repo: Path, settings: Settings) -> list[Leg]:
     return plan_legs(load_topics(repo, settings), settings)
 
 
-def served_families(meta: ReportMeta, settings: Settings) -> frozenset[str]:
-    return frozenset(settings.family_of(model) for model in meta.served_models if model)
+@dataclass(frozen=True)
+class RouteFacts:
+    """What the route check established about one report: the strictest verdict of front matter,
+    route field and call log, and the models the call log says served it (None without a call log)."""
+
+    route: str
+    verified: bool
+    problems: tuple[str, ...]
+    logged_models: tuple[str, ...] | None
 
 
-def route_facts(report: Report, *, trust_self_reported: bool = False) -> tuple[str, bool, tuple[str, ...]]:
-    """(route, verified, problems): the strictest reading of front matter, route field and call log.
-    `trust_self_reported` is the gateway setting that lets an openai-compatible gateway's `self_reported`
-    route count as verified."""
+def route_facts(report: Report, *, trust_self_reported: bool = False) -> RouteFacts:
+    """The strictest reading of front matter, route field and call log. `trust_self_reported` is the
+    gateway setting that lets an openai-compatible gateway's `self_reported` route count as verified."""
     meta = report.meta
     row = verify_report(report, trust_self_reported=trust_self_reported)
     problems = list(row.problems)
@@ -150,7 +160,32 @@ def route_facts(report: Report, *, trust_self_reported: bool = False) -> tuple[s
             route = "unverified"
     verified = (row.verified and is_verified(meta.route, trust_self_reported=trust_self_reported)
                 and meta.route_verified is True and not problems)
-    return route, verified, tuple(dict.fromkeys(problems))
+    logged = tuple(row.logged_models) if row.logged_models is not None else None
+    return RouteFacts(route=route, verified=verified, problems=tuple(dict.fromkeys(problems)), logged_models=logged)
+
+
+def counted_families(report: Report, facts: RouteFacts, settings: Settings) -> frozenset[str]:
+    """The families a report counts under: its model's when verified, else those of the models its call
+    log says served it (none without a log: the front matter's word is not evidence)."""
+    if facts.verified:
+        return frozenset({settings.family_of(report.meta.requested_model)})
+    return frozenset(settings.family_of(model) for model in facts.logged_models or ())
+
+
+def lineage_warnings(reports: list[ReportInput], settings: Settings) -> list[str]:
+    """One warning per author of a counted report's model that no lineage table knows."""
+    authors: dict[str, list[str]] = {}
+    for report in reports:
+        if not report.counted:
+            continue
+        for model in dict.fromkeys((report.meta.requested_model, *report.served_models)):
+            author = settings.unknown_author(model)
+            if author is not None:
+                authors.setdefault(author, []).append(report.relpath)
+    return [f"{', '.join(sorted(set(paths)))}: model author {author!r} is not in the lineage table, so it counts as "
+            "its own family; if its model is derived from another family's model, say so in "
+            "[tool.research-dispatch] lineage (model slug = family)"
+            for author, paths in sorted(authors.items())]
 
 
 def _status_reasons(meta: ReportMeta) -> str:
@@ -200,14 +235,15 @@ def load_inputs(repo: Path, settings: Settings, legs: list[Leg]) -> Inputs:
             out.skipped.append(SkippedReport(stem=stem, relpath=report.relpath, kind="failed",
                                              reason=f"status failed: {_status_reasons(meta)}"))
             continue
-        route, verified, problems = route_facts(report, trust_self_reported=settings.gateway.trust_self_reported)
-        families = frozenset({settings.family_of(meta.requested_model)}) if verified else served_families(meta,
-                                                                                                         settings)
-        counted = verified or syn.count_unverified
-        exclusion = None if counted else f"route {route} is not verified"
+        facts = route_facts(report, trust_self_reported=settings.gateway.trust_self_reported)
+        counted = facts.verified or syn.count_unverified
+        exclusion = None if counted else f"route {facts.route} is not verified"
+        served = facts.logged_models if facts.logged_models is not None else tuple(meta.served_models)
         out.reports.append(ReportInput(
-            report=report, stem=stem, relpath=report.relpath, sha256=sha256_text(report.text), families=families,
-            route=route, route_verified=verified, route_problems=problems, counted=counted, exclusion=exclusion))
+            report=report, stem=stem, relpath=report.relpath, sha256=sha256_text(report.text),
+            families=counted_families(report, facts, settings), route=facts.route, route_verified=facts.verified,
+            route_problems=facts.problems, counted=counted, exclusion=exclusion, served_models=served))
+    out.warnings += lineage_warnings(out.reports, settings)
     for item in out.skipped:
         if item.kind == "ignored":
             out.warnings.append(f"{item.relpath}: ignored, {item.reason}")

@@ -173,7 +173,7 @@ class LedgerCluster(_Model):
     reports: list[str]
     families: list[str]
     excluded_reports: list[str]
-    batches: list[int]
+    batches: list[str]
     unaligned: bool
     divergence: str | None
     contradicts: list[str]
@@ -204,7 +204,7 @@ class LedgerDivergence(_Model):
 
 
 class LedgerBatch(_Model):
-    index: int
+    id: str
     key: str
     status: Literal["ok", "failed", "timed_out"]
     judge_model: str

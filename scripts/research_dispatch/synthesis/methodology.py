@@ -42,7 +42,7 @@ def dispatch_rows(legs: list[LegCoverage], reports: list[ReportInput]) -> list[t
 
 
 def _report_row(report: ReportInput, rationale: str) -> tuple[str, ...]:
-    served = ", ".join(report.meta.served_models) or "—"
+    served = ", ".join(report.served_models) or "—"
     route = report.route if report.route_verified else f"{report.route} (not verified)"
     return (report.relpath, report.meta.requested_model, served, route, rationale)
 

@@ -310,7 +310,7 @@ def _judge_all(batches: list[Batch], settings: Settings, cache: SynthesisCache, 
 
     minutes = settings.synthesis.timeout_minutes
     return _merge_finished(outcomes, pending, _parallel(pending, work, settings.synthesis.concurrency, deadline),
-                           lambda o: f"judge batch {o.batch.index}: {_time_limit_note(minutes)}")
+                           lambda o: f"judge batch {o.batch.id}: {_time_limit_note(minutes)}")
 
 
 # --------------------------------------------------------------------------------------------------
@@ -320,7 +320,7 @@ def _judge_all(batches: list[Batch], settings: Settings, cache: SynthesisCache, 
 def _incomplete(extracted: list[_Extracted], judged: list[_Judged], minutes: float) -> list[str]:
     """What this synthesis did not process because its time limit was reached (empty when complete)."""
     reports = [o.request.report.stem for o in extracted if o.timed_out]
-    batches = [str(o.batch.index) for o in judged if o.timed_out]
+    batches = [o.batch.id for o in judged if o.timed_out]
     items = []
     if reports:
         items.append(f"The synthesis time limit ({minutes:g} min) was reached before these reports were extracted; "
@@ -360,10 +360,11 @@ def _limitations(cycle: str, reports: list[ReportInput], skipped: list[SkippedRe
             items.append(f"Report {report.stem} is from cycle {report.meta.cycle}, not {cycle}.")
         if not report.route_verified:
             if report.counted:
-                families = ", ".join(sorted(report.families)) or "none recorded"
+                families = ", ".join(sorted(report.families)) or "none: it has no call log"
+                served = ", ".join(report.served_models) or "nothing recorded"
                 items.append(f"Report {report.stem} has route {report.route}, which is not verified; it is counted "
-                             f"because synthesis.count_unverified is on, under the families that served it "
-                             f"({families}).")
+                             f"because synthesis.count_unverified is on, under the families its call log says "
+                             f"served it ({families}; served by {served}).")
             else:
                 items.append(f"Report {report.stem} is excluded from support counts: route {report.route} is not "
                              "verified.")
@@ -378,10 +379,10 @@ def _limitations(cycle: str, reports: list[ReportInput], skipped: list[SkippedRe
     for judged_batch in judged:
         batch = judged_batch.batch
         if judged_batch.error and not judged_batch.timed_out:
-            items.append(f"Judge batch {batch.index} failed ({judged_batch.error}); its {len(batch.ids)} claims were "
+            items.append(f"Judge batch {batch.id} failed ({judged_batch.error}); its {len(batch.ids)} claims were "
                          "not aligned, so agreement among them may show as single-source.")
         if batch.judge_is_author:
-            items.append(f"Judge batch {batch.index} was judged by {batch.judge_model}, whose family also wrote "
+            items.append(f"Judge batch {batch.id} was judged by {batch.judge_model}, whose family also wrote "
                          "reports in that batch (no judge of another family is configured).")
     return [one_line(item, 900) for item in items]
 
@@ -394,7 +395,7 @@ def _ledger_report(outcome: _Extracted, settings: Settings) -> LedgerReport:
     return LedgerReport(
         stem=report.stem, path=report.relpath, topic=meta.topic, title=one_line(meta.title, 200),
         requested_model=meta.requested_model, family=report.family, families=sorted(report.families),
-        served_models=list(meta.served_models), served_providers=list(meta.served_providers), route=report.route,
+        served_models=list(report.served_models), served_providers=list(meta.served_providers), route=report.route,
         route_verified=report.route_verified, route_problems=[one_line(p, 300) for p in report.route_problems],
         counted=report.counted, exclusion=report.exclusion, status=meta.status,
         status_reasons=[one_line(str(r), 300) for r in meta.status_reasons], cycle=meta.cycle, sha256=report.sha256,
@@ -436,7 +437,7 @@ def _build_ledger(cycle: str, settings: Settings, reports: list[ReportInput], sk
         excluded_claims=d.excluded_claims)
         for d in divergences]
     ledger_batches = [LedgerBatch(
-        index=o.batch.index, key=o.batch.key,
+        id=o.batch.id, key=o.batch.key,
         status="ok" if o.judgement is not None else "timed_out" if o.timed_out else "failed",
         judge_model=o.batch.judge_model, judge_is_author=o.batch.judge_is_author, labels=o.batch.labels,
         ids=o.batch.ids, anchors=o.batch.anchors, error=one_line(o.error, 500) if o.error else None,
@@ -466,7 +467,7 @@ def _build_ledger(cycle: str, settings: Settings, reports: list[ReportInput], sk
         claims=sorted(ledger_claims, key=lambda c: c.key),
         clusters=sorted(ledger_clusters, key=lambda c: c.key),
         divergences=sorted(ledger_divergences, key=lambda d: d.key),
-        batches=sorted(ledger_batches, key=lambda b: b.index),
+        batches=sorted(ledger_batches, key=lambda b: b.id),
         legs=[LedgerLeg(stem=leg.stem, topic=leg.topic, model=leg.model, state=leg.state.value,
                         detail=one_line(leg.detail, 500), report=leg.report_relpath) for leg in legs],
         limitations=limitations, incomplete=incomplete)
@@ -478,7 +479,7 @@ def _calls_log(extracted: list[_Extracted], judged: list[_Judged]) -> str:
         lines += [json.dumps({**call, "subject": outcome.request.report.relpath}, sort_keys=True,
                              separators=(",", ":")) for call in outcome.calls]
     for judged_batch in judged:
-        lines += [json.dumps({**call, "subject": f"judge batch {judged_batch.batch.index}"}, sort_keys=True,
+        lines += [json.dumps({**call, "subject": f"judge batch {judged_batch.batch.id}"}, sort_keys=True,
                              separators=(",", ":")) for call in judged_batch.calls]
     return redact("".join(line + "\n" for line in lines))
 
@@ -522,7 +523,7 @@ def synthesize(repo: Path, settings: Settings, *, env: Mapping[str, str], cycle:
         by_stem = {r.stem: r for r in reports}
         edges = align.candidate_edges(claims, syn.similarity_threshold)
         plans = align.plan_batches(align.candidate_components(claims, edges), edges, syn.batch_size)
-        batches = [align.build_batch(i + 1, plan, by_key, by_stem, settings, cycle) for i, plan in enumerate(plans)]
+        batches = [align.build_batch(i + 1, plan, by_key, by_stem, settings) for i, plan in enumerate(plans)]
         judged = _judge_all(batches, settings, cache, lazy, cycle, deadline)
     finally:
         lazy.close(in_use=time.monotonic() >= deadline)
@@ -550,7 +551,7 @@ def synthesize(repo: Path, settings: Settings, *, env: Mapping[str, str], cycle:
         if judged_batch.error:
             warnings.append(judged_batch.error)
         if judged_batch.batch.judge_is_author:
-            warnings.append(f"judge batch {judged_batch.batch.index}: {judged_batch.batch.judge_model} is of the "
+            warnings.append(f"judge batch {judged_batch.batch.id}: {judged_batch.batch.judge_model} is of the "
                             "family of a report it judges (configure a judge of another family)")
 
     write_atomic(ledger_path, redact(ledger.to_json()))

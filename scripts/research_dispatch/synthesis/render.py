@@ -288,9 +288,10 @@ class _Renderer:
                           + (f" ({md('; '.join(report.route_problems), 300)})" if report.route_problems else ""))
             self.emit("")
         if counted_unverified:
+            served = [f"{self.who(r.stem)}, served by {md(', '.join(r.served_models) or 'nothing recorded', 200)}"
+                      for r in counted_unverified]
             self.emit("Counted although their routes are not verified (`count_unverified` is on), under the "
-                      "families that served them: " + ", ".join(self.who(r.stem) for r in counted_unverified)
-                      + ".", "")
+                      "families their call logs say served them: " + "; ".join(served) + ".", "")
         if self.ledger.skipped:
             self.emit("Not used at all (not extracted, not counted):", "")
             for item in self.ledger.skipped:
