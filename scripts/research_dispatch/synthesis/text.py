@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import hashlib
 import re
+from collections.abc import Iterable
 
 _TOKEN = re.compile(r"[a-z0-9]+")
 _PICK_TOKEN = re.compile(r"[a-z0-9+]+")
@@ -47,12 +48,123 @@ def layer_key(layer: str) -> str:
 
 
 def pick_key(pick: str | None) -> str | None:
-    """Equality key of a pick ("GRPO + DAPO" and "grpo+dapo" are the same pick)."""
+    """Equality key of a pick ("GRPO + DAPO" and "grpo+dapo" are the same pick).
+
+    A pick that spells out its own acronym, "Group Relative Policy Optimization (GRPO)" or "GRPO
+    (Group Relative Policy Optimization)", is the acronym's pick. An expansion written without its
+    acronym is merged by `acronym_aliases`, which needs to see the acronym used elsewhere.
+    """
     if not pick:
         return None
+    pair = _PARENTHESISED.match(pick.strip())
+    if pair is not None:
+        outer, inner = pair.group("outer"), pair.group("inner")
+        for short, long in ((inner, outer), (outer, inner)):
+            if _is_acronym(short) and _base_key(short) in _initials(long):
+                return _base_key(short)
+    return _base_key(pick)
+
+
+def _base_key(pick: str) -> str | None:
     parts = _PICK_TOKEN.findall(pick.lower())
     key = re.sub(r"\s*\+\s*", "+", " ".join(parts)).strip(" +")
     return key or None
+
+
+_PARENTHESISED = re.compile(r"^(?P<outer>[^()]+?)\s*\((?P<inner>[^()]+)\)$")
+_ACRONYM = re.compile(r"^[A-Za-z][A-Za-z0-9]{1,9}$")
+_FILLER = frozenset(("a", "an", "and", "for", "in", "of", "on", "the", "to", "via", "with"))
+
+
+def _is_acronym(text: str) -> bool:
+    """One short token with at least two capitals and more capitals than lower-case letters ("GRPO", "vLLM")."""
+    text = text.strip()
+    if not _ACRONYM.fullmatch(text):
+        return False
+    upper = sum(ch.isupper() for ch in text)
+    return upper >= 2 and upper * 2 >= sum(ch.isalpha() for ch in text)
+
+
+def _initials(phrase: str) -> set[str]:
+    """The acronyms a phrase of two or more words can spell: the initials of all its words, and of its
+    words without fillers ("of", "for", ...); hyphenated words count as several ("Low-Rank" → "lr")."""
+    words = [w for w in re.split(r"[\s-]+", phrase.lower()) if re.search(r"[a-z0-9]", w)]
+    if len(words) < 2:
+        return set()
+    spelled = {"".join(w[0] for w in words), "".join(w[0] for w in words if w not in _FILLER)}
+    return {s for s in spelled if len(s) >= 2}
+
+
+def acronym_aliases(picks: Iterable[str]) -> dict[str, str]:
+    """pick key → the key of the acronym it spells out, for every expansion among `picks` whose acronym
+    is also among them ("Group Relative Policy Optimization" → "grpo" when some pick is "GRPO").
+
+    Why in code: two reports that name one method differently must meet as one pick, or the synthesis
+    shows a "no consensus" between a method and itself. Only an acronym that a pick actually uses
+    (capitals, one token) can absorb an expansion, so a phrase is never shortened on a guess; a
+    combined pick ("Group Relative Policy Optimization + DAPO") is aliased part by part.
+    """
+    names = sorted(set(picks))
+    acronyms: set[str] = set()
+    for name in names:
+        for part in re.split(r"\s*\+\s*", name):
+            pair = _PARENTHESISED.match(part.strip())
+            for token in (part, *(pair.groups() if pair else ())):
+                if _is_acronym(token):
+                    acronyms.add(token.strip().lower())
+    out: dict[str, str] = {}
+    for name in names:
+        key = pick_key(name)
+        if key is None:
+            continue
+        parts = []
+        for part in re.split(r"\s*\+\s*", name):
+            part_key = pick_key(part)
+            if part_key is None:
+                continue
+            spelled = sorted(_initials(part) & acronyms) if not _is_acronym(part) and " " in part.strip() else []
+            parts.append(spelled[0] if spelled else part_key)
+        aliased = "+".join(parts)
+        if aliased and aliased != key:
+            out[key] = aliased
+    return out
+
+
+_NUMBER = re.compile(r"(?<![\w.-])(\d{1,3}(?:,\d{3})+(?:\.\d+)?|\d+(?:\.\d+)?)\s*(%|×|x\b)?")
+
+
+def quantities(text: str) -> dict[str, frozenset[str]]:
+    """The numbers a statement states, by what they count: unit (the word right after the number, or
+    `%`/`x`) → values. A number followed by a filler word is filed under the content word before it
+    ("reached 50 on AIME" → reached: 50). Years and other bare numbers are filed the same way."""
+    out: dict[str, set[str]] = {}
+    lowered = text.lower()
+    for match in _NUMBER.finditer(lowered):
+        value = match.group(1).replace(",", "")
+        unit = match.group(2)
+        if unit is None:
+            after = _TOKEN.match(lowered, _skip_space(lowered, match.end()))
+            if after is not None and after.group(0) not in STOPWORDS and not after.group(0).isdigit():
+                unit = _stem(after.group(0))
+            else:
+                before = [t for t in _TOKEN.findall(lowered[: match.start()]) if t not in STOPWORDS and not t.isdigit()]
+                unit = _stem(before[-1]) if before else "#"
+        unit = "x" if unit == "×" else unit
+        out.setdefault(unit, set()).add(value.rstrip("0").rstrip(".") if "." in value else value)
+    return {unit: frozenset(values) for unit, values in out.items()}
+
+
+def _skip_space(text: str, position: int) -> int:
+    while position < len(text) and text[position] == " ":
+        position += 1
+    return position
+
+
+def numbers_disagree(a: str, b: str) -> bool:
+    """Do two statements give different numbers for the same thing ("reaches 50 points" / "only 30
+    points")? Such statements are never one agreeing position, whatever a judge says."""
+    first, second = quantities(a), quantities(b)
+    return any(not (first[unit] & second[unit]) for unit in first.keys() & second.keys())
 
 
 def statement_key(statement: str) -> str:
