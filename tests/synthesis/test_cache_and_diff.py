@@ -118,10 +118,13 @@ def test_a_new_divergence_and_new_and_dropped_clusters(planted: Path, run_synthe
 
 
 def as_v2(data: dict) -> dict:  # type: ignore[type-arg]
-    """A @3 ledger as the previous schema wrote it: no checked fields on its claims."""
+    """A @3 ledger as the previous schema wrote it: no checked fields on its claims, numbered batches."""
     checked = ("quote", "section", "position", "anchored", "citations")
     claims = [{k: v for k, v in claim.items() if k not in checked} for claim in data["claims"]]
-    return {**data, "schema": "research-dispatch/claims@2", "claims": claims}
+    number = {b["id"]: i + 1 for i, b in enumerate(data["batches"])}
+    batches = [{**{k: v for k, v in b.items() if k != "id"}, "index": number[b["id"]]} for b in data["batches"]]
+    clusters = [{**c, "batches": [number[b] for b in c["batches"]]} for c in data["clusters"]]
+    return {**data, "schema": "research-dispatch/claims@2", "claims": claims, "batches": batches, "clusters": clusters}
 
 
 def test_a_previous_v2_ledger_is_read_with_its_claims_unchecked(planted: Path, run_synthesis, gateway) -> None:

@@ -108,8 +108,8 @@ def _batch(index: int, keys: list[str], groups: list[list[list[str]]], order: in
                           "positions": [{"claims": [id_of[k] for k in p], "summary": "s"} for p in g]}
                          for g in groups]}
     judgement = Judgement.model_validate(answer, context={"ids": set(ids)})
-    batch = Batch(index=index, id=f"judge-{index}", ids=ids, anchors=list(keys) if anchors else [], labels={}, judge_model="j/j",
-                  judge_is_author=False, messages=[], key=f"k{index}")
+    batch = Batch(index=index, id=f"judge-{index}", ids=ids, anchors=list(keys) if anchors else [], labels={},
+                  judge_model="j/j", judge_is_author=False, messages=[], key=f"k{index}")
     return batch, judgement
 
 

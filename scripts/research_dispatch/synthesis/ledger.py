@@ -303,13 +303,26 @@ _UNCHECKED_CLAIM: Final[dict[str, Any]] = {"quote": "", "section": None, "positi
                                            "anchored": False, "citations": []}
 
 
+def _v2_batch_id(index: Any) -> Any:
+    return f"batch-{index}" if isinstance(index, int) and not isinstance(index, bool) else index
+
+
 def _upgrade_from_v2(data: dict[str, Any]) -> dict[str, Any]:
-    """A @2 ledger in the @3 shape: the fields @3 added get their unchecked values (a field @2 already
-    had, of whatever type, is left for validation to judge)."""
+    """A @2 ledger in the @3 shape: the fields @3 added get their unchecked values, and @2's numbered
+    judge batches are named `batch-<n>` (@3 names a batch by its claims); a field @2 already had, of
+    whatever type, is left for validation to judge."""
     claims = data.get("claims")
     if isinstance(claims, list):
         claims = [{**_UNCHECKED_CLAIM, **claim} if isinstance(claim, dict) else claim for claim in claims]
-    return {**data, "schema": SCHEMA, "claims": claims}
+    clusters = data.get("clusters")
+    if isinstance(clusters, list):
+        clusters = [{**c, "batches": [_v2_batch_id(b) for b in c["batches"]]}
+                    if isinstance(c, dict) and isinstance(c.get("batches"), list) else c for c in clusters]
+    batches = data.get("batches")
+    if isinstance(batches, list):
+        batches = [{**{k: v for k, v in b.items() if k != "index"}, "id": _v2_batch_id(b["index"])}
+                   if isinstance(b, dict) and "index" in b and "id" not in b else b for b in batches]
+    return {**data, "schema": SCHEMA, "claims": claims, "clusters": clusters, "batches": batches}
 
 
 def read_previous(path: Path) -> tuple[dict[str, Any] | None, str | None]:
