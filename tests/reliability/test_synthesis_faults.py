@@ -117,7 +117,8 @@ def test_the_time_limit_ends_the_synthesis_and_names_what_was_not_done(planted: 
     assert "INCOMPLETE: the time limit was reached" in result.stdout.splitlines()[0]
     data = valid_ledger(planted)
     extracted, judged = data["incomplete"]  # the deadline passed during extraction: judging never started
-    assert "02-beta" in extracted and "0.05 min" in extracted and "judge batch(es) 1" in judged
+    assert "02-beta" in extracted and "0.05 min" in extracted
+    assert "judge batch(es) judge-" in judged  # named by their claims (a hash), never by a number
     beta = next(r for r in data["reports"] if r["stem"] == "02-beta")
     assert beta["extraction"]["status"] == "timed_out" and beta["claims"] == []
     document = (planted / "framework" / "planted.md").read_text(encoding="utf-8")
@@ -129,7 +130,7 @@ def test_the_time_limit_ends_the_synthesis_and_names_what_was_not_done(planted: 
     write_pyproject(planted)
     again = synthesize_cli(planted, synth_env)
     clean_run(again)
-    assert "LLM calls: 2 (1 extraction, 5 cached" in again.stdout and valid_ledger(planted)["incomplete"] == []
+    assert "(1 extraction, 5 cached" in again.stdout and valid_ledger(planted)["incomplete"] == []
 
 
 @reliability(area="budget", case="synthesis time limit reached before any report was extracted",
@@ -152,7 +153,7 @@ def test_the_time_limit_during_judging_is_named(planted: Path, synth_env, gatewa
     result = synthesize_cli(planted, synth_env)
     clean_run(result)
     data = valid_ledger(planted)
-    [batch] = data["batches"]
-    assert batch["status"] == "timed_out" and batch["judgement"] is None
-    assert any("judge batch(es) 1" in item for item in data["incomplete"])
+    assert data["batches"] and all(b["status"] == "timed_out" and b["judgement"] is None for b in data["batches"])
+    for batch in data["batches"]:
+        assert any(batch["id"] in item and "judge batch(es)" in item for item in data["incomplete"])
     assert data["divergences"] == []  # nobody confirmed a divergence
