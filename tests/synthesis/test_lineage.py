@@ -33,8 +33,8 @@ def test_a_derived_model_counts_as_its_parent_family(tmp_path: Path, gateway, sy
     """Why: `tngtech/deepseek-r1t2-chimera` is DeepSeek merged; counted by author, it confirmed DeepSeek as
     an "independent" family."""
     repo = repo_of(tmp_path, {"01-a": "deepseek/deepseek-v4-pro", "02-b": "tngtech/deepseek-r1t2-chimera"})
-    result, data, document = run(repo, gateway, synth_env, {"01-a": [rec("Postgres", DATABASE)],
-                                                             "02-b": [rec("Postgres", DATABASE)]})
+    result, data, _document = run(repo, gateway, synth_env, {"01-a": [rec("Postgres", DATABASE)],
+                                                              "02-b": [rec("Postgres", DATABASE)]})
     assert result.returncode == 0, result.stderr
     reports = {r["stem"]: r for r in data["reports"]}
     assert reports["02-b"]["family"] == "deepseek" and reports["02-b"]["families"] == ["deepseek"]
