@@ -14,7 +14,8 @@ from click.testing import CliRunner
 
 from research_dispatch.cli import main
 from research_dispatch.config.plan import plan_legs
-from research_dispatch.config.settings import Settings, load_settings, load_topics
+from research_dispatch.config.settings import Settings, load_settings
+from research_dispatch.config.topics import load_topics
 from tests.conftest import ROOT, write_topic
 
 GOOD = """\

@@ -15,7 +15,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from research_dispatch.config.plan import Leg, plan_legs
-from research_dispatch.config.settings import load_settings, load_topics
+from research_dispatch.config.settings import load_settings
+from research_dispatch.config.topics import load_topics
 from research_dispatch.gateway.client import CallRecord
 from research_dispatch.leg.report import CitedSource, ReportMeta, SourceEntry, Usage, render_report
 from research_dispatch.leg.run import LegResult

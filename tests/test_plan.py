@@ -11,7 +11,8 @@ from click.testing import CliRunner
 
 from research_dispatch.cli import main
 from research_dispatch.config.plan import current_cycle, matrix, plan_legs, resolve_legs
-from research_dispatch.config.settings import load_settings, load_topics
+from research_dispatch.config.settings import load_settings
+from research_dispatch.config.topics import load_topics
 from tests.conftest import write_topic
 
 

@@ -1,6 +1,7 @@
-"""The strict YAML reader has two implementations — libyaml's event stream (fast) and the pure-Python
-`_StrictLoader` (the fallback where PyYAML has no libyaml) — and they must agree: the same data for every
-document they accept, the same refusal (problem text) for every document they refuse."""
+"""The strict YAML rules (`core/strictyaml.check_events`, written once) run on two parsers' event streams —
+libyaml's (fast, the reading path) and PyYAML's pure-Python one (the fallback where PyYAML has no libyaml)
+— and the two readings must agree: the same data for every document they accept, the same refusal
+(problem text) for every document they refuse."""
 
 from __future__ import annotations
 
@@ -11,8 +12,9 @@ import yaml
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from research_dispatch.config import settings as config_settings
-from research_dispatch.config.settings import MAX_YAML_DEPTH, _check_events, _StrictLoader
+from research_dispatch.core import strictyaml
+from research_dispatch.core.errors import BadInput
+from research_dispatch.core.strictyaml import MAX_YAML_DEPTH, load_documents
 
 
 def test_this_environment_reads_with_libyaml() -> None:
@@ -21,15 +23,14 @@ def test_this_environment_reads_with_libyaml() -> None:
 
 def python_reading(text: str) -> tuple[str, Any]:
     try:
-        return "ok", list(yaml.load_all(text, Loader=_StrictLoader))
+        return "ok", load_documents(text, yaml.SafeLoader)
     except yaml.MarkedYAMLError as exc:
         return "refused", exc.problem
 
 
 def libyaml_reading(text: str) -> tuple[str, Any]:
     try:
-        _check_events(text)
-        return "ok", list(yaml.load_all(text, Loader=yaml.CSafeLoader))
+        return "ok", load_documents(text, yaml.CSafeLoader)
     except yaml.MarkedYAMLError as exc:
         return "refused", exc.problem
 
@@ -74,5 +75,5 @@ def test_hand_written_cases_agree(text: str) -> None:
 
 
 def test_libyaml_own_depth_cap_reads_as_ours() -> None:
-    with pytest.raises(config_settings.BadInput, match=f"nesting deeper than {MAX_YAML_DEPTH} levels"):
-        config_settings.load_yaml_text(nested(1000), path="t.yaml")
+    with pytest.raises(BadInput, match=f"nesting deeper than {MAX_YAML_DEPTH} levels"):
+        strictyaml.load_yaml_text(nested(1000), path="t.yaml")

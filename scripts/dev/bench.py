@@ -348,7 +348,8 @@ def wire_accounting(completions: list[dict[str, Any]]) -> dict[str, Any]:
 def run_product_leg(script: dict[str, Any], topic_file: str, topic_text: str, extra: str = "") -> dict[str, Any]:
     """One leg through `run_leg` on in-process fakes; its wire accounting, status and evidence."""
     from research_dispatch.config.plan import plan_legs
-    from research_dispatch.config.settings import load_settings, load_topics
+    from research_dispatch.config.settings import load_settings
+    from research_dispatch.config.topics import load_topics
     from research_dispatch.leg.report import load_report
     from research_dispatch.leg.run import run_leg
 
@@ -376,7 +377,8 @@ def run_uncapped_leg(script: dict[str, Any], topic_file: str, topic_text: str, e
 
     Built from the product's own classes with their caps raised, against the same fakes."""
     from research_dispatch.config.plan import plan_legs
-    from research_dispatch.config.settings import effective, load_settings, load_topics
+    from research_dispatch.config.settings import load_settings
+    from research_dispatch.config.topics import effective, load_topics
     from research_dispatch.gateway.client import Gateway
     from research_dispatch.leg.report import count_words, finalize_citations
     from research_dispatch.leg.researcher import LegSpec, Researcher
@@ -468,7 +470,8 @@ def _keep(stem: str, sentence: str) -> bool:
 def research_five(base: Path) -> list[Path]:
     """The five real topics researched once on the fakes; their report paths."""
     from research_dispatch.config.plan import plan_legs
-    from research_dispatch.config.settings import load_settings, load_topics
+    from research_dispatch.config.settings import load_settings
+    from research_dispatch.config.topics import load_topics
     from research_dispatch.leg.run import run_leg
 
     make_repo(base, {name: text for name, _, text in real_topics()},
@@ -577,7 +580,8 @@ def bench_synthesis(sizes: list[int]) -> dict[str, Any]:
 
 def bench_matrix(reps: int) -> dict[str, Any]:
     from research_dispatch.config.plan import MAX_MATRIX_ENTRIES, resolve_legs
-    from research_dispatch.config.settings import load_settings, load_topics
+    from research_dispatch.config.settings import load_settings
+    from research_dispatch.config.topics import load_topics
 
     console = BIN / "research-dispatch"
     cli = [str(console)] if console.exists() else [sys.executable, "-m", "research_dispatch"]

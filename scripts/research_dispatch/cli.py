@@ -96,7 +96,8 @@ def _writable(path: Path, label: str, field: str | None = None) -> None:
 
 
 def _load(repo: Path) -> tuple[Any, list[Any]]:
-    from research_dispatch.config.settings import load_settings, load_topics
+    from research_dispatch.config.settings import load_settings
+    from research_dispatch.config.topics import load_topics
 
     settings = load_settings(repo)
     return settings, load_topics(repo, settings)
@@ -122,7 +123,8 @@ def main() -> None:
 def check(repo: Path) -> None:
     """Validate [tool.research-dispatch] and every topic file; print one line per problem."""
     from research_dispatch.config.plan import plan_legs
-    from research_dispatch.config.settings import check_topics, load_settings
+    from research_dispatch.config.settings import load_settings
+    from research_dispatch.config.topics import check_topics
     from research_dispatch.core.errors import BadInput
 
     try:
@@ -149,7 +151,7 @@ def check(repo: Path) -> None:
 def plan(repo: Path, topic_ids: str | None, model_ids: str | None, github_output: bool, cycle: str | None) -> None:
     """Print the matrix JSON {"include": [{"leg", "topic", "model"}, ...]}."""
     from research_dispatch.config.plan import matrix, matrix_json, plan_legs, write_github_output
-    from research_dispatch.config.settings import select_topics
+    from research_dispatch.config.topics import select_topics
 
     target = _runner_file("GITHUB_OUTPUT") if github_output else None
     settings, topics = _load(repo)
@@ -229,7 +231,7 @@ def _leg_line(result: Any) -> str:
 def collect(repo: Path, incoming: Path, topic_ids: str | None, model_ids: str | None, with_synthesis: bool) -> None:
     """Import leg artifacts from INCOMING into their computed paths, validating each file."""
     from research_dispatch.config.plan import plan_legs
-    from research_dispatch.config.settings import select_topics
+    from research_dispatch.config.topics import select_topics
     from research_dispatch.run.collect import collect as collect_files
 
     settings, topics = _load(repo)
@@ -336,7 +338,7 @@ def publish(repo: Path, branch: str | None, base: str | None, no_push: bool, no_
     """Commit (one per changed report, one for the synthesis), push, and create or update the PR."""
     from research_dispatch.config import environment
     from research_dispatch.config.plan import plan_legs
-    from research_dispatch.config.settings import select_topics
+    from research_dispatch.config.topics import select_topics
     from research_dispatch.publish import publish_command
 
     if github_summary:

@@ -24,7 +24,8 @@ from research_dispatch.adopt.init import (
     resolve_pin,
 )
 from research_dispatch.config.plan import plan_legs
-from research_dispatch.config.settings import load_settings, load_topics
+from research_dispatch.config.settings import load_settings
+from research_dispatch.config.topics import load_topics
 from tests.adopt.conftest import empty_repository, git, git_env, snapshot
 from tests.conftest import ROOT
 

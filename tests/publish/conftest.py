@@ -21,7 +21,8 @@ from click.testing import CliRunner, Result
 
 from research_dispatch.cli import main
 from research_dispatch.config.plan import Leg, plan_legs
-from research_dispatch.config.settings import Settings, load_settings, load_topics
+from research_dispatch.config.settings import Settings, load_settings
+from research_dispatch.config.topics import load_topics
 from research_dispatch.leg.run import LegResult, run_leg
 from research_dispatch.publish import PublishResult, publish
 from research_dispatch_fakes.github import FakeGitHub

@@ -9,7 +9,8 @@ from pathlib import Path
 import pytest
 
 from research_dispatch.config.plan import plan_legs
-from research_dispatch.config.settings import load_settings, load_topics
+from research_dispatch.config.settings import load_settings
+from research_dispatch.config.topics import load_topics
 from research_dispatch.core.errors import PublishError
 from research_dispatch.leg.run import run_leg
 from research_dispatch.publish import publish

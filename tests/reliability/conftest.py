@@ -22,7 +22,8 @@ from typing import Any
 import yaml
 
 from research_dispatch.config.plan import plan_legs
-from research_dispatch.config.settings import load_settings, load_topics
+from research_dispatch.config.settings import load_settings
+from research_dispatch.config.topics import load_topics
 from research_dispatch.gateway.client import RetryPolicy
 from research_dispatch.leg.run import LegResult, run_leg
 

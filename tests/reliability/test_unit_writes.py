@@ -19,7 +19,8 @@ from typing import Any
 import pytest
 
 from research_dispatch.config.plan import plan_legs
-from research_dispatch.config.settings import load_settings, load_topics
+from research_dispatch.config.settings import load_settings
+from research_dispatch.config.topics import load_topics
 from research_dispatch.leg.files import complete_pending
 from research_dispatch.leg.report import load_report
 from research_dispatch.leg.run import run_leg

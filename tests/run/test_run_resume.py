@@ -64,7 +64,8 @@ def test_a_failed_rerun_keeps_the_old_report_and_is_redone_next_time(repo: Path,
 def test_degraded_unverified_and_other_cycle_reports_are_redone(repo: Path, run_env: dict, gateway: Any,
                                                                 out: Output) -> None:
     from research_dispatch.config.plan import plan_legs
-    from research_dispatch.config.settings import load_settings, load_topics
+    from research_dispatch.config.settings import load_settings
+    from research_dispatch.config.topics import load_topics
     from research_dispatch.leg.resume import decide
 
     gateway.set_scenario({"rules": [{"match": {"session": "*02-diloco-family"}, "serve_model": "deepseek/other"},

@@ -7,7 +7,8 @@ import shutil
 from pathlib import Path
 
 from research_dispatch.config.plan import Leg, plan_legs
-from research_dispatch.config.settings import load_settings, load_topics
+from research_dispatch.config.settings import load_settings
+from research_dispatch.config.topics import load_topics
 from research_dispatch.leg.run import LegResult
 from research_dispatch.leg.state import LegState, assess_worktree
 from tests.conftest import ROOT

@@ -16,7 +16,8 @@ import pytest
 import yaml
 
 from research_dispatch.config.plan import plan_legs
-from research_dispatch.config.settings import load_settings, load_topics
+from research_dispatch.config.settings import load_settings
+from research_dispatch.config.topics import load_topics
 from research_dispatch.leg.run import LegResult, run_leg
 from research_dispatch_fakes.exa import FakeExa
 from tests.conftest import CANARY

@@ -11,7 +11,8 @@ from pathlib import Path
 import pytest
 
 from research_dispatch.config.plan import plan_legs
-from research_dispatch.config.settings import load_settings, load_topics
+from research_dispatch.config.settings import load_settings
+from research_dispatch.config.topics import load_topics
 from research_dispatch.leg.run import leg_input_hash
 from tests.tools.conftest import make_repo, mcp_server_table
 
@@ -85,7 +86,7 @@ def test_a_topic_tuning_search_keeps_the_configured_providers(tmp_path: Path) ->
     repo = make_repo(tmp_path, topic_extra="search: {max_results: 5}\n", config='search = {providers = ["exa"]}\n')
     settings = load_settings(repo)
     (topic,) = load_topics(repo, settings)
-    from research_dispatch.config.settings import effective
+    from research_dispatch.config.topics import effective
 
     assert effective(topic.topic, settings)[2].providers == ("exa",)
 

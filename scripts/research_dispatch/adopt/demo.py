@@ -143,7 +143,8 @@ def checkout_source(root: Path) -> DemoSource:
 
 def repository_source(repo: Path) -> DemoSource:
     """Another repository's own review: its pyproject, topic files and methodology, validated first."""
-    from research_dispatch.config.settings import check_topics, load_settings, topic_paths
+    from research_dispatch.config.settings import load_settings
+    from research_dispatch.config.topics import check_topics, topic_paths
 
     if not repo.is_dir():
         raise BadInput(f"{repo} is not a directory", path="--repo")
@@ -362,7 +363,8 @@ def _show(path: Path) -> str:
 def report_and_check(directory: Path, origin: Path, outcome: Any, pulls: list[dict[str, Any]],
                      say: Echo, *, reference: bool = True) -> list[Check]:
     from research_dispatch.config.plan import plan_legs
-    from research_dispatch.config.settings import load_settings, load_topics
+    from research_dispatch.config.settings import load_settings
+    from research_dispatch.config.topics import load_topics
 
     settings = load_settings(directory)
     legs = plan_legs(load_topics(directory, settings), settings)

@@ -15,7 +15,8 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
-from research_dispatch.config.settings import ModelRoute, Settings, Topic, TopicFile
+from research_dispatch.config.settings import ModelRoute, Settings, Topic
+from research_dispatch.config.topics import TopicFile
 from research_dispatch.core.errors import BadInput
 
 MAX_MATRIX_ENTRIES = 256

@@ -1,27 +1,27 @@
-"""Configuration (`[tool.research-dispatch]` in pyproject.toml) and topic files, as pydantic models.
+"""The settings schema: `[tool.research-dispatch]` in pyproject.toml and the topic file's fields, as
+pydantic models.
 
 Everything here is input a user edits by hand, so every failure becomes one `BadInput` line naming the
-file and the field. Topic YAML is parsed defensively: no anchors or aliases (alias bombs), no
-duplicate keys, bounded size and nesting, strict UTF-8. Report paths are *computed* from the file
-name and the model slug; no path is ever read from input.
+file and the field (`records.first_error`). The topic files themselves (discovery, reading, the
+cross-file checks, the per-topic defaults) are `config/topics.py`; the strict reading of their YAML
+is `core/strictyaml.py`. Report paths are *computed* from the file name and the model slug; no path is
+ever read from input.
 """
 
 from __future__ import annotations
 
-import os
 import re
-import stat
 import sys
-from collections.abc import Iterable
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
+from urllib.parse import urlsplit
 
-import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, ValidationInfo, field_validator, model_validator
 
 from research_dispatch.config import lineage as model_lineage
 from research_dispatch.core.errors import BadInput
+from research_dispatch.core.fsio import read_text_strict
+from research_dispatch.core.records import first_error
 from research_dispatch.core.sanitize import strip_invisible
 
 if sys.version_info >= (3, 11):
@@ -33,10 +33,7 @@ TOPIC_ID_RE = re.compile(r"^[a-z0-9](?:[a-z0-9-]|\.(?!\.))*$")
 SLUG_PART = r"[a-z0-9][a-z0-9._-]*"
 MODEL_SLUG_RE = re.compile(rf"^{SLUG_PART}/{SLUG_PART}$")
 PROVIDER_SLUG_RE = re.compile(rf"^{SLUG_PART}(?:/{SLUG_PART})?$")
-TOPIC_FILE_RE = re.compile(r"^(?P<nn>\d{2})-(?P<id>[a-z0-9][a-z0-9.-]*)\.ya?ml$")
 
-MAX_TOPIC_BYTES = 64 * 1024
-MAX_YAML_DEPTH = 12
 MAX_TOPIC_ID_LEN = 64
 
 
@@ -212,7 +209,7 @@ class Topic(_Strict):
 
 
 class GatewaySettings(_Strict):
-    """The model gateway. `kind` (FIXED, DESIGN.md § Gateways): `openrouter` (the default: pinned routes,
+    """The model gateway. `kind` (FIXED, docs/ARCHITECTURE.md § Gateways): `openrouter` (the default: pinned routes,
     router metadata, `/generation` records) or `openai-compatible` (a local or self-hosted server such as
     LiteLLM, vLLM, llama.cpp or Ollama, reached with OPENAI_API_KEY/OPENAI_BASE_URL: it can only report
     which model answered, so its routes are `self_reported`, verified only with `trust_self_reported`)."""
@@ -272,8 +269,6 @@ class McpServerSettings(_Strict):
     @field_validator("url")
     @classmethod
     def _url(cls, value: str | None) -> str | None:
-        from urllib.parse import urlsplit
-
         if value is None:
             return value
         try:
@@ -517,308 +512,6 @@ class Settings(_Strict):
 
 
 # --------------------------------------------------------------------------------------------------
-# Safe YAML
-
-
-class _StrictLoader(yaml.SafeLoader):
-    """SafeLoader that rejects aliases, duplicate keys and deep nesting."""
-
-    def compose_node(self, parent: Any, index: Any) -> Any:
-        if self.check_event(yaml.AliasEvent):
-            event = self.peek_event()  # type: ignore[no-untyped-call]
-            raise yaml.constructor.ConstructorError(
-                None, None, "YAML aliases/anchors are not allowed (they can expand without bound)", event.start_mark)
-        event = self.peek_event()  # type: ignore[no-untyped-call]
-        if getattr(event, "anchor", None):
-            raise yaml.constructor.ConstructorError(
-                None, None, "YAML anchors are not allowed (aliases to them can expand without bound)", event.start_mark)
-        depth = getattr(self, "_depth", 0)
-        if depth > MAX_YAML_DEPTH:
-            raise yaml.constructor.ConstructorError(
-                None, None, f"nesting deeper than {MAX_YAML_DEPTH} levels", event.start_mark)
-        self._depth = depth + 1
-        try:
-            return super().compose_node(parent, index)
-        finally:
-            self._depth = depth
-
-    def construct_mapping(self, node: Any, deep: bool = False) -> dict[Any, Any]:
-        seen: set[Any] = set()
-        for key_node, _ in node.value:
-            key = self.construct_object(key_node, deep=deep)
-            if not isinstance(key, str):
-                raise yaml.constructor.ConstructorError(
-                    None, None, f"mapping keys must be strings, got {key!r}", key_node.start_mark)
-            if key in seen:
-                raise yaml.constructor.ConstructorError(
-                    None, None, f"duplicate key {key!r}", key_node.start_mark)
-            seen.add(key)
-        return super().construct_mapping(node, deep=deep)
-
-
-_STR_TAG = "tag:yaml.org,2002:str"
-
-
-def _refuse(problem: str, mark: Any) -> yaml.constructor.ConstructorError:
-    return yaml.constructor.ConstructorError(None, None, problem, mark)
-
-
-def _check_events(text: str) -> None:
-    """The rules of `_StrictLoader`, checked on libyaml's event stream (C speed): no aliases or anchors,
-    at most `MAX_YAML_DEPTH` levels, mapping keys that are unique strings. Raises the first problem, with
-    its position; alias, anchor and depth problems before key problems, as `_StrictLoader` reports them.
-
-    Why: every report, ledger and topic read goes through here, and the pure-Python parser costs ~0.1 ms
-    a node (a report's front matter is ~170 nodes); a refresh reads each report several times.
-    """
-    loader = yaml.CSafeLoader(text)
-    frames: list[list[Any]] = []  # per open collection: [is_mapping, expecting_key, keys seen]
-    key_problem: yaml.constructor.ConstructorError | None = None
-    try:
-        while loader.check_event():
-            event: Any = loader.get_event()
-            if isinstance(event, yaml.AliasEvent):
-                raise _refuse("YAML aliases/anchors are not allowed (they can expand without bound)", event.start_mark)
-            if isinstance(event, (yaml.CollectionEndEvent, yaml.StreamStartEvent, yaml.StreamEndEvent,
-                                  yaml.DocumentStartEvent, yaml.DocumentEndEvent)):
-                if isinstance(event, yaml.CollectionEndEvent):
-                    frames.pop()
-                    if frames and frames[-1][0]:
-                        frames[-1][1] = not frames[-1][1]
-                continue
-            if getattr(event, "anchor", None):
-                raise _refuse("YAML anchors are not allowed (aliases to them can expand without bound)",
-                              event.start_mark)
-            if len(frames) > MAX_YAML_DEPTH:
-                raise _refuse(f"nesting deeper than {MAX_YAML_DEPTH} levels", event.start_mark)
-            parent = frames[-1] if frames else None
-            if parent is not None and parent[0] and parent[1] and key_problem is None:
-                key_problem = _key_problem(loader, event, parent[2])
-            if isinstance(event, yaml.ScalarEvent):
-                if parent is not None and parent[0]:
-                    parent[1] = not parent[1]
-            else:  # a sequence or mapping starts
-                frames.append([isinstance(event, yaml.MappingStartEvent), True, set()])
-    except yaml.MarkedYAMLError as exc:  # libyaml's own cap (1,000 levels) met before our events were seen
-        if "maximum nesting depth" in str(exc.problem):
-            raise _refuse(f"nesting deeper than {MAX_YAML_DEPTH} levels", exc.problem_mark) from None
-        raise
-    finally:
-        loader.dispose()
-    if key_problem is not None:
-        raise key_problem
-
-
-def _key_problem(loader: Any, event: Any, seen: set[str]) -> yaml.constructor.ConstructorError | None:
-    """Why this mapping key is refused (not a string, or a duplicate), or None; records the key."""
-    if not isinstance(event, yaml.ScalarEvent):
-        return _refuse("mapping keys must be strings, got a collection", event.start_mark)
-    tag = event.tag if event.tag not in (None, "!") else loader.resolve(yaml.ScalarNode, event.value, event.implicit)
-    if tag != _STR_TAG:
-        key = loader.construct_object(yaml.ScalarNode(tag, event.value))
-        return _refuse(f"mapping keys must be strings, got {key!r}", event.start_mark)
-    if event.value in seen:
-        return _refuse(f"duplicate key {event.value!r}", event.start_mark)
-    seen.add(event.value)
-    return None
-
-
-def _load_documents(text: str) -> list[Any]:
-    """Every document of `text`, strictly: libyaml when PyYAML was built with it, else `_StrictLoader`."""
-    if getattr(yaml, "__with_libyaml__", False):
-        _check_events(text)
-        return list(yaml.load_all(text, Loader=yaml.CSafeLoader))
-    return list(yaml.load_all(text, Loader=_StrictLoader))
-
-
-def load_yaml_text(text: str, *, path: str) -> Any:
-    """Parse one YAML document strictly; every failure is a one-line BadInput naming `path`."""
-    try:
-        documents = _load_documents(text)
-    except yaml.MarkedYAMLError as exc:
-        mark = exc.problem_mark or exc.context_mark
-        where = f" (line {mark.line + 1}, column {mark.column + 1})" if mark else ""
-        problem = exc.problem or exc.context or "invalid YAML"
-        raise BadInput(f"{problem}{where}", path=path) from None
-    except yaml.YAMLError as exc:
-        raise BadInput(f"invalid YAML: {str(exc).splitlines()[0]}", path=path) from None
-    except RecursionError:
-        raise BadInput("YAML nesting too deep", path=path) from None
-    if len(documents) != 1:
-        raise BadInput("expected exactly one YAML document", path=path)
-    return documents[0]
-
-
-def read_text_strict(path: Path, *, display: str, max_bytes: int) -> str:
-    """Read a small UTF-8 text file, refusing huge, binary or non-UTF-8 input, and anything that is not
-    a regular file: a FIFO would block for ever, `/dev/zero` never ends, a directory is not text.
-
-    The file is opened non-blocking and checked with `fstat` on the open descriptor, so the check and
-    the read concern the same file; at most `max_bytes + 1` bytes are ever read.
-    """
-    flags = os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_NOCTTY", 0)
-    try:
-        fd = os.open(path, flags)
-    except OSError as exc:
-        raise BadInput(f"cannot read: {exc.strerror}", path=display) from None
-    info = os.fstat(fd)
-    problem = ("is a directory, not a file" if stat.S_ISDIR(info.st_mode)
-               else "is not a regular file (a FIFO, socket or device)" if not stat.S_ISREG(info.st_mode)
-               else f"file is {info.st_size} bytes; the limit is {max_bytes}" if info.st_size > max_bytes
-               else None)
-    if problem:
-        os.close(fd)
-        raise BadInput(problem, path=display)
-    with os.fdopen(fd, "rb") as handle:
-        try:
-            raw = handle.read(max_bytes + 1)
-        except OSError as exc:
-            raise BadInput(f"cannot read: {exc.strerror}", path=display) from None
-    if len(raw) > max_bytes:
-        raise BadInput(f"file is larger than the limit of {max_bytes} bytes", path=display)
-    try:
-        text = raw.decode("utf-8")
-    except UnicodeDecodeError as exc:
-        raise BadInput(f"not valid UTF-8 (byte {exc.start})", path=display) from None
-    if "\x00" in text:
-        raise BadInput("contains NUL bytes", path=display)
-    if not text.strip():
-        raise BadInput("file is empty", path=display)
-    return text.lstrip("\ufeff")
-
-
-def _first_error(exc: ValidationError) -> tuple[str, str]:
-    """The first pydantic error as (dotted field path, message) for a one-line report."""
-    err = exc.errors()[0]
-    parts: list[str] = []
-    for loc in err["loc"]:
-        if isinstance(loc, int):
-            parts[-1:] = [f"{parts[-1] if parts else ''}[{loc}]"]
-        else:
-            parts.append(str(loc))
-    field = ".".join(parts) or "(root)"
-    message = err["msg"]
-    if err["type"] == "extra_forbidden":
-        message = "unknown key"
-    elif err["type"] == "missing":
-        message = "required key is missing"
-    message = message.removeprefix("Value error, ")
-    return field, message
-
-
-# --------------------------------------------------------------------------------------------------
-# Topic files
-
-
-@dataclass(frozen=True)
-class TopicFile:
-    """A validated topic with where it came from and the file stem reports are named after."""
-
-    topic: Topic
-    path: Path  # absolute
-    relpath: str  # as shown to users, e.g. topics/02-diloco-family.yaml
-    nn: str
-    raw_sha256: str
-
-    @property
-    def stem(self) -> str:
-        return f"{self.nn}-{self.topic.id}"
-
-    def report_stem(self, route: ModelRoute) -> str:
-        """Computed report stem: NN-id, or NN-id.author-name when the topic has several models."""
-        if len(self.topic.models) == 1:
-            return self.stem
-        return f"{self.stem}.{route.author}-{route.name}"
-
-
-def load_topic_file(path: Path, *, repo: Path) -> TopicFile:
-    import hashlib
-
-    display = _display(path, repo)
-    match = TOPIC_FILE_RE.fullmatch(path.name)
-    if not match:
-        raise BadInput("file name must be NN-<id>.yaml (two digits, a dash, the topic id)", path=display)
-    try:
-        path.resolve().relative_to(repo.resolve())
-    except (ValueError, OSError, RuntimeError):
-        raise BadInput("resolves outside the repository (a symlink?); topic files must live in it",
-                       path=display) from None
-    text = read_text_strict(path, display=display, max_bytes=MAX_TOPIC_BYTES)
-    data = load_yaml_text(text, path=display)
-    if not isinstance(data, dict):
-        raise BadInput(f"expected a mapping at the top level, got {type(data).__name__}", path=display)
-    try:
-        topic = Topic.model_validate(data)
-    except ValidationError as exc:
-        field, message = _first_error(exc)
-        raise BadInput(message, path=display, field=field) from None
-    if topic.id != match.group("id"):
-        raise BadInput(f"id {topic.id!r} does not match the file name ({match.group('id')!r})",
-                       path=display, field="id")
-    return TopicFile(topic=topic, path=path.resolve(), relpath=display, nn=match.group("nn"),
-                     raw_sha256=hashlib.sha256(text.encode("utf-8")).hexdigest())
-
-
-def _display(path: Path, repo: Path) -> str:
-    """The path as the user knows it: relative to the repository, without following a final symlink
-    (an error about `topics/01-x.yaml` must not print where that link points)."""
-    try:
-        return path.absolute().relative_to(repo.absolute()).as_posix()
-    except ValueError:
-        pass
-    try:
-        return (path.parent.resolve() / path.name).relative_to(repo.resolve()).as_posix()
-    except (ValueError, OSError, RuntimeError):
-        return path.as_posix()
-
-
-def topic_paths(repo: Path, settings: Settings) -> list[Path]:
-    directory = repo / settings.topics_dir
-    if not directory.is_dir():
-        return []
-    return sorted(p for p in directory.iterdir() if p.suffix in (".yaml", ".yml") and not p.name.startswith("."))
-
-
-def load_topics(repo: Path, settings: Settings) -> list[TopicFile]:
-    """Load every topic; raise the first problem. Use `check_topics` to collect all of them."""
-    topics, problems = check_topics(repo, settings)
-    if problems:
-        raise problems[0]
-    return topics
-
-
-def check_topics(repo: Path, settings: Settings) -> tuple[list[TopicFile], list[BadInput]]:
-    """Load all topic files, collecting one problem per bad file plus cross-file conflicts."""
-    topics: list[TopicFile] = []
-    problems: list[BadInput] = []
-    paths = topic_paths(repo, settings)
-    if not paths:
-        problems.append(BadInput("no topic files (expected NN-<id>.yaml files)",
-                                 path=settings.topics_dir + "/"))
-    for path in paths:
-        try:
-            topics.append(load_topic_file(path, repo=repo))
-        except BadInput as exc:
-            problems.append(exc)
-    by_id: dict[str, TopicFile] = {}
-    for topic_file in topics:
-        other = by_id.get(topic_file.topic.id)
-        if other is not None:
-            problems.append(BadInput(f"duplicate topic id {topic_file.topic.id!r} (also in {other.relpath})",
-                                     path=topic_file.relpath, field="id"))
-        else:
-            by_id[topic_file.topic.id] = topic_file
-    unique = [t for t in topics if by_id.get(t.topic.id) is t]
-    for topic_file in unique:
-        for index, name in enumerate(topic_file.topic.mcp):
-            if name not in settings.mcp.servers:
-                known = ", ".join(sorted(settings.mcp.servers)) or "none are configured"
-                problems.append(BadInput(f"unknown MCP server {name!r} (configured in [tool.research-dispatch.mcp."
-                                         f"servers]: {known})", path=topic_file.relpath, field=f"mcp[{index}]"))
-    return unique, problems
-
-
-# --------------------------------------------------------------------------------------------------
 # pyproject settings
 
 
@@ -839,31 +532,7 @@ def load_settings(repo: Path) -> Settings:
     try:
         return Settings.model_validate(table)
     except ValidationError as exc:
-        field, message = _first_error(exc)
+        field, message = first_error(exc)
         raise BadInput(message, path=display, field=f"tool.research-dispatch.{field}") from None
 
 
-def effective(topic: Topic, settings: Settings) -> tuple[WordBand, Budget, SearchSettings]:
-    """Per-topic overrides fall back to the configured defaults."""
-    search = topic.search or settings.search
-    if topic.search is not None and "providers" not in topic.search.model_fields_set:
-        # A topic that tunes its search (max_results, domains) keeps the configured providers.
-        search = search.model_copy(update={"providers": settings.search.providers})
-    return (topic.words or settings.words, topic.budget or settings.budget, search)
-
-
-def select_topics(topics: Iterable[TopicFile], ids: Iterable[str] | None) -> list[TopicFile]:
-    """Filter by topic ids; an unknown id is bad input, not an empty plan."""
-    topics = list(topics)
-    given = list(ids or [])
-    if not given:
-        return topics
-    wanted = [i.strip() for i in given if i.strip()]
-    if not wanted:  # e.g. `--topics ',,,'`: a selection of nothing is a mistake, never "all topics"
-        raise BadInput("the selection names no topic (only separators or spaces); leave the option out for "
-                       "all topics", path="--topics")
-    known = {t.topic.id for t in topics}
-    unknown = [i for i in wanted if i not in known]
-    if unknown:
-        raise BadInput(f"unknown topic id(s): {', '.join(sorted(unknown))}", path="--topics")
-    return [t for t in topics if t.topic.id in set(wanted)]

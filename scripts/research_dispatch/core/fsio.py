@@ -1,9 +1,10 @@
-"""Filesystem helpers: atomic writes confined to a root.
+"""Filesystem helpers: atomic writes confined to a root, and the hardened reading of small text files.
 
 Every file the product writes goes through `write_atomic`: a temp file in the same directory, fsync,
 then `os.replace`, so a killed process leaves either the old file or the new one, never half of one.
 `confined` refuses any path that resolves outside the repository (`..`, absolute paths, symlinks),
-so a computed path can never be steered elsewhere.
+so a computed path can never be steered elsewhere. Every small text file a user or an artifact hands
+us (pyproject.toml, topic files, reports, call logs) is read with `read_text_strict`.
 """
 
 from __future__ import annotations
@@ -112,3 +113,41 @@ def append_line(path: Path, line: str) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
     with path.open("a", encoding="utf-8") as handle:
         handle.write(line.rstrip("\n") + "\n")
+
+
+def read_text_strict(path: Path, *, display: str, max_bytes: int) -> str:
+    """Read a small UTF-8 text file, refusing huge, binary or non-UTF-8 input, and anything that is not
+    a regular file: a FIFO would block for ever, `/dev/zero` never ends, a directory is not text.
+
+    The file is opened non-blocking and checked with `fstat` on the open descriptor, so the check and
+    the read concern the same file; at most `max_bytes + 1` bytes are ever read.
+    """
+    flags = os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_NOCTTY", 0)
+    try:
+        fd = os.open(path, flags)
+    except OSError as exc:
+        raise BadInput(f"cannot read: {exc.strerror}", path=display) from None
+    info = os.fstat(fd)
+    problem = ("is a directory, not a file" if stat.S_ISDIR(info.st_mode)
+               else "is not a regular file (a FIFO, socket or device)" if not stat.S_ISREG(info.st_mode)
+               else f"file is {info.st_size} bytes; the limit is {max_bytes}" if info.st_size > max_bytes
+               else None)
+    if problem:
+        os.close(fd)
+        raise BadInput(problem, path=display)
+    with os.fdopen(fd, "rb") as handle:
+        try:
+            raw = handle.read(max_bytes + 1)
+        except OSError as exc:
+            raise BadInput(f"cannot read: {exc.strerror}", path=display) from None
+    if len(raw) > max_bytes:
+        raise BadInput(f"file is larger than the limit of {max_bytes} bytes", path=display)
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise BadInput(f"not valid UTF-8 (byte {exc.start})", path=display) from None
+    if "\x00" in text:
+        raise BadInput("contains NUL bytes", path=display)
+    if not text.strip():
+        raise BadInput("file is empty", path=display)
+    return text.lstrip("\ufeff")

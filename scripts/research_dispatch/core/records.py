@@ -20,7 +20,9 @@ import types
 import typing
 from typing import Any
 
-__all__ = ["check_record", "check_value", "load_record"]
+from pydantic import ValidationError
+
+__all__ = ["check_record", "check_value", "first_error", "load_record"]
 
 
 def load_record(text: str, cls: type[Any], *, required: typing.Iterable[str] | None = None) -> dict[str, Any]:
@@ -93,3 +95,24 @@ def check_record(data: Any, cls: type[Any], *, required: typing.Iterable[str] | 
         check_value(name, data[name], hint)
         result[name] = data[name]
     return result
+
+
+def first_error(exc: ValidationError) -> tuple[str, str]:
+    """The first pydantic error as (dotted field path, message) for a one-line report: how a settings
+    file, a topic file or a report's front matter names what is wrong (`tool.research-dispatch.jobs`,
+    `models[1].model`, `usage.cost_usd`)."""
+    err = exc.errors()[0]
+    parts: list[str] = []
+    for loc in err["loc"]:
+        if isinstance(loc, int):
+            parts[-1:] = [f"{parts[-1] if parts else ''}[{loc}]"]
+        else:
+            parts.append(str(loc))
+    field = ".".join(parts) or "(root)"
+    message = err["msg"]
+    if err["type"] == "extra_forbidden":
+        message = "unknown key"
+    elif err["type"] == "missing":
+        message = "required key is missing"
+    message = message.removeprefix("Value error, ")
+    return field, message

@@ -21,9 +21,11 @@ from typing import Annotated, Any, Final, Literal
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from research_dispatch.config.settings import _first_error, load_yaml_text, read_text_strict
 from research_dispatch.core import sanitize
 from research_dispatch.core.errors import BadInput
+from research_dispatch.core.fsio import read_text_strict
+from research_dispatch.core.records import first_error
+from research_dispatch.core.strictyaml import load_yaml_text
 from research_dispatch.leg.contract import CITATION as _CITATION
 from research_dispatch.leg.contract import count_words as count_words  # the one word count (re-exported)
 from research_dispatch.tools.search import SourceRegistry
@@ -399,7 +401,7 @@ def parse_report_text(text: str, *, display: str, path: Path | None = None) -> R
     try:
         meta = ReportMeta.model_validate(data)
     except ValidationError as exc:
-        field_name, message = _first_error(exc)
+        field_name, message = first_error(exc)
         raise BadInput(message, path=display, field=field_name.replace("schema_", "schema")) from None
     return Report(path=path or Path(display), relpath=display, meta=meta, body=text[end + 5:].strip(), text=text,
                   written_body_sha256=sha256_of(text[end + 5:]))

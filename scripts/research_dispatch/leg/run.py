@@ -28,7 +28,8 @@ from typing import Any, cast
 from research_dispatch.config import environment
 from research_dispatch.config.environment import Credentials
 from research_dispatch.config.plan import Leg
-from research_dispatch.config.settings import Budget, SearchSettings, Settings, WordBand, effective
+from research_dispatch.config.settings import Budget, SearchSettings, Settings, WordBand
+from research_dispatch.config.topics import effective
 from research_dispatch.core.errors import ExitCode, Interrupted, MissingKey
 from research_dispatch.core.fsio import append_line, confined, write_atomic
 from research_dispatch.core.records import load_record

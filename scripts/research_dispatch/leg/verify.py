@@ -63,7 +63,7 @@ def parse_call_record(line: str) -> CallRecord:
 
 def load_calls(path: Path, *, display: str | None = None) -> list[CallRecord]:
     """Every record of a call log; a damaged log is `BadInput` naming the file, the line and the field."""
-    from research_dispatch.config.settings import read_text_strict
+    from research_dispatch.core.fsio import read_text_strict
 
     display = display or path.name
     records: list[CallRecord] = []

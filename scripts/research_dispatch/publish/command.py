@@ -38,7 +38,8 @@ from typing import Any, Literal
 
 from research_dispatch.config import environment
 from research_dispatch.config.plan import Leg, plan_legs
-from research_dispatch.config.settings import PRSettings, Settings, load_settings, load_topics
+from research_dispatch.config.settings import PRSettings, Settings, load_settings
+from research_dispatch.config.topics import load_topics
 from research_dispatch.core.errors import BadInput, DispatchError, ExitCode, PublishError
 from research_dispatch.core.fsio import confined, write_atomic
 from research_dispatch.core.ghactions import append_step_summary, run_url

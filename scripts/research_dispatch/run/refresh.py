@@ -161,7 +161,8 @@ def run_refresh(repo: Path, *, topics: list[str] | None = None, models: list[str
                 live: bool | None = None, allow_edited: bool = False) -> RunOutcome:
     """Run the refresh and return what happened. `synthesize=False` stops after the route table."""
     from research_dispatch.config.plan import plan_legs
-    from research_dispatch.config.settings import load_settings, load_topics, select_topics
+    from research_dispatch.config.settings import load_settings
+    from research_dispatch.config.topics import load_topics, select_topics
     from research_dispatch.leg.run import require_keys
     from research_dispatch.run.lock import writer_lock
 
@@ -240,7 +241,7 @@ def overlay_for_synthesis(repo: Path, settings: Settings, cycle: str, env: Mappi
     so the synthesis describes what the branch will hold (CI's synthesize job checks out every branch);
     then the edited-document rule. Returns True when an edited document is kept (do not synthesize)."""
     from research_dispatch.config.plan import plan_legs
-    from research_dispatch.config.settings import load_topics, topic_paths
+    from research_dispatch.config.topics import load_topics, topic_paths
     from research_dispatch.publish.accumulate import accumulate, apply_overlay, branch_view
     from research_dispatch.synthesis.stale import keep_edited_document
 
@@ -274,7 +275,7 @@ def _assess_after(repo: Path, settings: Settings, outcome: RunOutcome, echo: Ech
 
 def _run_legs(repo: Path, settings: Settings, legs: list[Leg], outcome: RunOutcome, *, jobs: int | None,
               fresh: bool, env: Mapping[str, str], echo: Echo, live: bool | None) -> None:
-    from research_dispatch.config.settings import effective
+    from research_dispatch.config.topics import effective
     from research_dispatch.core.ghactions import run_url
     from research_dispatch.leg.resume import ResumeAction, decide_all
     from research_dispatch.leg.run import read_status

@@ -38,7 +38,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from research_dispatch.config.plan import Leg, plan_legs
-from research_dispatch.config.settings import Settings, load_topics, topic_paths
+from research_dispatch.config.settings import Settings
+from research_dispatch.config.topics import load_topics, topic_paths
 from research_dispatch.core.errors import BadInput
 from research_dispatch.core.sanitize import one_line
 from research_dispatch.gateway.route import is_verified
