@@ -19,8 +19,8 @@ from research_dispatch.config.settings import load_settings
 from research_dispatch.config.topics import load_topics
 from research_dispatch.gateway.client import CallRecord
 from research_dispatch.leg.report import CitedSource, ReportMeta, SourceEntry, Usage, render_report
-from research_dispatch.leg.run import LegResult
-from research_dispatch.leg.state import Candidate, LegState, Where, assess, choose, read_candidate
+from research_dispatch.leg.state import Candidate, Where, assess, choose, read_candidate
+from research_dispatch.leg.status import LegResult, LegState
 
 CYCLE = "2026-H2"
 HASH = "inputs-now"

@@ -23,7 +23,8 @@ from research_dispatch.cli import main
 from research_dispatch.config.plan import Leg, plan_legs
 from research_dispatch.config.settings import Settings, load_settings
 from research_dispatch.config.topics import load_topics
-from research_dispatch.leg.run import LegResult, run_leg
+from research_dispatch.leg.run import run_leg
+from research_dispatch.leg.status import LegResult
 from research_dispatch.publish import PublishResult, publish
 from research_dispatch_fakes.github import FakeGitHub
 from tests.conftest import CANARY, ROOT

@@ -29,7 +29,9 @@ from pathlib import Path
 
 from research_dispatch.config.plan import Leg
 from research_dispatch.config.settings import Settings
-from research_dispatch.leg.state import LegAssessment, LegState, assess_worktree
+from research_dispatch.leg.run import leg_input_hash
+from research_dispatch.leg.state import LegAssessment, assess_worktree
+from research_dispatch.leg.status import LegState
 
 
 class ResumeAction(str, enum.Enum):
@@ -57,8 +59,6 @@ class Decision:
 
 def decide(repo: Path, settings: Settings, leg: Leg, *, cycle: str, fresh: bool) -> Decision:
     """The resume decision for one leg (see the module docstring for the rules)."""
-    from research_dispatch.leg.run import leg_input_hash
-
     item = assess_worktree(repo, settings, leg, cycle=cycle, replace_edited=fresh)
 
     def run(reason: str) -> Decision:

@@ -14,14 +14,13 @@ Files written (atomically, at computed paths only):
 from __future__ import annotations
 
 import contextlib
-import datetime as dt
 import hashlib
 import json
 import os
 import threading
 import time
 from collections.abc import Callable, Iterable, Mapping
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, cast
 
@@ -30,9 +29,8 @@ from research_dispatch.config.environment import Credentials
 from research_dispatch.config.plan import Leg
 from research_dispatch.config.settings import Budget, SearchSettings, Settings, WordBand
 from research_dispatch.config.topics import effective
-from research_dispatch.core.errors import ExitCode, Interrupted, MissingKey
-from research_dispatch.core.fsio import append_line, confined, write_atomic
-from research_dispatch.core.records import load_record
+from research_dispatch.core.errors import Interrupted, MissingKey
+from research_dispatch.core.fsio import append_line, confined
 from research_dispatch.core.redact import redact, register_env
 from research_dispatch.gateway import route
 from research_dispatch.gateway.client import CallRecord, Gateway, RetryPolicy
@@ -59,66 +57,12 @@ from research_dispatch.leg.report import (
     finalize_citations,
 )
 from research_dispatch.leg.researcher import PROMPT_VERSION, LegSpec, Researcher, ResearchOutcome, Trace
-from research_dispatch.leg.state import LegState
+from research_dispatch.leg.status import LegResult, LegState, timestamp, write_status
 from research_dispatch.tools.providers import ExaProvider, SearchProvider, TavilyProvider
 from research_dispatch.tools.search import MODEL_ERROR_KINDS, SearchStats, SearchTools, SourceRegistry
 
 MIN_CITED_SOURCES = 3
 INTERRUPTED = "interrupted by the user (Ctrl-C)"
-
-
-@dataclass
-class LegResult:
-    """The status record of one leg (also written to build/legs/<stem>.json)."""
-
-    stem: str
-    topic: str
-    model: str
-    family: str
-    status: LegState  # OK | DEGRADED | FAILED: how this attempt ended
-    reasons: list[str] = field(default_factory=list)
-    route: str = "unverified"
-    route_verified: bool = False
-    report: str | None = None
-    calls: int = 0
-    cost_usd: float = 0.0
-    words: int = 0
-    sources: int = 0
-    input_hash: str = ""
-    cycle: str = ""
-    started_at: str = ""
-    finished_at: str = ""
-    error: str | None = None
-    interrupted: bool = False  # stopped by Ctrl-C (status "failed"; no report written)
-    body_sha256: str | None = None  # the body_sha256 of the report this attempt wrote (None: it wrote none)
-
-    @property
-    def exit_code(self) -> ExitCode:
-        if self.status == LegState.FAILED:
-            return ExitCode.FAILED
-        return ExitCode.OK if self.route_verified else ExitCode.ROUTE_UNVERIFIED
-
-    def to_json(self) -> str:
-        data = {**asdict(self), "status": self.status.value, "exit_code": self.exit_code}
-        return json.dumps(data, sort_keys=True, indent=2) + "\n"
-
-    @classmethod
-    def from_json(cls, text: str) -> LegResult:
-        """Parse a status file, every field checked (`records.py`): unknown keys (a newer writer) are
-        ignored, a damaged field is a `ValueError` naming it, a status other than an attempt's outcome
-        (ok, degraded, failed) is an error."""
-        values = load_record(text, cls, required=_STATUS_REQUIRED)
-        values["status"] = LegState(values["status"])
-        if values["status"] not in (LegState.OK, LegState.DEGRADED, LegState.FAILED):
-            raise ValueError(f"status: {values['status']} is not an attempt's outcome (ok, degraded, failed)")
-        return cls(**values)
-
-
-_STATUS_REQUIRED = ("stem", "topic", "model", "family", "status")
-
-
-def _now() -> str:
-    return dt.datetime.now(dt.timezone.utc).replace(microsecond=0).isoformat().replace("+00:00", "Z")
 
 
 SEARCH_SERVICES = {"tavily": environment.TAVILY, "exa": environment.EXA}
@@ -196,7 +140,7 @@ class _TraceWriter:
     def __call__(self, event: TraceEvent) -> None:
         # a full or read-only disk: the trace is an artefact; the leg's outcome is what matters
         with contextlib.suppress(OSError):
-            append_line(self.path, redact(event.to_json(at=_now())))
+            append_line(self.path, redact(event.to_json(at=timestamp())))
 
 
 def run_leg(repo: Path, settings: Settings, leg: Leg, *, env: Mapping[str, str] | None = None, cycle: str,
@@ -221,7 +165,7 @@ def run_leg(repo: Path, settings: Settings, leg: Leg, *, env: Mapping[str, str] 
     words, budget, search_settings = effective(leg.topic, settings)
     result = LegResult(stem=leg.stem, topic=leg.topic.id, model=leg.route.model, family=leg.family,
                        status=LegState.FAILED, input_hash=leg_input_hash(leg, settings), cycle=cycle,
-                       started_at=_now())
+                       started_at=timestamp())
     trace = _TraceWriter(confined(repo, leg.trace_relpath(settings)))
     run = _LegRun(repo=repo, settings=settings, leg=leg, env=env, credentials=credentials, words=words,
                   budget=budget, search=search_settings, cycle=cycle, run_url=run_url, retry=retry,
@@ -240,13 +184,13 @@ def run_leg(repo: Path, settings: Settings, leg: Leg, *, env: Mapping[str, str] 
     except MissingKey:
         raise
     except KeyboardInterrupt:  # Ctrl-C outside the research loop (it handles its own): still recorded
-        result.error, result.interrupted, result.finished_at = INTERRUPTED, True, _now()
+        result.error, result.interrupted, result.finished_at = INTERRUPTED, True, timestamp()
         run.write_status()
         raise Interrupted(f"{leg.stem}: {INTERRUPTED}") from None
     except Exception as exc:  # a bug or an unexpected client failure: the leg fails, loudly, others go on
         result.error = redact(f"{type(exc).__name__}: {exc}")
         result.reasons = ["internal error; see the trace"]
-        result.finished_at = _now()
+        result.finished_at = timestamp()
         result.cost_usd = round(sum(spent), 6)
         result.calls = len(spent)
         trace(CrashEvent(error=result.error))
@@ -341,7 +285,7 @@ class _LegRun:
         result.calls = len(records)
         result.cost_usd = round(sum(r.cost_usd for r in records), 6)
         if outcome.interrupted:  # no report from an interrupted leg, even with a draft: it did not finish
-            result.error, result.interrupted, result.finished_at = INTERRUPTED, True, _now()
+            result.error, result.interrupted, result.finished_at = INTERRUPTED, True, timestamp()
             result.reasons = ["interrupted"]
             self.write_status()
             return result
@@ -350,7 +294,7 @@ class _LegRun:
             result.reasons = quality_reasons(outcome, tools.stats, tools.registry, self.words)
             stop = f"no report was produced: {outcome.reasons[-1]}" if outcome.reasons else "no report was produced"
             result.error = redact(outcome.failure or stop)
-            result.finished_at = _now()
+            result.finished_at = timestamp()
             self.write_status(quiet=True)
             return result
 
@@ -359,7 +303,7 @@ class _LegRun:
         if not final.sources:
             result.reasons = reasons
             result.error = "the report cites no retrieved source; an unsupported report is not written"
-            result.finished_at = _now()
+            result.finished_at = timestamp()
             self.write_status(quiet=True)
             return result
         return self.write_report(self.report_meta(records, verdict, tools, final, reasons), final, records)
@@ -379,7 +323,7 @@ class _LegRun:
             status="degraded" if reasons else "ok", words=count_words(final.body),
             usage=_usage(records),
             sources=[SourceEntry(id=s.id, url=s.url, title=s.title) for s in final.sources],
-            started_at=self.result.started_at, finished_at=_now(),
+            started_at=self.result.started_at, finished_at=timestamp(),
             requested_provider=leg.route.provider, rationale=leg.route.rationale, status_reasons=reasons,
             word_band={"min": words.min, "max": words.max}, citations_dropped=final.dropped_citations,
             links_removed=final.unlinked_urls,
@@ -420,7 +364,7 @@ class _LegRun:
         return result
 
     def write_status(self, *, quiet: bool = False) -> None:
-        _write_status(self.repo, self.settings, self.leg, self.result, quiet=quiet)
+        write_status(self.repo, self.settings, self.leg, self.result, quiet=quiet)
 
 
 def quality_reasons(outcome: ResearchOutcome, stats: SearchStats, registry: SourceRegistry, band: WordBand,
@@ -482,33 +426,3 @@ def _usage(records: list[CallRecord]) -> Usage:
                  completion_tokens=sum(r.completion_tokens for r in records),
                  cached_tokens=sum(r.cached_tokens for r in records),
                  cost_usd=round(sum(r.cost_usd for r in records), 6))
-
-
-def _write_status(repo: Path, settings: Settings, leg: Leg, result: LegResult, *, quiet: bool = False) -> None:
-    """Write the status file. `quiet`: a full or read-only disk may refuse it too; the result still
-    reaches the caller (and the run summary), the previous status file stays."""
-    try:
-        write_atomic(confined(repo, leg.status_relpath(settings)), redact(result.to_json()))
-    except OSError:
-        if not quiet:
-            raise
-
-
-MAX_STATUS_BYTES = 256 * 1024
-
-
-def read_status(repo: Path, settings: Settings, leg: Leg,
-                warn: Callable[[str], None] | None = None) -> LegResult | None:
-    """The leg's last status record, or None when there is none or it is damaged: a status file is a
-    record the run can go on without (the report decides), so damage is a warning, never a crash."""
-    path = repo / leg.status_relpath(settings)
-    if not path.exists():
-        return None
-    try:
-        if not path.is_file() or path.stat().st_size > MAX_STATUS_BYTES:
-            raise ValueError(f"not a regular file of at most {MAX_STATUS_BYTES} bytes")
-        return LegResult.from_json(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError, TypeError) as exc:  # UnicodeDecodeError is a ValueError
-        if warn is not None:
-            warn(f"{leg.status_relpath(settings)}: ignoring a damaged status file ({exc})")
-        return None

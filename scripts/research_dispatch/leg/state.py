@@ -35,41 +35,15 @@ from typing import TYPE_CHECKING
 
 from research_dispatch.core.errors import BadInput, DispatchError
 from research_dispatch.leg.report import Report, parse_report_text, sha256_of
+from research_dispatch.leg.run import leg_input_hash
+from research_dispatch.leg.status import LegResult, LegState, read_status
 
 if TYPE_CHECKING:  # pragma: no cover
     from research_dispatch.config.plan import Leg
     from research_dispatch.config.settings import Settings
-    from research_dispatch.leg.run import LegResult
     from research_dispatch.leg.verify import RouteRow
 
 MAX_CALLS_BYTES = 8 * 1024 * 1024
-
-
-class LegState(str, enum.Enum):
-    """Where one planned leg stands in this cycle. One name per state; the values are what files and
-    output show (`LegResult.status` of an attempt is OK, DEGRADED or FAILED)."""
-
-    OK = "ok"  # a good report of this cycle, status ok, route verified
-    DEGRADED = "degraded"  # a good report of this cycle with status degraded, route verified
-    UNVERIFIED = "unverified"  # a good report of this cycle whose route is not verified
-    EDITED = "edited"  # the report's body was edited by hand (body_sha256 differs)
-    FAILED = "failed"  # this cycle's latest attempt failed and there is no good report of this cycle
-    STALE = "stale"  # only a report of an earlier cycle, no attempt this cycle
-    INVALID = "invalid"  # a report is there but cannot be used (unreadable, another leg's, a symlink)
-    MISSING = "missing"  # no report and no attempt this cycle
-
-    def __str__(self) -> str:
-        return self.value
-
-    @property
-    def complete(self) -> bool:
-        """A good report of this cycle with a verified route, or an accepted hand edit."""
-        return self in (LegState.OK, LegState.DEGRADED, LegState.EDITED)
-
-    @property
-    def has_report(self) -> bool:
-        """A report of this cycle stands for the leg (whatever its route)."""
-        return self in (LegState.OK, LegState.DEGRADED, LegState.UNVERIFIED, LegState.EDITED)
 
 
 class Where(str, enum.Enum):
@@ -321,8 +295,6 @@ def assess_worktree(repo: Path, settings: Settings, leg: Leg, *, cycle: str,
                     include_worktree: bool = True) -> LegAssessment:
     """`assess` for a leg from the repository: its working-tree report, its status file, and any
     `extra` candidates (the refresh branch's reports of the leg)."""
-    from research_dispatch.leg.run import leg_input_hash, read_status
-
     candidates: list[Candidate | None] = [worktree_candidate(repo, settings, leg)] if include_worktree else []
     candidates += list(extra)
     return assess(leg, candidates, read_status(repo, settings, leg), cycle=cycle,

@@ -44,7 +44,8 @@ from research_dispatch.core.errors import BadInput, DispatchError, ExitCode, Pub
 from research_dispatch.core.fsio import confined, write_atomic
 from research_dispatch.core.ghactions import append_step_summary, run_url
 from research_dispatch.core.redact import KEY_VARIABLES, redacting, register_env
-from research_dispatch.leg.state import LegAssessment, LegState, Where
+from research_dispatch.leg.state import LegAssessment, Where
+from research_dispatch.leg.status import LegState
 from research_dispatch.publish import prbody
 from research_dispatch.publish.accumulate import (
     Accumulation,

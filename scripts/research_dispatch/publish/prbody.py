@@ -17,7 +17,8 @@ from pathlib import Path
 
 from research_dispatch.core import sanitize
 from research_dispatch.core.redact import redact, register_secrets
-from research_dispatch.leg.state import LegAssessment, LegState
+from research_dispatch.leg.state import LegAssessment
+from research_dispatch.leg.status import LegState
 from research_dispatch.publish.gitops import CommitInfo
 
 BODY_LIMIT = 65_536

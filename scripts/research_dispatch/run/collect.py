@@ -20,7 +20,7 @@ from research_dispatch.core.errors import BadInput
 from research_dispatch.core.fsio import confined, write_atomic
 from research_dispatch.gateway.client import CallRecord
 from research_dispatch.leg.report import MAX_REPORT_BYTES, parse_report_text
-from research_dispatch.leg.run import MAX_STATUS_BYTES, LegResult
+from research_dispatch.leg.status import MAX_STATUS_BYTES, LegResult
 from research_dispatch.leg.verify import MAX_CALLS_BYTES, parse_call_record
 
 MAX_TRACE_BYTES = 64 * 1024 * 1024

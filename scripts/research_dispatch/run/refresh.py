@@ -52,14 +52,13 @@ from typing import TYPE_CHECKING
 
 from research_dispatch.core.errors import BadInput, DispatchError, ExitCode
 from research_dispatch.core.redact import redacting
-from research_dispatch.leg.state import LegState
+from research_dispatch.leg.status import LegResult, LegState, read_status, timestamp, write_status
 
 if TYPE_CHECKING:  # pragma: no cover
     from research_dispatch.config.plan import Leg
     from research_dispatch.config.settings import Settings
     from research_dispatch.leg.events import LegProgress
     from research_dispatch.leg.resume import Decision
-    from research_dispatch.leg.run import LegResult
     from research_dispatch.leg.state import Candidate
     from research_dispatch.leg.verify import RouteRow
     from research_dispatch.publish.command import PublishResult
@@ -278,7 +277,6 @@ def _run_legs(repo: Path, settings: Settings, legs: list[Leg], outcome: RunOutco
     from research_dispatch.config.topics import effective
     from research_dispatch.core.ghactions import run_url
     from research_dispatch.leg.resume import ResumeAction, decide_all
-    from research_dispatch.leg.run import read_status
     from research_dispatch.run.progress import Board, make_display
 
     for leg in legs:  # a damaged status file is only a record: say so, and let the report decide
@@ -447,7 +445,7 @@ def _stop_legs(repo: Path, settings: Settings, threads: _LegThreads, by_stem: di
             record.result = _interrupted_result(decision.leg, outcome.cycle, calls=row.step if row else 0,
                                                 cost_usd=row.cost_usd if row else 0.0)
             record.activity, record.note = Activity.RAN, "interrupted (blocked in a call; abandoned)"
-            _write_status(repo, settings, decision.leg, record.result)
+            write_status(repo, settings, decision.leg, record.result, quiet=True)
             blocked.append(record.stem)
     if blocked:
         echo(f"interrupted: {', '.join(blocked)} still waiting on a model or search call after "
@@ -455,15 +453,10 @@ def _stop_legs(repo: Path, settings: Settings, threads: _LegThreads, by_stem: di
 
 
 def _interrupted_result(leg: Leg, cycle: str, *, calls: int, cost_usd: float) -> LegResult:
-    import datetime as dt
-
-    from research_dispatch.leg.run import LegResult
-
-    now = dt.datetime.now(dt.timezone.utc).replace(microsecond=0).isoformat().replace("+00:00", "Z")
     return LegResult(stem=leg.stem, topic=leg.topic.id, model=leg.route.model, family=leg.family,
                      status=LegState.FAILED, error="interrupted by the user (Ctrl-C) during a model or search call",
                      reasons=["interrupted"], calls=calls, cost_usd=round(cost_usd, 6), cycle=cycle,
-                     finished_at=now, interrupted=True)
+                     finished_at=timestamp(), interrupted=True)
 
 
 def _run_one(repo: Path, settings: Settings, record: LegOutcome, *, env: Mapping[str, str], cycle: str,
@@ -474,7 +467,7 @@ def _run_one(repo: Path, settings: Settings, record: LegOutcome, *, env: Mapping
     A leg the interrupt path already recorded as abandoned keeps that record (`abandoned`)."""
     from research_dispatch.core.redact import redact
     from research_dispatch.core.sanitize import one_line
-    from research_dispatch.leg.run import LegResult, run_leg
+    from research_dispatch.leg.run import run_leg
 
     leg = record.leg
     try:
@@ -484,7 +477,7 @@ def _run_one(repo: Path, settings: Settings, record: LegOutcome, *, env: Mapping
         result = LegResult(stem=leg.stem, topic=leg.topic.id, model=leg.route.model, family=leg.family,
                            status=LegState.FAILED, error=redact(f"{type(exc).__name__}: {exc}"), cycle=cycle,
                            reasons=["the leg crashed; see the trace"])
-        _write_status(repo, settings, leg, result)
+        write_status(repo, settings, leg, result, quiet=True)
     with finishing:
         if leg.stem in abandoned:
             return
@@ -496,14 +489,6 @@ def _run_one(repo: Path, settings: Settings, record: LegOutcome, *, env: Mapping
             record.note = one_line(result.error or "; ".join(result.reasons) or "failed", 200)
         elif result.reasons:
             record.note = one_line("; ".join(result.reasons), 200)
-
-
-def _write_status(repo: Path, settings: Settings, leg: Leg, result: LegResult) -> None:
-    from research_dispatch.core.fsio import confined, write_atomic
-    from research_dispatch.core.redact import redact
-
-    with contextlib.suppress(OSError, DispatchError):  # the result is still reported; the file is a record
-        write_atomic(confined(repo, leg.status_relpath(settings)), redact(result.to_json()))
 
 
 # ----------------------------------------------------------------------------------------------

@@ -8,7 +8,7 @@ is left untouched and the caller warns: a table is never inserted at a guessed p
 from __future__ import annotations
 
 from research_dispatch.core.sanitize import one_line
-from research_dispatch.leg.state import LegState
+from research_dispatch.leg.status import LegState
 from research_dispatch.synthesis.inputs import LegCoverage, ReportInput
 
 START = "<!-- research-dispatch:dispatch-table:start -->"

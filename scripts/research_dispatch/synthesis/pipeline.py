@@ -49,7 +49,7 @@ from research_dispatch.core.redact import redact
 from research_dispatch.core.sanitize import one_line
 from research_dispatch.gateway.client import CallRecord, Gateway
 from research_dispatch.gateway.client import credentials as gateway_credentials
-from research_dispatch.leg.state import LegState
+from research_dispatch.leg.status import LegState
 from research_dispatch.synthesis import align, extract, methodology
 from research_dispatch.synthesis.align import Batch, Judgement
 from research_dispatch.synthesis.cache import SynthesisCache
