@@ -1,33 +1,124 @@
-"""Typed records read back from disk: every field checked against its dataclass annotation.
+"""Typed records read back from disk, checked by pydantic against their dataclass, naming the field.
 
 Call logs (`research/<stem>.calls.jsonl`) and leg status files (`build/legs/<stem>.json`) are written
 by us, but read back from disk and from CI artifacts, where they may be damaged, hand-edited or forged.
 A dataclass accepts any value for any field, so a `"cost_usd": "abc"` or a NaN would travel on and
 fail far away (a format string in the PR body, a comparison in the route check) as an "internal
-error". Here each value is checked against the annotation at the door, and the error names the field.
+error". Here each record is validated at the door by pydantic (`TypeAdapter` over the dataclass, in
+strict mode: a bool is not an int, a string is not a number; NaN and Infinity, which Python's JSON
+accepts, are refused), and the error names the field in the house's one-line form.
 
-Rules: types are exact (a bool is not an int, a string is not a number); ints and floats must be
-finite and not negative (every number in these records is a count, an amount or a duration), so the
-`NaN`/`Infinity` that Python's JSON parser accepts are refused here, naming the field.
+One rule of ours on top: every number in these records is a count, an amount or a duration, so ints
+and floats must not be negative. A record class opts in with `@record` (the strict configuration);
+unknown keys (a newer writer's) are ignored.
 """
 
 from __future__ import annotations
 
-import enum
+import functools
 import json
-import math
 import types
 import typing
-from typing import Any
+from collections.abc import Iterable
+from dataclasses import fields, is_dataclass
+from typing import Any, TypeVar
 
-from pydantic import ValidationError
+from pydantic import ConfigDict, TypeAdapter, ValidationError, with_config
 
-__all__ = ["check_record", "check_value", "first_error", "load_record"]
+__all__ = ["check_value", "first_error", "load_record", "record"]
+
+T = TypeVar("T")
+RECORD_CONFIG = ConfigDict(strict=True, allow_inf_nan=False)
+record = with_config(RECORD_CONFIG)
+"""Decorator for a dataclass read back by `load_record`: pydantic validates it strictly."""
 
 
-def load_record(text: str, cls: type[Any], *, required: typing.Iterable[str] | None = None) -> dict[str, Any]:
-    """Parse one JSON object and `check_record` it against `cls`; `ValueError` names what is wrong."""
-    return check_record(json.loads(text), cls, required=required)
+@functools.cache
+def _adapter(hint: Any) -> TypeAdapter[Any]:
+    if is_dataclass(hint):  # its configuration is the class's own: it must be ours
+        if getattr(hint, "__pydantic_config__", None) is not RECORD_CONFIG:
+            raise TypeError(f"{hint!r} is read back as a record: decorate it with @record")
+        return TypeAdapter(hint)
+    return TypeAdapter(hint, config=RECORD_CONFIG)
+
+
+def load_record(text: str, cls: type[T], *, required: Iterable[str] | None = None) -> T:
+    """Parse one JSON object as the `@record` dataclass `cls`; `ValueError` names what is wrong.
+
+    `required` (default: every field, also those with defaults) must be present; a missing optional
+    field takes the dataclass default."""
+    data = json.loads(text)  # the keys as written: `required`, and the sign rule on the values as written
+    if not isinstance(data, dict):
+        raise ValueError(f"a JSON {type(data).__name__}, not an object")
+    names = [f.name for f in fields(cls)]  # type: ignore[arg-type]
+    needed = set(names if required is None else required)
+    missing = next((name for name in names if name in needed and name not in data), None)
+    if missing is not None:
+        raise ValueError(f"{missing}: missing")
+    try:
+        value: T = _adapter(typing.cast(Any, cls)).validate_json(text)
+    except ValidationError as exc:
+        raise ValueError(_problem(exc, cls)) from None
+    hints = typing.get_type_hints(cls)
+    for name in names:  # the values as written (an int cost stays an int in the message)
+        if name in data:
+            _non_negative(name, data[name], hints[name])
+    return value
+
+
+def check_value(name: str, value: Any, hint: Any) -> None:
+    """Raise `ValueError` naming `name` unless `value` fits the annotation `hint` (strictly, finite and
+    not negative), as a field of a record would be checked."""
+    try:
+        _adapter(hint).validate_python(value)
+    except ValidationError as exc:
+        raise ValueError(_problem(exc, hint, name)) from None
+    _non_negative(name, value, hint)
+
+
+def _non_negative(name: str, value: Any, hint: Any) -> None:
+    """Our one rule beyond the types: no number in a record is negative (lists: every item)."""
+    if isinstance(value, list):
+        for index, item in enumerate(value):
+            _non_negative(f"{name}[{index}]", item, _hint_at(hint, (index,)))
+    elif isinstance(value, int | float) and not isinstance(value, bool) and value < 0:
+        if float in _options(hint):
+            raise ValueError(f"{name}: {value!r} is not a finite, non-negative number")
+        raise ValueError(f"{name}: {value} is negative")
+
+
+def _problem(exc: ValidationError, hint: Any, name: str = "") -> str:
+    """The first error as `field: what is wrong` (`cost_usd: str 'lots' where float is expected`);
+    `hint` is the annotation validated (a record's class), `name` what it is called (a record: "")."""
+    error = exc.errors()[0]
+    loc, value = error["loc"], error["input"]
+    if error["type"] == "dataclass_type":
+        return f"a JSON {type(value).__name__}, not an object"
+    for part in loc:
+        name += f"[{part}]" if isinstance(part, int) else f".{part}" if name else str(part)
+    if error["type"] == "missing":
+        return f"{name}: missing"
+    if error["type"] == "finite_number":
+        return f"{name}: {value!r} is not a finite, non-negative number"
+    expected = _describe(_options(_hint_at(hint, loc)))
+    if value is None:
+        return f"{name}: null where {expected} is expected"
+    return f"{name}: {type(value).__name__} {str(value)[:40]!r} where {expected} is expected"
+
+
+def _hint_at(hint: Any, loc: tuple[int | str, ...]) -> Any:
+    """The annotation of the value at `loc` inside a value annotated `hint`."""
+    for part in loc:
+        if isinstance(part, int):  # a list item: the list's item type
+            hint = next((typing.get_args(o)[0] for o in _options(hint)
+                         if typing.get_origin(o) is list and typing.get_args(o)), Any)
+        elif is_dataclass(hint):
+            hint = typing.get_type_hints(hint).get(part, Any)
+    return hint
+
+
+def _options(hint: Any) -> tuple[Any, ...]:
+    return typing.get_args(hint) if typing.get_origin(hint) in (typing.Union, types.UnionType) else (hint,)
 
 
 def _describe(options: tuple[Any, ...]) -> str:
@@ -40,61 +131,6 @@ def _describe(options: tuple[Any, ...]) -> str:
         else:
             names.append(getattr(option, "__name__", str(option)))
     return " or ".join(sorted(names))
-
-
-def check_value(name: str, value: Any, hint: Any) -> None:
-    """Raise `ValueError` naming `name` unless `value` fits the annotation `hint`."""
-    options = typing.get_args(hint) if typing.get_origin(hint) in (typing.Union, types.UnionType) else (hint,)
-    if value is None:
-        if type(None) in options:
-            return
-        raise ValueError(f"{name}: null where {_describe(options)} is expected")
-    if isinstance(value, bool):
-        if bool in options:
-            return
-    elif isinstance(value, int) and int in options:
-        if value < 0:
-            raise ValueError(f"{name}: {value} is negative")
-        return
-    elif isinstance(value, (int, float)) and float in options:
-        if not math.isfinite(value) or value < 0:
-            raise ValueError(f"{name}: {value!r} is not a finite, non-negative number")
-        return
-    elif isinstance(value, str) and str in options:
-        return
-    elif isinstance(value, str) and any(isinstance(o, type) and issubclass(o, enum.Enum)
-                                        and value in {m.value for m in o} for o in options):
-        return  # a string enum field (e.g. a leg's status) holding one of its values
-    elif isinstance(value, list):
-        for option in options:
-            if typing.get_origin(option) is list:
-                (item_hint,) = typing.get_args(option) or (Any,)
-                for index, item in enumerate(value):
-                    if item_hint is not Any:
-                        check_value(f"{name}[{index}]", item, item_hint)
-                return
-    shown = str(value)[:40]
-    raise ValueError(f"{name}: {type(value).__name__} {shown!r} where {_describe(options)} is expected")
-
-
-def check_record(data: Any, cls: type[Any], *, required: typing.Iterable[str] | None = None) -> dict[str, Any]:
-    """The fields of `cls` found in `data`, each checked; unknown keys are dropped.
-
-    `required` (default: every field) must be present; a missing optional field takes the dataclass
-    default when `cls(**result)` is built."""
-    if not isinstance(data, dict):
-        raise ValueError(f"a JSON {type(data).__name__}, not an object")
-    hints = typing.get_type_hints(cls)
-    needed = set(hints if required is None else required)
-    result: dict[str, Any] = {}
-    for name, hint in hints.items():
-        if name not in data:
-            if name in needed:
-                raise ValueError(f"{name}: missing")
-            continue
-        check_value(name, data[name], hint)
-        result[name] = data[name]
-    return result
 
 
 def first_error(exc: ValidationError) -> tuple[str, str]:

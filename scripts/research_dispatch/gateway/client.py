@@ -67,6 +67,7 @@ from research_dispatch.core.errors import (
     RetryableGatewayError,
     UnusableUsage,
 )
+from research_dispatch.core.records import record
 from research_dispatch.core.redact import register_secrets
 from research_dispatch.gateway import endpoints as listing
 from research_dispatch.gateway import route
@@ -85,6 +86,7 @@ LOOKUP_TIMEOUT_S = 30.0
 _ASSISTANT_KEYS = ("role", "content", "tool_calls", "reasoning_details")
 
 
+@record
 @dataclass(frozen=True)
 class CallRecord:
     """Provenance of one gateway call. Serialised one per line into `<stem>.calls.jsonl`.

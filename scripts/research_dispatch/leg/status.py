@@ -26,7 +26,7 @@ from research_dispatch.config.plan import Leg
 from research_dispatch.config.settings import Settings
 from research_dispatch.core.errors import ExitCode
 from research_dispatch.core.fsio import confined, write_atomic
-from research_dispatch.core.records import load_record
+from research_dispatch.core.records import load_record, record
 from research_dispatch.core.redact import redact
 
 MAX_STATUS_BYTES = 256 * 1024
@@ -64,6 +64,7 @@ def timestamp() -> str:
     return dt.datetime.now(dt.timezone.utc).replace(microsecond=0).isoformat().replace("+00:00", "Z")
 
 
+@record
 @dataclass
 class LegResult:
     """The status record of one leg (also written to build/legs/<stem>.json)."""
@@ -104,11 +105,10 @@ class LegResult:
         """Parse a status file, every field checked (`records.py`): unknown keys (a newer writer) are
         ignored, a damaged field is a `ValueError` naming it, a status other than an attempt's outcome
         (ok, degraded, failed) is an error."""
-        values = load_record(text, cls, required=_STATUS_REQUIRED)
-        values["status"] = LegState(values["status"])
-        if values["status"] not in (LegState.OK, LegState.DEGRADED, LegState.FAILED):
-            raise ValueError(f"status: {values['status']} is not an attempt's outcome (ok, degraded, failed)")
-        return cls(**values)
+        result = load_record(text, cls, required=_STATUS_REQUIRED)
+        if result.status not in (LegState.OK, LegState.DEGRADED, LegState.FAILED):
+            raise ValueError(f"status: {result.status} is not an attempt's outcome (ok, degraded, failed)")
+        return result
 
 
 _STATUS_REQUIRED = ("stem", "topic", "model", "family", "status")

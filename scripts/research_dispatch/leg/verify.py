@@ -58,7 +58,7 @@ def parse_call_record(line: str) -> CallRecord:
     """One call-log line as a `CallRecord`, every field checked (`records.py`); `ValueError` names the
     field. The log is evidence read back from disk and from CI artifacts: a damaged line must be a
     clear error naming the line and the field, never an exception deep inside the route check."""
-    return CallRecord.from_dict(load_record(line, CallRecord))
+    return load_record(line, CallRecord)
 
 
 def load_calls(path: Path, *, display: str | None = None) -> list[CallRecord]:
