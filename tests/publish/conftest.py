@@ -25,7 +25,7 @@ from research_dispatch.config.settings import Settings, load_settings
 from research_dispatch.config.topics import load_topics
 from research_dispatch.leg.run import run_leg
 from research_dispatch.leg.status import LegResult
-from research_dispatch.publish import PublishResult, publish
+from research_dispatch.publish import PublishOptions, PublishResult, publish
 from research_dispatch_fakes.github import FakeGitHub
 from tests.conftest import CANARY, ROOT
 
@@ -100,7 +100,9 @@ class World:
 
     def publish(self, **kwargs: Any) -> PublishResult:
         kwargs.setdefault("cycle", CYCLE)
-        return publish(self.repo, self.settings, sleep=self.sleeps.append, log=self.logs.append, **kwargs)
+        env = kwargs.pop("env", None)
+        return publish(self.repo, self.settings, PublishOptions(**kwargs), env=env, sleep=self.sleeps.append,
+                       log=self.logs.append)
 
     def cli(self, *args: str) -> Result:
         return CliRunner().invoke(main, ["publish", "--repo", str(self.repo), "--cycle", CYCLE, *args])

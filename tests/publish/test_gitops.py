@@ -13,7 +13,7 @@ from research_dispatch.config.settings import load_settings
 from research_dispatch.config.topics import load_topics
 from research_dispatch.core.errors import PublishError
 from research_dispatch.leg.run import run_leg
-from research_dispatch.publish import publish
+from research_dispatch.publish import PublishOptions, publish
 from research_dispatch.publish.gitops import CommitSpec, FileSpec, Git, Identity
 from tests.conftest import ROOT
 from tests.publish.conftest import BOT_EMAIL, BRANCH, CYCLE, PYPROJECT, World, git, git_env
@@ -33,7 +33,8 @@ def test_a_project_in_a_subdirectory_commits_under_its_prefix(tmp_path: Path, fa
     settings = load_settings(project)
     for leg in plan_legs(load_topics(project, settings), settings):
         run_leg(project, settings, leg, env=os.environ, cycle=CYCLE)
-    result = publish(project, settings, cycle=CYCLE, push=False, env={**os.environ, "GIT_CONFIG_GLOBAL": os.devnull})
+    result = publish(project, settings, PublishOptions(cycle=CYCLE, push=False),
+                     env={**os.environ, "GIT_CONFIG_GLOBAL": os.devnull})
     assert result.operation == "none" and len(result.commits) == 1
     names = git(top, "show", "--name-only", "--format=", result.commits[0]).splitlines()
     assert sorted(names) == ["review/research/02-diloco-family.calls.jsonl", "review/research/02-diloco-family.md"]
@@ -107,6 +108,6 @@ def test_a_shallow_checkout_does_not_mistake_base_history_for_foreign_commits(wo
     for path in (world.repo / "research").iterdir():
         (shallow / "research").mkdir(exist_ok=True)
         shutil.copy(path, shallow / "research" / path.name)
-    result = publish(shallow, load_settings(shallow), cycle=CYCLE, env=dict(os.environ))
+    result = publish(shallow, load_settings(shallow), PublishOptions(cycle=CYCLE), env=dict(os.environ))
     assert result.operation == "updated", result.message
     assert world.origin_git("rev-list", "--count", f"main..{BRANCH}") == "1"

@@ -54,7 +54,7 @@ from research_dispatch.core.redact import redacting
 if TYPE_CHECKING:  # the stages are imported when the demo runs, not when the CLI starts
     from research_dispatch.config.plan import Leg
     from research_dispatch.config.settings import Settings
-    from research_dispatch.run.refresh import RunOutcome
+    from research_dispatch.run.outcome import RunOutcome
 
 Echo = Callable[[str], None]
 MARKER = ".research-dispatch-demo"

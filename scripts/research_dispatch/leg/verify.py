@@ -22,6 +22,7 @@ from research_dispatch.config.settings import Settings
 from research_dispatch.core import sanitize
 from research_dispatch.core.errors import BadInput
 from research_dispatch.core.records import load_record
+from research_dispatch.core.tables import plain_table
 from research_dispatch.gateway import route
 from research_dispatch.gateway.client import OPENAI_COMPATIBLE, CallRecord, Gateway, credentials
 from research_dispatch.leg.report import Report
@@ -211,8 +212,4 @@ def markdown_table(rows: Iterable[RouteRow]) -> str:
 
 
 def text_table(rows: Iterable[RouteRow]) -> str:
-    body = table_rows(rows)
-    widths = [max(len(h), *(len(r[i]) for r in body)) if body else len(h) for i, h in enumerate(HEADERS)]
-    lines = ["  ".join(h.ljust(w) for h, w in zip(HEADERS, widths, strict=True))]
-    lines += ["  ".join(v.ljust(w) for v, w in zip(r, widths, strict=True)) for r in body]
-    return "\n".join(lines)
+    return plain_table(HEADERS, table_rows(rows))

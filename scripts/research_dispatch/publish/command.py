@@ -38,7 +38,7 @@ from typing import Any, Literal
 
 from research_dispatch.config import environment
 from research_dispatch.config.plan import Leg, plan_legs
-from research_dispatch.config.settings import PRSettings, Settings, load_settings
+from research_dispatch.config.settings import Settings, load_settings
 from research_dispatch.config.topics import load_topics
 from research_dispatch.core.errors import BadInput, DispatchError, ExitCode, PublishError
 from research_dispatch.core.fsio import confined, write_atomic
@@ -57,13 +57,20 @@ from research_dispatch.publish.accumulate import (
     looks_like_report,
     report_stem,
 )
-from research_dispatch.publish.gitops import CommitInfo, CommitSpec, FileSpec, Git, Identity, LeaseRejected
+from research_dispatch.publish.gitops import CommitInfo, CommitSpec, FileSpec, LeaseRejected
 from research_dispatch.publish.messages import (
     removal_message,
     report_message,
     stray_files,
     synthesis_cost,
     synthesis_message,
+)
+from research_dispatch.publish.preflight import (
+    base_commit,
+    ensure_not_checked_out,
+    fetch_heads,
+    publisher_git,
+    remote_heads,
 )
 from research_dispatch.publish.pulls import GitHubTarget, PullRequests, Retrier, describe, require_target
 from research_dispatch.run.lock import writer_lock
@@ -138,10 +145,33 @@ class _Plan:
         return not self.specs
 
 
-def resolve_identity(settings: PRSettings, env: Mapping[str, str]) -> Identity:
-    """The bot identity; `GIT_AUTHOR_NAME`/`GIT_AUTHOR_EMAIL` override the configured one."""
-    return Identity(name=env.get("GIT_AUTHOR_NAME", "").strip() or settings.bot_name,
-                    email=env.get("GIT_AUTHOR_EMAIL", "").strip() or settings.bot_email)
+@dataclass(frozen=True)
+class PublishOptions:
+    """What one publish is asked to do: the `publish` command's options (`run` sets its own).
+
+    `legs`: the legs whose working-tree reports this publish offers (`--topics`; default all planned);
+    every planned leg (`planned`, default: all topics) is assessed over the branch either way, so a
+    partial publish never drops another leg's report. `replace_edited` (`run --fresh`) lets newer
+    generated reports replace hand edits (saved to build/edited/ first). `resynthesize`: regenerate a
+    synthesis that does not describe the commit's reports (never in a dry run)."""
+
+    cycle: str
+    branch: str | None = None  # default: <pr.branch_prefix><cycle>
+    base: str | None = None  # default: pr.base
+    push: bool = True
+    open_pr: bool = True
+    dry_run: bool = False
+    legs: list[Leg] | None = None
+    planned: list[Leg] | None = None
+    allow_edited: bool = False
+    replace_edited: bool = False
+    resynthesize: bool = True
+
+    def branch_name(self, settings: Settings) -> str:
+        return self.branch or f"{settings.pr.branch_prefix}{self.cycle}"
+
+    def base_name(self, settings: Settings) -> str:
+        return self.base or settings.pr.base
 
 
 def _check_ref(name: str, option: str) -> None:
@@ -154,19 +184,19 @@ def _check_ref(name: str, option: str) -> None:
 class _Publisher:
     """One publish run; holds the shared state so each step stays small."""
 
-    def __init__(self, repo: Path, settings: Settings, *, cycle: str, branch: str, base: str, push: bool,
-                 open_pr: bool, env: Mapping[str, str], log: Callable[[str], None],
-                 sleep: Callable[[float], None], target: GitHubTarget | None, planned: list[Leg],
-                 selected: set[str] | None, allow_edited: bool, replace_edited: bool, dry_run: bool,
-                 resynthesize: bool) -> None:
-        self.repo, self.settings, self.cycle, self.branch, self.base = repo, settings, cycle, branch, base
-        self.push, self.open_pr, self.env, self.log, self.sleep = push, open_pr, env, log, sleep
-        self.target = target
-        self.planned, self.selected = planned, selected
-        self.allow_edited, self.replace_edited, self.dry_run = allow_edited, replace_edited, dry_run
-        self.resynthesize = resynthesize and not dry_run
+    def __init__(self, repo: Path, settings: Settings, options: PublishOptions, *, planned: list[Leg],
+                 target: GitHubTarget | None, env: Mapping[str, str], log: Callable[[str], None],
+                 sleep: Callable[[float], None]) -> None:
+        self.repo, self.settings, self.options, self.cycle = repo, settings, options, options.cycle
+        self.branch, self.base = options.branch_name(settings), options.base_name(settings)
+        self.planned, self.target, self.env, self.log, self.sleep = planned, target, env, log, sleep
+        self.selected = {leg.stem for leg in options.legs} if options.legs is not None else None
+        self.allow_edited, self.replace_edited, self.dry_run = (options.allow_edited, options.replace_edited,
+                                                                options.dry_run)
+        self.resynthesize = options.resynthesize and not options.dry_run
+        self.open_pr = options.open_pr
         self.remote = settings.pr.remote
-        self.git = Git(repo, env, resolve_identity(settings.pr, env))
+        self.git = publisher_git(repo, settings, env)
         self.run_url = run_url(env)
         self.secrets = [v for k in KEY_VARIABLES if len(v := env.get(k, "")) >= 6]
         self.warnings: list[str] = []
@@ -206,31 +236,19 @@ class _Publisher:
         return path
 
     def local_base(self) -> str:
-        sha = self.git.rev(f"refs/heads/{self.base}") or self.git.rev(f"refs/remotes/{self.remote}/{self.base}")
-        if sha is None:
-            raise BadInput(f"base branch {self.base!r} not found (neither refs/heads/{self.base} nor "
-                           f"refs/remotes/{self.remote}/{self.base})", path="--base")
-        return sha
+        return base_commit(self.git, self.base, self.remote, option="--base")
 
     def fetch(self) -> tuple[str, str | None]:
         """Fetch base and branch from the remote; return (base sha, remote branch sha or None)."""
-        heads = self.git.ls_remote_heads(self.remote, [self.base, self.branch])
-        if self.base not in heads:
-            raise BadInput(f"base branch {self.base!r} does not exist on remote {self.remote!r}", path="--base")
-        specs = [f"+refs/heads/{self.base}:refs/remotes/{self.remote}/{self.base}"]
-        if self.branch in heads:
-            specs.append(f"+refs/heads/{self.branch}:refs/remotes/{self.remote}/{self.branch}")
-        self.git.fetch(self.remote, specs)
+        heads = remote_heads(self.git, self.remote, self.base, self.branch, option="--base")
+        tip = fetch_heads(self.git, self.remote, self.base, self.branch, heads)
         base_sha = self.git.rev(f"refs/remotes/{self.remote}/{self.base}")
-        tip = self.git.rev(f"refs/remotes/{self.remote}/{self.branch}") if self.branch in heads else None
         if base_sha is None:
             raise PublishError(f"fetching {self.base!r} from {self.remote!r} left no commit to build on")
         return base_sha, tip
 
     def ensure_not_checked_out(self) -> None:
-        if f"refs/heads/{self.branch}" in self.git.checked_out_branches():
-            raise PublishError(f"branch {self.branch!r} is checked out in a worktree; switch to another branch "
-                               "first (publish never touches your working tree) or pass --branch")
+        ensure_not_checked_out(self.git, self.branch, " or pass --branch")
 
     def build(self, plan: _Plan, tip: str | None) -> tuple[list[str], bool]:
         """Commit shas on base; reuse the branch's own commits when they already say the same."""
@@ -572,17 +590,9 @@ class _Publisher:
                            message=f"{self.branch} {state}; PR #{pr.number} {operation}{draft}{partial}", **common)
 
 
-def publish(repo: Path, settings: Settings, *, cycle: str, branch: str | None = None, base: str | None = None,
-            push: bool = True, open_pr: bool = True, dry_run: bool = False, env: Mapping[str, str] | None = None,
-            legs: list[Leg] | None = None, log: Callable[[str], None] | None = None,
-            sleep: Callable[[float], None] = time.sleep, allow_edited: bool = False, replace_edited: bool = False,
-            resynthesize: bool = True, planned: list[Leg] | None = None) -> PublishResult:
+def publish(repo: Path, settings: Settings, options: PublishOptions, *, env: Mapping[str, str] | None = None,
+            log: Callable[[str], None] | None = None, sleep: Callable[[float], None] = time.sleep) -> PublishResult:
     """Publish the refresh: commits, leased push, PR upsert. See the module docstring for the order.
-
-    `legs`: the legs whose working-tree reports this publish offers (`--topics`; default all planned);
-    every planned leg (`planned`, default: all topics) is assessed over the branch either way, so a
-    partial publish never drops another leg's report. `replace_edited` (`run --fresh`) lets newer
-    generated reports replace hand edits (saved to build/edited/ first).
 
     Raises `BadInput` (exit 2: bad option, missing token or repository, no remote, a hand-edited report
     without `allow_edited`) and `PublishError` (exit 1: git or GitHub failed for good). A branch edited by
@@ -591,21 +601,15 @@ def publish(repo: Path, settings: Settings, *, cycle: str, branch: str | None = 
     env = dict(os.environ if env is None else env)
     register_env(env)  # keys that live only in `env` are redacted everywhere too
     repo = Path(repo)
-    base_name = base or settings.pr.base
-    branch_name = branch or f"{settings.pr.branch_prefix}{cycle}"
+    base_name, branch_name = options.base_name(settings), options.branch_name(settings)
     _check_ref(base_name, "--base")
     _check_ref(branch_name, "--branch")
     if branch_name == base_name:
         raise BadInput(f"the refresh branch cannot be the base branch ({base_name!r})", path="--branch")
-    target = require_target(env) if (open_pr and push and not dry_run) else None
-    if planned is None:
-        planned = plan_legs(load_topics(repo, settings), settings)
-    selected = {leg.stem for leg in legs} if legs is not None else None
+    target = require_target(env) if (options.open_pr and options.push and not options.dry_run) else None
+    planned = options.planned if options.planned is not None else plan_legs(load_topics(repo, settings), settings)
     say = log or (lambda _m: None)
-    publisher = _Publisher(repo, settings, cycle=cycle, branch=branch_name, base=base_name, push=push,
-                           open_pr=open_pr, env=env, log=say, sleep=sleep, target=target, planned=planned,
-                           selected=selected, allow_edited=allow_edited, replace_edited=replace_edited,
-                           dry_run=dry_run, resynthesize=resynthesize)
+    publisher = _Publisher(repo, settings, options, planned=planned, target=target, env=env, log=say, sleep=sleep)
     publisher.git.check_repository()
     if not publisher.git.valid_branch(branch_name):
         raise BadInput(f"{branch_name!r} is not a valid git branch name", path="--branch")
@@ -613,10 +617,10 @@ def publish(repo: Path, settings: Settings, *, cycle: str, branch: str | None = 
     for rel in stray_files(repo, settings, computed):
         if not rel.endswith(".md") or rel not in _unplanned_reports(repo, settings, planned):
             publisher.warn(f"{rel} is not a computed report or synthesis path; not committed")
-    if dry_run:
+    if options.dry_run:
         return publisher.dry()
     with writer_lock(repo, settings.build_dir, "publish", warn=lambda message: say(f"warning: {message}")):
-        return publisher.local_only() if not push else publisher.pushed()
+        return publisher.local_only() if not options.push else publisher.pushed()
 
 
 def _unplanned_reports(repo: Path, settings: Settings, planned: list[Leg]) -> set[str]:
@@ -665,8 +669,9 @@ def publish_command(repo: Path, *, branch: str | None, base: str | None, push: b
     settings = load_settings(repo)
     say = redacting(echo, env)
 
-    result = publish(repo, settings, cycle=cycle, branch=branch, base=base, push=push, open_pr=open_pr,
-                     dry_run=dry_run, env=env, legs=legs, log=say, allow_edited=allow_edited)
+    options = PublishOptions(cycle=cycle, branch=branch, base=base, push=push, open_pr=open_pr, dry_run=dry_run,
+                             legs=legs, allow_edited=allow_edited)
+    result = publish(repo, settings, options, env=env, log=say)
     if dry_run:
         say(result.title)
         say("")
