@@ -241,7 +241,9 @@ def test_a_stale_synthesis_is_never_committed(user_world: UserWorld) -> None:  #
 def test_a_second_writer_is_refused_while_a_run_writes(user_world: UserWorld, tmp_path: Path) -> None:  # noqa: F811
     world = user_world
     clone = world.clone()
-    world.gateway.set_scenario({"latency_s": 2.0})
+    # Slow enough that the run still holds the lock after five fresh CLI processes on a loaded 2-core
+    # machine (at 2 s a call it finished first there); set back to fast once the checks are done.
+    world.gateway.set_scenario({"latency_s": 10.0})
     run = subprocess.Popen([sys.executable, "-m", "research_dispatch", "run", "--repo", str(clone), "--push"],
                            env=world.env(), stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
                            start_new_session=True)
