@@ -75,16 +75,16 @@ def test_a_failing_leg_does_not_stop_the_others(repo: Path, run_env: dict, gatew
 
 def test_a_crashing_leg_is_only_that_legs_failure(repo: Path, run_env: dict, out: Output,
                                                   monkeypatch: pytest.MonkeyPatch) -> None:
-    import research_dispatch.leg.run as leg_module
+    import research_dispatch.run.pool as pool  # where the leg pool calls run_leg
 
-    real = leg_module.run_leg
+    real = pool.run_leg
 
     def flaky(repo: Path, settings: Any, leg: Any, **kwargs: Any) -> Any:
         if leg.stem == "03-monarch-torchforge-openenv":
             raise OSError("disk on fire")
         return real(repo, settings, leg, **kwargs)
 
-    monkeypatch.setattr(leg_module, "run_leg", flaky)
+    monkeypatch.setattr(pool, "run_leg", flaky)
     outcome = refresh(repo, run_env, out.append)
     assert outcome.stems("failed") == ["03-monarch-torchforge-openenv"] and len(outcome.stems("ok")) == 4
     status = json.loads((repo / "build" / "legs" / "03-monarch-torchforge-openenv.json").read_text())
