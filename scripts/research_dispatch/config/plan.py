@@ -11,7 +11,7 @@ import datetime as dt
 import json
 import math
 import secrets
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -20,6 +20,27 @@ from research_dispatch.config.topics import TopicFile
 from research_dispatch.core.errors import BadInput
 
 MAX_MATRIX_ENTRIES = 256
+REPORT_SUFFIX = ".md"
+CALLS_SUFFIX = ".calls.jsonl"
+EVIDENCE_SUFFIX = ".evidence.jsonl"
+
+
+@dataclass(frozen=True)
+class Companions:
+    """The files that travel with a report, wherever it goes (written, committed, collected, moved aside,
+    removed): its call log (the route's evidence) and its evidence file (what the researcher was shown)."""
+
+    calls: str
+    evidence: str
+
+    def __iter__(self) -> Iterator[str]:
+        return iter((self.calls, self.evidence))
+
+
+def companions(report_relpath: str) -> Companions:
+    """`<dir>/<stem>.md` → its call log and evidence file beside it (the one place these names are made)."""
+    base = report_relpath[: -len(REPORT_SUFFIX)] if report_relpath.endswith(REPORT_SUFFIX) else report_relpath
+    return Companions(calls=base + CALLS_SUFFIX, evidence=base + EVIDENCE_SUFFIX)
 
 
 @dataclass(frozen=True)
@@ -36,10 +57,13 @@ class Leg:
         return self.topic_file.topic
 
     def report_relpath(self, settings: Settings) -> str:
-        return f"{settings.research_dir}/{self.stem}.md"
+        return f"{settings.research_dir}/{self.stem}{REPORT_SUFFIX}"
 
     def calls_relpath(self, settings: Settings) -> str:
-        return f"{settings.research_dir}/{self.stem}.calls.jsonl"
+        return companions(self.report_relpath(settings)).calls
+
+    def evidence_relpath(self, settings: Settings) -> str:
+        return companions(self.report_relpath(settings)).evidence
 
     def trace_relpath(self, settings: Settings) -> str:
         return f"{settings.build_dir}/traces/{self.stem}.jsonl"

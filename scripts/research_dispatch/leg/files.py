@@ -1,21 +1,23 @@
-"""A leg's files on disk: the report and its call log are written as ONE unit, the status file after them.
+"""A leg's files on disk: the report, its call log and its evidence file are written as ONE unit, the
+status file after them.
 
-Why a unit: the call log is the evidence for the report's route. Written one after the other, a failure
-between the two (disk full, a read-only directory, a kill) left a new call log beside an old report —
-the route proof of a good report destroyed, while the status file still said `ok`. So:
+Why a unit: the call log is the evidence for the report's route, the evidence file for its citations.
+Written one after the other, a failure between them (disk full, a read-only directory, a kill) left a
+new call log beside an old report — the route proof of a good report destroyed, while the status file
+still said `ok`. So:
 
-1. *stage*: the new call log and the new report are written to temp files beside their targets and
-   fsynced. A failure here removes the temps: both files stay the old ones.
-2. *commit point*: a journal, `build/pending/<stem>.json`, is published atomically. It names the two
-   temp files and their targets, and carries the status record to write afterwards. A failure before the
-   journal is in place removes the temps: both old.
-3. *apply*: the call log, then the report are renamed into place, the status file is written, the
-   journal removed. Renames within a directory are atomic and allocate nothing.
+1. *stage*: the new call log, evidence file and report are written to temp files beside their targets
+   and fsynced. A failure here removes the temps: every file stays the old one.
+2. *commit point*: a journal, `build/pending/<stem>.json`, is published atomically. It names the temp
+   files and their targets, and carries the status record to write afterwards. A failure before the
+   journal is in place removes the temps: all old.
+3. *apply*: the call log, the evidence file, then the report are renamed into place, the status file
+   is written, the journal removed. Renames within a directory are atomic and allocate nothing.
 
 After the commit point the unit is committed: if applying fails or the process dies, the journal stays,
 and `complete_pending` finishes it (the remaining renames, then the status file). Every writing command
 calls it right after taking the repository lock, and `verify` calls it when the lock is free, so any
-command that looks at the reports afterwards sees both old or both new files, and a status file that
+command that looks at the reports afterwards sees all old or all new files, and a status file that
 agrees with them. Until then, `pending_stems` names the legs whose unit is not yet applied.
 """
 
@@ -57,7 +59,8 @@ def journal_relpath(build_dir: str, stem: str) -> str:
 
 def write_unit(repo: Path, build_dir: str, stem: str, files: Sequence[FileWrite],
                status: FileWrite | None = None) -> None:
-    """Write `files` (call log first, report last) as one unit, then `status`. See the module docstring.
+    """Write `files` (call log and evidence first, report last) as one unit, then `status`. See the module
+    docstring.
 
     Raises `UnitNotWritten` (nothing changed) or `UnitPending` (committed; completed by the next
     command). Bad paths raise `BadInput` before anything is written.

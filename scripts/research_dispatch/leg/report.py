@@ -241,6 +241,9 @@ class ReportMeta(BaseModel):
     run_url: str | None = None
     # sha256 of the body as written (everything after the front matter); a mismatch means a hand edit
     body_sha256: str | None = None
+    # sha256 of the evidence file written with the report (`leg/evidence.py`); None: written before
+    # evidence files existed
+    evidence_sha256: str | None = None
 
     def ordered(self) -> dict[str, Any]:
         """Keys in a fixed order (FIXED keys first), nested mappings sorted: stable diffs."""
@@ -249,7 +252,7 @@ class ReportMeta(BaseModel):
                  "served_models", "served_providers", "route", "route_verified", "calls", "generation_ids",
                  "status", "status_reasons", "words", "word_band", "usage", "citations_dropped",
                  "links_removed", "search", "sources", "prompt_version", "input_hash", "cycle", "run_url",
-                 "body_sha256", "started_at", "finished_at"]
+                 "body_sha256", "evidence_sha256", "started_at", "finished_at"]
         result = {key: data.pop(key) for key in order if key in data}
         result.update(dict(sorted(data.items())))
         return result

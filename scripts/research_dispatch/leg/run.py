@@ -1,9 +1,10 @@
 """Run one leg end to end: check keys, research, finalise citations, judge the route, write files.
 
 Files written (atomically, at computed paths only):
-* `research/<stem>.md` and `research/<stem>.calls.jsonl` — only when a report was produced, and as ONE
-  unit (`legfiles.write_unit`): after any failure both are the old ones or both the new ones; a failed
-  leg never replaces the last good report;
+* `research/<stem>.md`, `research/<stem>.calls.jsonl` and `research/<stem>.evidence.jsonl` (the
+  passages the researcher was shown of every cited source, `evidence.py`) — only when a report was
+  produced, and as ONE unit (`legfiles.write_unit`): after any failure all three are the old ones or all
+  three the new ones; a failed leg never replaces the last good report;
 * `build/traces/<stem>.jsonl` — the full conversation and tool trace (an artefact, not committed);
 * `build/legs/<stem>.json` — the leg's status, written after the report and call log (and even when the
   leg fails), so the synthesis, the run summary and the workflow can say which legs are missing. Its
@@ -44,6 +45,7 @@ from research_dispatch.leg.events import (
     WriteFailedEvent,
     WritePendingEvent,
 )
+from research_dispatch.leg.evidence import report_with_evidence
 from research_dispatch.leg.files import FileWrite, UnitNotWritten, UnitPending, write_unit
 from research_dispatch.leg.report import (
     FinalBody,
@@ -52,7 +54,6 @@ from research_dispatch.leg.report import (
     SourceEntry,
     Usage,
     body_sha256_of,
-    cap_report,
     count_words,
     finalize_citations,
 )
@@ -306,7 +307,8 @@ class _LegRun:
             result.finished_at = timestamp()
             self.write_status(quiet=True)
             return result
-        return self.write_report(self.report_meta(records, verdict, tools, final, reasons), final, records)
+        return self.write_report(self.report_meta(records, verdict, tools, final, reasons), final, records,
+                                 tools.registry)
 
     def report_meta(self, records: list[CallRecord], verdict: str, tools: SearchTools, final: FinalBody,
                     reasons: list[str]) -> ReportMeta:
@@ -335,13 +337,15 @@ class _LegRun:
         )
 
     # --- the write -----------------------------------------------------------------------------
-    def write_report(self, meta: ReportMeta, final: FinalBody, records: list[CallRecord]) -> LegResult:
-        """Write the report, its call log and the status as one unit (`legfiles.write_unit`); a failed
-        write fails the leg and keeps the previous report."""
+    def write_report(self, meta: ReportMeta, final: FinalBody, records: list[CallRecord],
+                     registry: SourceRegistry) -> LegResult:
+        """Write the report, its call log, its evidence and the status as one unit (`legfiles.write_unit`);
+        a failed write fails the leg and keeps the previous files."""
         leg, settings, result = self.leg, self.settings, self.result
         report_rel = leg.report_relpath(settings)
         calls_text = "".join(redact(r.to_json()) + "\n" for r in records)
-        capped = cap_report(meta, final.body, final.sources, finish=redact)  # never over what verify reads back
+        # never over what verify reads back; the evidence covers exactly the sources the written report cites
+        capped, evidence = report_with_evidence(meta, final, registry, finish=redact)
         report_text = capped.text
         result.status = LegState(capped.meta.status)
         result.reasons = list(capped.meta.status_reasons)
@@ -352,7 +356,8 @@ class _LegRun:
         result.body_sha256 = body_sha256_of(report_text)
         try:
             write_unit(self.repo, settings.build_dir, leg.stem,
-                       [FileWrite(leg.calls_relpath(settings), calls_text), FileWrite(report_rel, report_text)],
+                       [FileWrite(leg.calls_relpath(settings), calls_text),
+                        FileWrite(leg.evidence_relpath(settings), evidence.text), FileWrite(report_rel, report_text)],
                        status=FileWrite(leg.status_relpath(settings), redact(result.to_json())))
         except UnitNotWritten as exc:
             _failed_write(result, str(exc))

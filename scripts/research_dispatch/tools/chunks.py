@@ -85,6 +85,7 @@ class Selection:
     kept: int
     total: int
     skipped: int  # chunks left out because they were shown before (in `skip`)
+    passages: tuple[str, ...] = ()  # the kept chunks themselves, in page order: what the leg's evidence keeps
 
 
 _LINK = re.compile(r"\[[^\]\n]*\]\([^)\s]*\)|https?://\S+")
@@ -115,7 +116,7 @@ def select_chunks(text: str, query: str, budget_chars: int, *, skip: frozenset[s
     fresh = [i for i, key in enumerate(keys) if key not in skip]
     skipped = len(chunks) - len(fresh)
     if not skipped and len(text) <= budget_chars:
-        return Selection(text, frozenset(keys), len(chunks), len(chunks), 0)
+        return Selection(text, frozenset(keys), len(chunks), len(chunks), 0, tuple(chunks))
     if not fresh:
         return Selection("", frozenset(), 0, len(chunks), skipped)
     scores = [score * (1.0 - link_share(chunks[i])) for score, i in
@@ -131,7 +132,8 @@ def select_chunks(text: str, query: str, budget_chars: int, *, skip: frozenset[s
         used += size
     if not chosen:
         first = order[0]
-        return Selection(chunks[first][:budget_chars], frozenset({keys[first]}), 1, len(chunks), skipped)
+        cut = chunks[first][:budget_chars]
+        return Selection(cut, frozenset({keys[first]}), 1, len(chunks), skipped, (cut,))
     chosen.sort()
     parts: list[str] = []
     previous = -1
@@ -142,7 +144,8 @@ def select_chunks(text: str, query: str, budget_chars: int, *, skip: frozenset[s
         previous = index
     if previous != len(chunks) - 1:
         parts.append("[…]")
-    return Selection("\n\n".join(parts), frozenset(keys[i] for i in chosen), len(chosen), len(chunks), skipped)
+    return Selection("\n\n".join(parts), frozenset(keys[i] for i in chosen), len(chosen), len(chunks), skipped,
+                     tuple(chunks[i] for i in chosen))
 
 
 def best_chunks(text: str, query: str, budget_chars: int, target_chars: int = 700) -> tuple[str, int, int]:

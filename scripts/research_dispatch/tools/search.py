@@ -85,6 +85,26 @@ def normalise_url(url: str) -> str:
     return urlunsplit(("https", host, path, query, ""))
 
 
+WEB_SEARCH = "web_search"
+WEB_EXTRACT = "web_extract"
+
+
+def mcp_tool(exposed: str) -> str:
+    """The `tool` of a passage an MCP tool returned: `mcp:<server>__<tool>` (the name the model called)."""
+    return f"mcp:{exposed}"
+
+
+@dataclass(frozen=True)
+class Passage:
+    """One text the researcher was shown for a source, exactly as sent (sanitised for the model): a search
+    snippet (`tool` "web_search"), one passage of a page it read ("web_extract"), or an MCP result
+    (`mcp_tool`). The leg's evidence file is made of these (`leg/evidence.py`): a citation can only be
+    checked against what the model actually saw, never against the whole page."""
+
+    tool: str
+    text: str
+
+
 @dataclass
 class Source:
     id: int
@@ -95,10 +115,20 @@ class Source:
     shown: bool = False  # its text has been shown to the model in this leg (a repeat is listed by id only)
     passages: set[str] = field(default_factory=set)  # `chunks.chunk_key` of page passages already shown
     provider: str = ""  # who found it first (a search provider's name, or "mcp:<server>")
+    shown_passages: list[Passage] = field(default_factory=list)  # every distinct text shown, first-shown order
 
     @property
     def label(self) -> str:
         return f"S{self.id}"
+
+    def show(self, tool: str, *texts: str) -> None:
+        """Record texts of this source that are being sent to the model. Call it only where a text goes
+        into a tool result: what was never shown is no evidence. A text shown again (by another tool,
+        or a re-read) is kept once, under the tool that showed it first."""
+        for text in texts:
+            shown = sanitize.for_model(text).strip()
+            if shown and all(p.text != shown for p in self.shown_passages):
+                self.shown_passages.append(Passage(tool, shown))
 
 
 @dataclass
@@ -169,8 +199,8 @@ MODEL_ERROR_KINDS = frozenset({"unknown_tool", "malformed_arguments", "invalid_a
 """Error kinds caused by the model's own calls or by pages; every other kind is a service fault (a search
 provider's, or an MCP server's)."""
 
-__all__ = ["MODEL_ERROR_KINDS", "TOOL_SCHEMAS", "UNTRUSTED_NOTE", "SearchServiceError", "SearchTools", "Source",
-           "SourceRegistry", "ToolOutcome", "normalise_url"]
+__all__ = ["MODEL_ERROR_KINDS", "TOOL_SCHEMAS", "UNTRUSTED_NOTE", "WEB_EXTRACT", "WEB_SEARCH", "Passage",
+           "SearchServiceError", "SearchTools", "Source", "SourceRegistry", "ToolOutcome", "mcp_tool", "normalise_url"]
 
 
 @dataclass
@@ -375,6 +405,7 @@ class SearchTools:
             source = self.registry.add(hit.url, hit.title, snippet, provider=provider_name)
             block = _source_block(source, snippet)
             source.shown = True
+            source.show(WEB_SEARCH, snippet)
             blocks.append(block)
             used += len(block)
             ids.append(source.label)
@@ -441,7 +472,7 @@ class SearchTools:
                 why = sanitize.one_line(reason, 120)
                 problems.append(f"{source.label} {source.url[:200]}: extraction failed ({why})")
                 continue
-            blocks.append(self._page_block(source, text, query, per_page))
+            blocks.append(self._page_block(source, text, query, per_page, WEB_EXTRACT))
             ids.append(source.label)
         if not blocks:
             self.stats.count_error("extract_failed")
@@ -452,11 +483,13 @@ class SearchTools:
             body += "\nNot read: " + "; ".join(problems)
         return ToolOutcome("web_extract", _wrap("web_extract", "ok", body), False, {"sources": ids})
 
-    def _page_block(self, source: Source, text: str, query: str, budget: int) -> str:
-        """A page's most relevant passages not shown before (see `chunks.select_chunks`)."""
+    def _page_block(self, source: Source, text: str, query: str, budget: int, tool: str) -> str:
+        """A page's most relevant passages not shown before (see `chunks.select_chunks`), recorded as shown
+        by `tool`."""
         picked = chunks.select_chunks(text, query, budget, skip=source.passages if self.dedupe else frozenset())
         source.extracted = source.shown = True
         source.passages |= picked.keys
+        source.show(tool, *picked.passages)
         again = f"; {picked.skipped} shown earlier in this research are not repeated" if picked.skipped else ""
         if not picked.excerpt:
             note = f"[all {picked.total} passages of this page were shown earlier in this research]"
@@ -511,7 +544,7 @@ class SearchTools:
         used = 0
         if named and output.text.strip():  # the result is what that URL says: a page, read like one
             source = self.registry.add(named[0], _first_heading(output.text), provider=provider)
-            block = self._page_block(source, output.text, query, self.page_budget_chars)
+            block = self._page_block(source, output.text, query, self.page_budget_chars, mcp_tool(name))
             blocks.append(block)
             used += len(block)
             ids.append(source.label)
@@ -525,6 +558,7 @@ class SearchTools:
             if source.label in ids:
                 continue
             source.shown = True
+            source.show(mcp_tool(name), snippet)
             block = _source_block(source, snippet or "(no text given for this link)")
             blocks.append(block)
             used += len(block)
