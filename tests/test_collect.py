@@ -32,13 +32,14 @@ def test_export_then_collect_round_trip(repo: Path, fake_env: dict, tmp_path: Pa
     assert sorted(p.relative_to(out).as_posix() for p in out.rglob("*") if p.is_file()) == [
         "build/legs/02-diloco-family.json", "build/legs/04-verl-trl.json",
         "build/traces/02-diloco-family.jsonl", "build/traces/04-verl-trl.jsonl",
-        "research/02-diloco-family.calls.jsonl", "research/02-diloco-family.md",
-        "research/04-verl-trl.calls.jsonl", "research/04-verl-trl.md"]
+        "research/02-diloco-family.calls.jsonl", "research/02-diloco-family.evidence.jsonl",
+        "research/02-diloco-family.md", "research/04-verl-trl.calls.jsonl", "research/04-verl-trl.evidence.jsonl",
+        "research/04-verl-trl.md"]
     target = fresh_copy(repo, tmp_path)
     result = CliRunner().invoke(main, ["collect", str(out), "--repo", str(target)])
     assert result.exit_code == 0, result.output + result.stderr
     missing = "01-composer-2.5, 03-monarch-torchforge-openenv, 05-trace-replay-distillation"
-    assert f"imported 8 file(s); missing: {missing}" in result.output
+    assert f"imported 10 file(s); missing: {missing}" in result.output
     assert (target / "research" / "02-diloco-family.md").read_bytes() == \
         (repo / "research" / "02-diloco-family.md").read_bytes()
     assert CliRunner().invoke(main, ["verify", "--repo", str(target)]).exit_code == 0

@@ -17,7 +17,6 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from research_dispatch.core.errors import BadInput
 from research_dispatch.leg.evidence import (
     MAX_EVIDENCE_BYTES,
     EvidenceLine,
@@ -170,14 +169,14 @@ def test_check_tells_an_older_report_from_a_lost_changed_or_thin_evidence_file()
 
 
 @pytest.mark.parametrize(("change", "field"), [
-    ({"sha256": "0" * 64}, "sha256 is not the sha256 of text"), ({"tool": "shell"}, "tool"),
+    ({"sha256": "0" * 64}, "sha256: not the sha256 of text"), ({"tool": "shell"}, "tool"),
     ({"text": 7}, "text"), ({"text": ""}, "text"), ({"extra": 1}, "extra: unknown key"), ({"url": ""}, "url")])
 def test_a_damaged_line_is_refused_naming_its_field(change: dict[str, object], field: str) -> None:
     good = json.loads(EvidenceLine.of(URLS[0], "T", "mcp:aws-docs__read_documentation", "text").to_json())
     with pytest.raises(ValueError, match=re.escape(field)):
         parse_line(json.dumps({**good, **change}))
-    with pytest.raises(BadInput, match="line 2"):
-        parse_evidence(json.dumps(good) + "\n" + json.dumps({**good, **change}) + "\n", display="e.jsonl")
+    with pytest.raises(ValueError, match=r"^line 2: not an evidence line"):
+        parse_evidence(json.dumps(good) + "\n" + json.dumps({**good, **change}) + "\n")
 
 
 passages = st.lists(st.tuples(st.integers(0, 5), st.sampled_from([WEB_SEARCH, WEB_EXTRACT, "mcp:d__read"]),
@@ -199,7 +198,7 @@ def test_property_the_file_is_sorted_unique_within_its_cap_and_drawn_from_what_w
     evidence = gather(cited, registry, limit=limit)
     text = evidence.text
     assert len(text.encode("utf-8")) <= limit <= MAX_EVIDENCE_BYTES
-    parsed = parse_evidence(text, display="e.jsonl")
+    parsed = parse_evidence(text)
     assert parsed == list(evidence.lines)
     keys = [line.key for line in parsed]
     assert keys == sorted(set(keys))

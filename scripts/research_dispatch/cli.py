@@ -254,11 +254,20 @@ def collect(repo: Path, incoming: Path, topic_ids: str | None, model_ids: str | 
 @click.option("--github-summary", is_flag=True, help="Append the route table to $GITHUB_STEP_SUMMARY.")
 @guarded
 def verify(repo: Path, reports: tuple[Path, ...], online: bool, github_summary: bool) -> None:
-    """Print the route table for reports (default: all of research/); exit 3 if any is not verified."""
+    """Print the route table for reports (default: all of research/); exit 3 if any is not verified.
+
+    Cited sources without evidence (and a missing or changed evidence file) are warned about, one
+    line each; they never change the exit code."""
     from research_dispatch.config.settings import load_settings
     from research_dispatch.core.errors import BadInput
     from research_dispatch.leg.report import load_report
-    from research_dispatch.leg.verify import markdown_table, text_table, verify_report
+    from research_dispatch.leg.verify import (
+        evidence_lines,
+        markdown_evidence,
+        markdown_table,
+        text_table,
+        verify_report,
+    )
     from research_dispatch.run.lock import try_complete_pending
 
     if github_summary:
@@ -281,10 +290,14 @@ def verify(repo: Path, reports: tuple[Path, ...], online: bool, github_summary: 
     for row in rows:
         for problem in row.problems:
             click.echo(f"problem: {row.relpath}: {problem}")
+    for line in evidence_lines(rows):
+        click.echo(line)
     if github_summary:
         from research_dispatch.core.ghactions import append_step_summary
 
-        append_step_summary(os.environ, "## Route fidelity\n\n" + markdown_table(rows))
+        evidence = markdown_evidence(rows)
+        append_step_summary(os.environ, "## Route fidelity\n\n" + markdown_table(rows)
+                            + (f"\n\n{evidence}" if evidence else ""))
     if not all(row.verified for row in rows):
         sys.exit(ExitCode.ROUTE_UNVERIFIED)
 

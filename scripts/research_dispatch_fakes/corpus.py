@@ -101,6 +101,13 @@ def topic_titles() -> dict[str, str]:
     return {tid: str(meta["title"]) for tid, meta in data["topics"].items()}
 
 
+def topic_background(topic_id: str) -> tuple[str, ...]:
+    """The topic's background paragraphs, which every page of the topic carries (empty: unknown topic)."""
+    data, _ = _raw()
+    meta = data["topics"].get(topic_id) or {}
+    return tuple(str(p) for p in meta.get("background") or ())
+
+
 @functools.lru_cache(maxsize=2)
 def _load(include_hostile: bool) -> tuple[Page, ...]:
     data, hostile = _raw()

@@ -21,7 +21,14 @@ The conversation contract is docs/FAKES.md. In short, for a request with the res
 3. otherwise -> the Markdown report, built from sentences of the retrieved `<source>` texts, each
    followed by its `[S<n>]`, plus connective prose and the topic's planted claims (corpus/claims.json),
    sized to the midpoint of the word band. Sources that look like prompt injection (injection markers
-   in their text, or a reserved example domain) are ignored entirely, as a careful model would.
+   in their text, or a reserved example domain) are ignored entirely, as a careful model would. The
+   topic's framing — the background paragraphs every page of a topic carries (corpus/pages.json) — is
+   never quoted as a finding: it says what the area is, not what one page established.
+   Now and then it cites a page that does not support the sentence, as real models do: every
+   `script.miscite_every`-th sentence taken from a source (default 3; 0 never) is cited to the other
+   retrieved source that shares the fewest words with it (lowest id on a tie) and does not contain it
+   (`MISCITE_EVERY`) — what the synthesis's citation check must catch. Planted claims are always cited
+   to a page that says them.
 
 Two scenario switches make the "model" misbehave on purpose (for the reliability suite):
 
@@ -63,6 +70,7 @@ from research_dispatch.leg.contract import (
     TOPIC_ID_LABEL,
     count_words,
 )
+from research_dispatch_fakes.corpus import topic_background
 from research_dispatch_fakes.script_structured import respond_structured, structured_name
 
 DEFAULT_BAND = (2000, 2500)
@@ -70,6 +78,7 @@ DEFAULT_SEARCHES = 2
 DEFAULT_PER_TURN = 2
 DEFAULT_EXTRACT_TOP = 3
 DEFAULT_READS = 1
+MISCITE_EVERY = 3
 CLAIMS_PATH = Path(__file__).with_name("corpus") / "claims.json"
 
 # The contract's band sentence with each `{field}` captured as a number (thousands commas allowed).
@@ -602,6 +611,19 @@ def describes_a_page(sentence: str) -> bool:
     return not any(_verbish(w) for i, w in enumerate(names) if i == 0 or not w[:1].isupper())
 
 
+def _sentence_key(sentence: str) -> str:
+    """How two quotable sentences are the same one: stripped, end punctuation dropped, lower-cased."""
+    return sentence.strip().rstrip(".!?").rstrip().lower()
+
+
+@lru_cache(maxsize=16)
+def framing_keys(topic_id: str) -> frozenset[str]:
+    """The sentences of the topic's background (`corpus.topic_background`): every page of the topic
+    repeats them, so they frame the area and are no page's finding."""
+    return frozenset(_sentence_key(sentence) for paragraph in topic_background(topic_id)
+                     for sentence in _split_sentences(_clean_space(paragraph)))
+
+
 def _source_sentences(source: Source, terms: list[str], seen: set[str]) -> list[str]:
     """Quotable sentences of a source, most specific first (document order among equals).
 
@@ -624,7 +646,7 @@ def _source_sentences(source: Source, terms: list[str], seen: set[str]) -> list[
             if not 8 <= len(sentence.split()) <= 45 or not sentence[0].isalnum():
                 continue  # lower-case starts are kept: project names such as "verl" open sentences
             sentence = sentence.rstrip(".!?").rstrip()
-            key = sentence.lower()
+            key = _sentence_key(sentence)
             score = _specificity(sentence, terms)
             if key in seen or score < 2:
                 continue
@@ -641,10 +663,10 @@ class _Writer:
     source. Only the short closers that land the conclusion on the word target may cycle.
     """
 
-    def __init__(self, conv: Conversation) -> None:
+    def __init__(self, conv: Conversation, miscite_every: int = MISCITE_EVERY) -> None:
         self.conv = conv
         self.terms = key_terms(conv)
-        seen: set[str] = set()
+        seen: set[str] = set(framing_keys(conv.topic_id))  # the topic's framing is never quoted as a finding
         self.pools = [_source_sentences(source, self.terms, seen) for source in conv.sources]
         self.used = [0] * len(conv.sources)
         self.source_turn = 0
@@ -652,6 +674,8 @@ class _Writer:
         self.template_turn: dict[str, int] = {}
         self.fallback_turn = 0
         self.term_turn = 0
+        self.miscite_every = miscite_every
+        self.quoted = 0  # sentences taken from sources so far (the miscitation rule counts these)
 
     def _fill(self, template: str, stitle: str = "") -> str:
         term = self.terms[self.term_turn % len(self.terms)]
@@ -694,14 +718,30 @@ class _Writer:
         if self.used[slot] < len(pool):
             sentence = pool[self.used[slot]]
             self.used[slot] += 1
+            self.quoted += 1
+            if self.miscite_every and self.quoted % self.miscite_every == 0:
+                source = self._unsupporting(sentence, source)
         else:
             template = _SOURCE_FALLBACKS[self.fallback_turn % len(_SOURCE_FALLBACKS)]
             self.fallback_turn += 1
             sentence = self._fill(template, stitle=source.title or source.url)
         return f"{sentence} [S{source.id}]."
 
+    def _unsupporting(self, sentence: str, own: Source) -> Source:
+        """The retrieved source that shares the fewest words with `sentence` and does not contain it (lowest
+        id on a tie); `own` when there is no other."""
+        words = _content_words(sentence)
+        others = [s for s in self.conv.sources
+                  if s.id != own.id and _sentence_key(sentence) not in _clean_space(s.text).lower()]
+        return min(others, key=lambda s: (len(words & _content_words(s.text)), s.id), default=own)
 
-def write_report(conv: Conversation, target_words: int, *, invent_citation: bool = False) -> str:
+
+def _content_words(text: str) -> set[str]:
+    return {w for w in re.findall(r"[a-z0-9][a-z0-9.+-]*", text.lower()) if w not in _STOPWORDS and len(w) > 2}
+
+
+def write_report(conv: Conversation, target_words: int, *, invent_citation: bool = False,
+                 miscite_every: int = MISCITE_EVERY) -> str:
     """The Markdown report: `# title`, seven `##` sections, about `target_words` words.
 
     Sections are filled to cumulative shares of the target, so an overshoot in one section does not
@@ -709,7 +749,7 @@ def write_report(conv: Conversation, target_words: int, *, invent_citation: bool
     target. Only ids of retrieved sources are cited; there is no `## References` section (the product
     renders it from the cited sources).
     """
-    writer = _Writer(conv)
+    writer = _Writer(conv, miscite_every)
     claims = claims_for_topic(conv.topic_id)
     lines = [f"# {conv.title}", ""]
     words = count_words(conv.title)
@@ -942,14 +982,16 @@ def plan_turn(body: dict[str, Any], script: dict[str, Any] | None = None, *, sho
                       for i, (name, arguments) in enumerate(HOSTILE_TOOL_CALLS)]
         return Turn(kind, None, calls, plan)
     target = int(conv.band[0] * 0.4) if short_draft else conv.midpoint
+    miscite_every = _script_int(script, "miscite_every", MISCITE_EVERY)
     if gullible:
         payload = hostile_section(conv)
         body_words = max(100, target - count_words(payload))
-        report = write_report(conv, body_words, invent_citation=invent_citation).rstrip() + "\n\n" + payload
+        report = write_report(conv, body_words, invent_citation=invent_citation,
+                              miscite_every=miscite_every).rstrip() + "\n\n" + payload
         if kind == "continue":
             return Turn(kind, remainder_after(report, conv.partials))
         return Turn(kind, report)
-    report = write_report(conv, target, invent_citation=invent_citation)
+    report = write_report(conv, target, invent_citation=invent_citation, miscite_every=miscite_every)
     if kind == "continue":
         return Turn(kind, remainder_after(report, conv.partials))
     return Turn(kind, report)

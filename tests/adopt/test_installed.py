@@ -172,7 +172,7 @@ def test_demo_without_a_checkout_runs_the_bundled_reference_review(fresh_venv: F
     assert done.returncode == 0, done.stdout[-4000:] + done.stderr[-2000:]
     assert "the reference review (bundled with the package)" in done.stdout
     assert "✓ five reports from five model families" in done.stdout
-    assert "demo ok: 12/12 checks passed" in done.stdout
+    assert "demo ok: 13/13 checks passed" in done.stdout
 
 
 @pytest.mark.parametrize("argv", [["init"], ["demo", "--repo", "."]])

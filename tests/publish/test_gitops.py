@@ -37,7 +37,8 @@ def test_a_project_in_a_subdirectory_commits_under_its_prefix(tmp_path: Path, fa
                      env={**os.environ, "GIT_CONFIG_GLOBAL": os.devnull})
     assert result.operation == "none" and len(result.commits) == 1
     names = git(top, "show", "--name-only", "--format=", result.commits[0]).splitlines()
-    assert sorted(names) == ["review/research/02-diloco-family.calls.jsonl", "review/research/02-diloco-family.md"]
+    assert sorted(names) == ["review/research/02-diloco-family.calls.jsonl",
+                             "review/research/02-diloco-family.evidence.jsonl", "review/research/02-diloco-family.md"]
 
 
 def test_foreign_commits_are_those_not_both_authored_and_committed_by_the_bot(tmp_path: Path) -> None:

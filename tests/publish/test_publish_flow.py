@@ -53,11 +53,12 @@ def test_first_publish_opens_one_pr_with_one_commit_per_report_and_fixed_trailer
     assert diloco["Served-Provider"] == ["DeepSeek"]
     assert commits[5][0] == f"research(synthesis): regenerate for {CYCLE}"
 
-    # each report commit holds exactly its report and call log; the synthesis commit its own files
+    # each report commit holds exactly its report, call log and evidence file; the synthesis commit its own files
     files = [world.origin_git("show", "--name-only", "--format=", f"{BRANCH}~{n}").splitlines()
              for n in range(5, -1, -1)]
     for names, stem in zip(files[:5], stems, strict=True):
-        assert sorted(names) == [f"research/{stem}.calls.jsonl", f"research/{stem}.md"]
+        assert sorted(names) == [f"research/{stem}.calls.jsonl", f"research/{stem}.evidence.jsonl",
+                                 f"research/{stem}.md"]
     assert sorted(files[5]) == ["docs/METHODOLOGY.md", "framework/claims.json", f"framework/{FRAMEWORK}.md"]
     authors = set(world.origin_git("log", "--format=%ae %ce", f"main..{BRANCH}").splitlines())
     assert authors == {f"{BOT_EMAIL} {BOT_EMAIL}"}
@@ -177,6 +178,7 @@ def test_only_computed_paths_are_committed(world: World) -> None:
     assert result.operation == "created"
     changed = set(world.origin_git("diff", "--name-only", f"main...{BRANCH}").splitlines())
     assert changed == {"research/02-diloco-family.md", "research/02-diloco-family.calls.jsonl",
+                       "research/02-diloco-family.evidence.jsonl",
                        f"framework/{FRAMEWORK}.md", "framework/claims.json", "docs/METHODOLOGY.md"}
     assert any("research/stray.md is not a computed" in w for w in result.warnings)
     # the user's staged file is still staged, and nothing else was staged or changed
@@ -186,7 +188,8 @@ def test_only_computed_paths_are_committed(world: World) -> None:
 
 def test_nothing_changed_means_no_commit_and_no_pr(world: World) -> None:
     world.run_legs("diloco-family")
-    git(world.repo, "add", "research/02-diloco-family.md", "research/02-diloco-family.calls.jsonl")
+    git(world.repo, "add", "research/02-diloco-family.md", "research/02-diloco-family.calls.jsonl",
+        "research/02-diloco-family.evidence.jsonl")
     git(world.repo, "commit", "-q", "-m", "Reports merged")
     git(world.repo, "push", "-q", "origin", "main")
     refs_before = world.origin_git("for-each-ref")

@@ -27,13 +27,15 @@ from click.testing import CliRunner
 
 from research_dispatch.cli import main
 from research_dispatch.config.settings import SearchSettings
+from research_dispatch.leg.evidence import parse_evidence
 from research_dispatch.tools.search import SearchTools, normalise_url
+from tests.conftest import CANARY
 from tests.reliability.conftest import TARGET, LegView, calls_of, changed, configure, tree, view
 
 reliability = pytest.mark.reliability
 
 COMPUTED = {f"research/{TARGET.stem}.md", f"research/{TARGET.stem}.calls.jsonl",
-            f"build/legs/{TARGET.stem}.json", f"build/traces/{TARGET.stem}.jsonl",
+            f"research/{TARGET.stem}.evidence.jsonl", f"build/legs/{TARGET.stem}.json", f"build/traces/{TARGET.stem}.jsonl",
             "build/.research-dispatch.lock.guard"}  # `research` takes the repository lock (its flock side file)
 INVISIBLE = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u200b-\u200f\u202a-\u202e\u2060-\u2064\u2066-\u206f\ufeff]")
 URL = re.compile(r"(?:https?://|www\.)[^\s<>\]\[)\"'`]+", re.IGNORECASE)
@@ -168,12 +170,26 @@ def test_unknown_tools_are_refused(hostile: HostileRun) -> None:
 
 
 @reliability(area="hostile", case="pages asking to write files (workflows, topics, README, other reports)",
-             expect="only the leg's four computed paths change in the repository; nothing is written to the "
+             expect="only the leg's five computed paths change in the repository; nothing is written to the "
                     "working directory")
 def test_no_file_outside_the_computed_paths_changes(hostile: HostileRun) -> None:
     assert changed(hostile.before, hostile.after) == COMPUTED
     assert list(hostile.cwd.iterdir()) == []
     assert not (hostile.repo / ".github").exists()
+
+
+@reliability(area="hostile", case="injection pages the gullible model quoted and cited, in its evidence file",
+             expect="kept as data: every line is ASCII JSON whose sha256 matches its text, the text carries no "
+                    "control, bidi or zero-width character and cannot open or close a wrapper element, and no key")
+def test_hostile_passages_are_inert_data_in_the_evidence(hostile: HostileRun) -> None:
+    raw = (hostile.repo / "research" / f"{TARGET.stem}.evidence.jsonl").read_bytes()
+    assert raw.isascii() and raw.count(b"\n") == len(raw.splitlines())
+    lines = parse_evidence(raw.decode("ascii"))
+    assert any("evil.example" in line.text or "ignore" in line.text.lower() for line in lines)  # it did quote them
+    for line in lines:
+        assert not INVISIBLE.search(line.text.replace("\n", "").replace("\t", "")), line.url
+        assert not re.search(r"<\s*/?\s*(source|tool_result|untrusted)", line.text, re.IGNORECASE), line.url
+        assert all(value not in line.text for value in CANARY.values())
 
 
 @reliability(area="hostile", case="a page forging a <source id=\"S99\"> element",

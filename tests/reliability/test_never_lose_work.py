@@ -124,9 +124,9 @@ def _status(clone: Path, name: str) -> str | None:
 
 @reliability(area="refresh", case="a topic renamed on main after a refresh (its old report is on the branch and "
                                   "on main)",
-             expect="the next refresh removes the old report and its call log from the branch in one commit, lists it "
-                    "in the PR body under 'Removed', the synthesis neither counts nor cites it, and the renamed "
-                    "topic's new report is committed")
+             expect="the next refresh removes the old report, its call log and its evidence file from the branch in "
+                    "one commit, lists it in the PR body under 'Removed', the synthesis neither counts nor cites it, "
+                    "and the renamed topic's new report is committed")
 def test_a_renamed_topic_loses_its_old_report_from_the_branch_and_the_synthesis(user_world: UserWorld) -> None:  # noqa: F811
     world = user_world
     first = world.clone()
@@ -151,13 +151,16 @@ def test_a_renamed_topic_loses_its_old_report_from_the_branch_and_the_synthesis(
     reports = world.branch_reports()
     assert old_stem not in reports and "05-replay-distillation" in reports
     assert world.branch_file(f"research/{old_stem}.calls.jsonl") is None
+    assert world.branch_file(f"research/{old_stem}.evidence.jsonl") is None
     subjects = world.origin_git("log", "--format=%s", f"main..{BRANCH}").splitlines()
-    assert any(s.startswith("research: remove 2 file(s) of legs no longer planned") for s in subjects), subjects
+    assert any(s.startswith("research: remove 3 file(s) of legs no longer planned") for s in subjects), subjects
     pr = world.pr()
     assert "Removed: reports of legs no longer planned" in pr["body"] and f"research/{old_stem}.md" in pr["body"]
     document = world.branch_file("framework/composer-replication-framework.md") or ""
     ledger = world.branch_file("framework/claims.json") or ""
     assert old_stem not in ledger and old_stem not in document, "the synthesis still counts the unplanned report"
     assert not (second / "research" / f"{old_stem}.md").exists()
-    assert (second / "build" / "unplanned" / f"{old_stem}.md").exists()  # moved aside, not lost
+    for suffix in (".md", ".calls.jsonl", ".evidence.jsonl"):  # moved aside together, not lost
+        assert (second / "build" / "unplanned" / f"{old_stem}{suffix}").exists(), suffix
+        assert not (second / "research" / f"{old_stem}{suffix}").exists(), suffix
     assert front_matter(reports["05-replay-distillation"])["topic"] == "replay-distillation"

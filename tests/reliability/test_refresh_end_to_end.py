@@ -60,7 +60,8 @@ def test_hostile_refresh_reaches_the_pr_sanitised(small_world: World, gateway, t
     for marker in ("evil.example", "@", "<!--", "${{", "::", "\u202e", "gpt-5-pro"):
         assert marker not in log, marker
     changed = set(small_world.origin_git("diff", "--name-only", f"main...{BRANCH}").splitlines())
-    allowed = {f"research/{s}{ext}" for s in (TARGET.stem, CONTROL.stem) for ext in (".md", ".calls.jsonl")}
+    allowed = {f"research/{s}{ext}" for s in (TARGET.stem, CONTROL.stem)
+               for ext in (".md", ".calls.jsonl", ".evidence.jsonl")}
     allowed |= {"framework/composer-replication-framework.md", "framework/claims.json",
                 "framework/synthesis.calls.jsonl", "docs/METHODOLOGY.md"}
     assert changed <= allowed and f"research/{TARGET.stem}.md" in changed

@@ -138,8 +138,8 @@ def test_labels_that_cannot_be_created(user_world: UserWorld) -> None:  # noqa: 
 
 @reliability(area="refresh", case="a report edited by hand: run, publish, publish --allow-edited, run --fresh",
              expect="`run` skips it with a warning (no model call for it) and does not publish it; `publish` exits "
-                    "2 naming the file; `--allow-edited` commits it with `Edited: yes`; `run --fresh` moves it to "
-                    "build/edited/ and regenerates the leg")
+                    "2 naming the file; `--allow-edited` commits it with `Edited: yes`; `run --fresh` moves it with "
+                    "its call log and evidence file to build/edited/ and regenerates the leg")
 def test_a_hand_edited_report_is_never_regenerated_or_credited_silently(user_world: UserWorld) -> None:  # noqa: F811
     world = user_world
     clone = world.clone()
@@ -171,6 +171,10 @@ def test_a_hand_edited_report_is_never_regenerated_or_credited_silently(user_wor
     done = world.cli(clone, "run", "--push", "--fresh")
     assert done.code == 0, done
     assert (clone / "build" / "edited" / f"{STEMS['A']}.md").read_text(encoding="utf-8") == edited
+    for companion in (".calls.jsonl", ".evidence.jsonl"):  # the edit's companions went aside with it
+        assert (clone / "build" / "edited" / f"{STEMS['A']}{companion}").is_file(), companion
+        assert world.branch_file(f"research/{STEMS['A']}{companion}") == \
+            (clone / "research" / f"{STEMS['A']}{companion}").read_text(encoding="utf-8")
     regenerated = path.read_text(encoding="utf-8")
     assert regenerated != edited and "written by hand" not in regenerated
     assert world.branch_file(f"research/{STEMS['A']}.md") == regenerated

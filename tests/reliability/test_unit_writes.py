@@ -1,5 +1,8 @@
-"""A report and its call log are one unit: a full disk, a read-only directory or a kill at ANY write leaves
-both the old files or both the new ones, a status file that agrees with them, and `verify` agreeing.
+"""A report, its call log and its evidence file are one unit: a full disk, a read-only directory or a kill
+at ANY write leaves all three old or all three new, a status file that agrees with them, and `verify`
+agreeing. The evidence of an unchanged leg is byte-identical on a re-run, so the seeded (old) unit's
+evidence is made different first — one passage fewer, with the report's `evidence_sha256` naming it —
+and an old report beside new evidence (or the reverse) shows as a hash that does not match.
 
 The faults are injected at the operating-system layer (`tests/faultshim.py`): the Nth file operation
 under `research/` and `build/` fails (ENOSPC, EROFS) or kills the process. Every operation of a leg's
@@ -21,6 +24,7 @@ import pytest
 from research_dispatch.config.plan import plan_legs
 from research_dispatch.config.settings import load_settings
 from research_dispatch.config.topics import load_topics
+from research_dispatch.leg.evidence import sha256_text
 from research_dispatch.leg.files import complete_pending
 from research_dispatch.leg.report import load_report
 from research_dispatch.leg.run import run_leg
@@ -38,30 +42,35 @@ def _leg(repo: Path) -> Any:
     return settings, next(leg for leg in plan_legs(load_topics(repo, settings), settings) if leg.stem == STEM)
 
 
-def _files(repo: Path) -> tuple[str | None, str | None, str | None]:
+Files = tuple[str | None, str | None, str | None, str | None]  # report, call log, evidence, status
+
+
+def _files(repo: Path) -> Files:
     def read(rel: str) -> str | None:
         path = repo / rel
         return path.read_text(encoding="utf-8") if path.exists() else None
 
-    return read(f"research/{STEM}.md"), read(f"research/{STEM}.calls.jsonl"), read(f"build/legs/{STEM}.json")
+    return (read(f"research/{STEM}.md"), read(f"research/{STEM}.calls.jsonl"),
+            read(f"research/{STEM}.evidence.jsonl"), read(f"build/legs/{STEM}.json"))
 
 
 def _watch(repo: Path) -> list[Path]:
     return [repo / "research", repo / "build" / "legs", repo / "build" / "pending"]
 
 
-def assert_one_unit(repo: Path, old: tuple[str | None, str | None, str | None], context: str) -> str:
-    """Both old or both new, the status agrees, and verify agrees. Returns "old" or "new"."""
-    report, calls, status_text = _files(repo)
-    assert report is not None and calls is not None, context
+def assert_one_unit(repo: Path, old: Files, context: str) -> str:
+    """All old or all new, the status agrees, and verify agrees. Returns "old" or "new"."""
+    report, calls, evidence, status_text = _files(repo)
+    assert report is not None and calls is not None and evidence is not None, context
     status = json.loads(status_text or "{}")
     meta_report = load_report(repo / "research" / f"{STEM}.md", repo=repo)
     row = verify_report(meta_report)
     assert row.verified and not row.problems, f"{context}: verify disagrees: {row.problems}"
-    if (report, calls) == old[:2]:
+    assert row.evidence_warnings == [], f"{context}: the evidence is not the report's: {row.evidence_warnings}"
+    if (report, calls, evidence) == old[:3]:
         kind = "old"
     else:
-        assert report != old[0] and calls != old[1], f"{context}: one file new, the other old"
+        assert report != old[0] and calls != old[1] and evidence != old[2], f"{context}: some files new, some old"
         kind = "new"
     if status["status"] == "ok":
         assert status["body_sha256"] == meta_report.meta.body_sha256, f"{context}: status names another report"
@@ -82,6 +91,25 @@ def seeded(repo: Path, fake_env: dict[str, str], gateway: Any) -> Path:
     return repo
 
 
+def older_unit(repo: Path, written: str) -> Files:
+    """Make the unit in place differ from what a re-run writes (`written`: the leg's evidence, the same
+    bytes every run), consistently: its evidence one passage short (of a source that keeps others) and
+    the report's `evidence_sha256` naming that evidence. Returns the unit's files (the "old" ones of
+    the next write)."""
+    settings, leg = _leg(repo)
+    evidence, report = repo / leg.evidence_relpath(settings), repo / leg.report_relpath(settings)
+    lines = written.splitlines(keepends=True)
+    urls = [json.loads(line)["url"] for line in lines]
+    drop = next(i for i, url in enumerate(urls) if urls.count(url) > 1)
+    older = "".join(lines[:drop] + lines[drop + 1:])
+    evidence.write_text(older, encoding="utf-8")
+    named = load_report(report, repo=repo).meta.evidence_sha256
+    assert named is not None
+    report.write_text(report.read_text(encoding="utf-8").replace(named, sha256_text(older)), encoding="utf-8")
+    assert verify_report(load_report(report, repo=repo)).evidence_warnings == []
+    return _files(repo)
+
+
 def _count_ops(repo: Path, env: dict[str, str]) -> int:
     settings, leg = _leg(repo)
     with Faults(_watch(repo), "count") as faults:
@@ -90,20 +118,22 @@ def _count_ops(repo: Path, env: dict[str, str]) -> int:
 
 
 @reliability(area="crash", case="disk full (ENOSPC) and read-only (EROFS) at each write of a leg's report, call "
-                                "log and status, persisting until the next command",
-             expect="at every one of the ~13 operations: both files old or both new (never a new call log beside an "
-                    "old report), the status file agrees (ok naming the report's body_sha256, or failed with the "
-                    "money spent), `verify` re-checks the route as exact, the leg's cost is counted")
+                                "log, evidence file and status, persisting until the next command",
+             expect="at every one of the ~16 operations: all three files old or all three new (never a new call log "
+                    "or evidence file beside an old report), the status file agrees (ok naming the report's "
+                    "body_sha256, or failed with the money spent), `verify` re-checks the route as exact and finds "
+                    "the evidence the report names, the leg's cost is counted")
 @pytest.mark.parametrize("kind", ["enospc", "erofs"])
 def test_disk_faults_at_every_write_leave_one_consistent_unit(seeded: Path, fake_env: dict[str, str],
                                                                kind: str) -> None:
     repo = seeded
     settings, leg = _leg(repo)
+    written = (repo / leg.evidence_relpath(settings)).read_text(encoding="utf-8")
     total = _count_ops(repo, fake_env)
     assert total >= 10, total  # calls, report, journal, renames, status: every step is a separate operation
     seen = set()
     for at in range(1, total + 1):
-        old = _files(repo)
+        old = older_unit(repo, written)
         with Faults(_watch(repo), kind, at) as faults:
             result = run_leg(repo, settings, leg, env=fake_env, cycle=CYCLE)
         context = f"{kind} at operation {at} ({faults.ops[at - 1][0]} {Path(faults.ops[at - 1][1]).name})"
@@ -115,18 +145,20 @@ def test_disk_faults_at_every_write_leave_one_consistent_unit(seeded: Path, fake
     assert seen == {"old", "new"}  # faults before and after the commit point were both hit
 
 
-@reliability(area="crash", case="`research` killed (SIGKILL) at each write of its report, call log and status",
-             expect="after `verify` (the next command, which completes a committed unit): both files old or both "
-                    "new, the status agrees, `verify` exits 0 with route exact")
+@reliability(area="crash", case="`research` killed (SIGKILL) at each write of its report, call log, evidence file "
+                                "and status",
+             expect="after `verify` (the next command, which completes a committed unit): all three files old or all "
+                    "three new, the status agrees, `verify` exits 0 with route exact and no evidence warning")
 def test_a_kill_at_every_write_leaves_one_consistent_unit(seeded: Path, fake_env: dict[str, str],
                                                           tmp_path: Path) -> None:
     repo = seeded
+    written = (repo / "research" / f"{STEM}.evidence.jsonl").read_text(encoding="utf-8")
     total = _count_ops(repo, fake_env)
     env = {k: v for k, v in __import__("os").environ.items()}
     env.update({"PYTHONPATH": str(ROOT), "FAULT_WATCH": ":".join(str(p) for p in _watch(repo))})
     seen = set()
     for at in range(1, total + 1):
-        old = _files(repo)
+        old = older_unit(repo, written)
         log = tmp_path / f"ops-{at}.log"
         child = subprocess.run([sys.executable, "-c", CHILD, "research", "diloco-family", "--repo", str(repo)],
                                env={**env, "FAULT_KIND": "kill", "FAULT_AT": str(at), "FAULT_LOG": str(log)},

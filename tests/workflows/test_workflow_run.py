@@ -54,18 +54,18 @@ def test_dispatch_runs_plan_legs_synthesis_and_publishes_one_pr(world_factory) -
         files = sorted(p.relative_to(run.artifacts / f"leg-{stem}").as_posix()
                        for p in (run.artifacts / f"leg-{stem}").rglob("*") if p.is_file())
         assert files == [f"build/legs/{stem}.json", f"build/traces/{stem}.jsonl", f"research/{stem}.calls.jsonl",
-                         f"research/{stem}.md"]
+                         f"research/{stem}.evidence.jsonl", f"research/{stem}.md"]
 
     # synthesize: re-validated every leg file, wrote the route table, claim diff and PR preview
     synth = run.job("synthesize").instance
-    assert "imported 20 file(s); missing: nothing" in synth.step("Import leg files at their computed paths").stdout
+    assert "imported 25 file(s); missing: nothing" in synth.step("Import leg files at their computed paths").stdout
     summary = synth.summary
     assert "## Route fidelity" in summary and summary.count("| exact |") == 5
     assert "## Synthesis" in summary and "### Claim diff" in summary
     assert "## Pull request preview (dry run)" in summary
     synthesis = run.artifacts / "synthesis"
     for rel in ["framework/composer-replication-framework.md", "framework/claims.json", "docs/METHODOLOGY.md",
-                *(f"research/{stem}.md" for stem in STEMS)]:
+                *(f"research/{stem}{suffix}" for stem in STEMS for suffix in (".md", ".evidence.jsonl"))]:
         assert (synthesis / rel).is_file(), rel
 
     # publish: one commit per report with the trailers, one synthesis commit, one PR
@@ -74,6 +74,9 @@ def test_dispatch_runs_plan_legs_synthesis_and_publishes_one_pr(world_factory) -
     assert len(subjects) == 6 and subjects[-1] == f"research(synthesis): regenerate for {CYCLE}"
     for stem, subject in zip(STEMS, subjects, strict=False):
         assert stem in subject
+        committed = world.origin_git("log", "-1", "--name-only", "--format=", f"--grep={stem}", BRANCH).split()
+        assert sorted(committed) == [f"research/{stem}.calls.jsonl", f"research/{stem}.evidence.jsonl",
+                                     f"research/{stem}.md"]  # the evidence travelled with its report
     trailers = world.origin_git("log", "--format=%(trailers)%x00", f"main..{BRANCH}").split("\x00")
     with_route = [t for t in trailers if "Route: exact" in t]
     assert len(with_route) == 5

@@ -410,6 +410,7 @@ def _reports(directory: Path, settings: Any, legs: list[Any], say: Echo, referen
         checks.append(Check(f"{leg.stem}: {band['min']}–{band['max']} words, status ok, route exact, ≥3 cited "
                             "sources, ## References", not problems,
                             "; ".join(problems) or f"{meta.words} words, {len(meta.sources)} sources"))
+    checks.append(_evidence(directory, settings, legs))
     found = sum(1 for leg in legs if (directory / leg.report_relpath(settings)).exists())
     detail = f"{found} reports; families: {', '.join(sorted(families)) or 'none'}"
     if reference:
@@ -421,6 +422,29 @@ def _reports(directory: Path, settings: Any, legs: list[Any], say: Echo, referen
                                f"famil{'y' if len(planned) == 1 else 'ies'} the topics name",
                                found == len(legs) and families == planned, detail))
     return checks
+
+
+def _evidence(directory: Path, settings: Any, legs: list[Any]) -> Check:
+    """Every report has its evidence file, written with it (its `evidence_sha256`), covering every
+    source it cites: what the synthesis checks citations against."""
+    from research_dispatch.leg.evidence import check_file
+    from research_dispatch.leg.report import load_report
+
+    problems: list[str] = []
+    passages = sources = 0
+    for leg in legs:
+        path = directory / leg.report_relpath(settings)
+        if not path.exists():
+            continue
+        report = load_report(path, repo=directory)
+        checked = check_file(report, directory / leg.evidence_relpath(settings), relpath=leg.evidence_relpath(settings))
+        problems += [f"{leg.stem}: {warning}" for warning in checked.warnings]
+        if not checked.bound:
+            problems.append(f"{leg.stem}: the report does not name its evidence file (no evidence_sha256)")
+        passages += checked.lines
+        sources += len(report.meta.sources)
+    return Check("every report has its evidence file, covering every cited source", not problems,
+                 "; ".join(problems) or f"{passages} passages for {sources} cited sources")
 
 
 def _classes(ledger: Any) -> dict[str, int]:

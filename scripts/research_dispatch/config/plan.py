@@ -65,6 +65,11 @@ class Leg:
     def evidence_relpath(self, settings: Settings) -> str:
         return companions(self.report_relpath(settings)).evidence
 
+    def unit_relpaths(self, settings: Settings) -> tuple[str, ...]:
+        """The report and its companions, in `write_unit` order (companions first, the report last)."""
+        report = self.report_relpath(settings)
+        return (*companions(report), report)
+
     def trace_relpath(self, settings: Settings) -> str:
         return f"{settings.build_dir}/traces/{self.stem}.jsonl"
 

@@ -40,13 +40,14 @@ from __future__ import annotations
 
 import hashlib
 import json
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
+from pathlib import Path
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, ValidationInfo, field_validator
 
 from research_dispatch.config.plan import companions
-from research_dispatch.config.settings import _first_error
+from research_dispatch.config.settings import _first_error, read_text_strict
 from research_dispatch.core.errors import BadInput
 from research_dispatch.core.redact import redact
 from research_dispatch.leg.report import CappedReport, CitedSource, FinalBody, Report, ReportMeta, cap_report
@@ -76,11 +77,13 @@ class EvidenceLine(BaseModel):
     text: str = Field(min_length=1)
     sha256: str = Field(pattern=_SHA256)
 
-    @model_validator(mode="after")
-    def _hash_matches(self) -> EvidenceLine:
-        if self.sha256 != sha256_text(self.text):
-            raise ValueError("sha256 is not the sha256 of text")
-        return self
+    @field_validator("sha256")
+    @classmethod
+    def _hash_matches(cls, value: str, info: ValidationInfo) -> str:
+        text = info.data.get("text")  # absent when `text` itself was refused: that error is the one reported
+        if isinstance(text, str) and value != sha256_text(text):
+            raise ValueError("not the sha256 of text")
+        return value
 
     @classmethod
     def of(cls, url: str, title: str, tool: str, text: str) -> EvidenceLine:
@@ -110,17 +113,23 @@ def parse_line(line: str) -> EvidenceLine:
         raise ValueError(f"{field}: {message}") from None
 
 
-def parse_evidence(text: str, *, display: str) -> list[EvidenceLine]:
-    """Every line of an evidence file, strictly: a damaged line is `BadInput` naming the file and the
-    line (what `collect` refuses to import)."""
-    lines: list[EvidenceLine] = []
+def _numbered(text: str) -> Iterator[tuple[int, str]]:
+    """(line number, line) of the non-blank lines. Split on newlines only: `json.dumps` escapes every
+    other line break, so a line is exactly what the writer wrote."""
     for number, line in enumerate(text.split("\n"), start=1):
-        if not line.strip():
-            continue
+        if line.strip():
+            yield number, line
+
+
+def parse_evidence(text: str) -> list[EvidenceLine]:
+    """Every line of an evidence file, strictly: a damaged line is a `ValueError` naming the line and
+    the field (what `collect` refuses to import)."""
+    lines: list[EvidenceLine] = []
+    for number, line in _numbered(text):
         try:
             lines.append(parse_line(line))
         except ValueError as exc:
-            raise BadInput(f"not an evidence line ({exc})", path=display, field=f"line {number}") from None
+            raise ValueError(f"line {number}: not an evidence line ({exc})") from None
     return lines
 
 
@@ -252,6 +261,23 @@ class EvidenceCheck:
         return out
 
 
+def check_file(report: Report, path: Path, *, relpath: str | None = None) -> EvidenceCheck:
+    """`check` of the evidence file at `path` (beside the report): read strictly, capped; a file that
+    cannot be read (a link, too big, not UTF-8) is said as damaged, never a crash."""
+    relpath = relpath or companions(report.relpath).evidence
+    if not path.exists() and not path.is_symlink():
+        return check(report, None, relpath=relpath)
+    try:
+        if path.is_symlink():
+            raise BadInput("is a symbolic link", path=relpath)
+        text = read_text_strict(path, display=relpath, max_bytes=MAX_EVIDENCE_BYTES)
+    except BadInput as exc:
+        cited = tuple(CitedSource(id=s.id, url=s.url, title=s.title) for s in report.meta.sources)
+        return EvidenceCheck(relpath=relpath, present=True, bound=report.meta.evidence_sha256 is not None,
+                             matches=False, damaged=(f"unreadable: {exc}",), uncovered=cited)
+    return check(report, text, relpath=relpath)
+
+
 def check(report: Report, text: str | None, *, relpath: str | None = None) -> EvidenceCheck:
     """Check a report's evidence file text (None: there is none). Never raises for bad content: a
     damaged line is a warning naming it (the rest still counts)."""
@@ -262,9 +288,7 @@ def check(report: Report, text: str | None, *, relpath: str | None = None) -> Ev
     damaged: list[str] = []
     urls: set[str] = set()
     count = 0
-    for number, line in enumerate(text.split("\n"), start=1):
-        if not line.strip():
-            continue
+    for number, line in _numbered(text):
         try:
             urls.add(parse_line(line).url)
             count += 1

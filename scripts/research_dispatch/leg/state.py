@@ -7,8 +7,11 @@ choose from (the working tree's and the refresh branch's), which one is *the new
 cycle*: the report the branch must hold for that leg. Resume, the run summary, the overlay of the
 branch into the working tree, and the publisher all call it, so they can never disagree about a leg.
 
-**Candidates.** A candidate is one report file with its call log. It is *usable* when it parses, its
-front matter names this leg's topic and model, and it is not a symbolic link. It is *good* when it is
+**Candidates.** A candidate is one report file with its call log and its evidence file (the three
+travel together: written, chosen, moved and committed as one). It is *usable* when it parses, its
+front matter names this leg's topic and model, and it is not a symbolic link. Its evidence does not
+decide anything here (a report without one — written before evidence files existed — is still a
+report): what `leg/evidence.py` finds wrong with it is a warning of the assessment. It is *good* when it is
 usable, from this cycle, and its status is `ok` or `degraded`. A report whose body no longer matches its
 `body_sha256` was *edited by hand*.
 
@@ -34,6 +37,9 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from research_dispatch.core.errors import BadInput, DispatchError
+from research_dispatch.leg import evidence as evidence_file
+from research_dispatch.leg.evidence import MAX_EVIDENCE_BYTES
+from research_dispatch.leg.files import FileWrite
 from research_dispatch.leg.report import Report, parse_report_text, sha256_of
 from research_dispatch.leg.run import leg_input_hash
 from research_dispatch.leg.status import LegResult, LegState, read_status
@@ -58,7 +64,8 @@ class Where(str, enum.Enum):
 
 @dataclass(frozen=True)
 class Candidate:
-    """One report file of a leg and its call log, read from the working tree or from a git tree."""
+    """One report file of a leg with its call log and evidence file, read from the working tree or from
+    a git tree."""
 
     stem: str
     where: Where
@@ -69,10 +76,22 @@ class Candidate:
     row: RouteRow | None
     problem: str | None = None  # why the report cannot be used at all
     origin: str = ""  # the commit it was read from (branch candidates)
+    evidence_text: str | None = None  # None: no evidence file beside the report (its check: `row.evidence`)
 
     @property
     def sha256(self) -> str:
         return sha256_of(self.text)
+
+    def unit(self, leg: Leg, settings: Settings) -> list[FileWrite]:
+        """The files of this candidate at the leg's computed paths, as one unit (`legfiles.write_unit`
+        order: companions first, the report last); a companion it does not have is left out."""
+        companions = [(leg.calls_relpath(settings), self.calls_text),
+                      (leg.evidence_relpath(settings), self.evidence_text)]
+        return [*(FileWrite(rel, text) for rel, text in companions if text is not None),
+                FileWrite(leg.report_relpath(settings), self.text)]
+
+    def same_files(self, other: Candidate) -> bool:
+        return (self.text, self.calls_text, self.evidence_text) == (other.text, other.calls_text, other.evidence_text)
 
     @property
     def usable(self) -> bool:
@@ -100,29 +119,43 @@ class Candidate:
 
 
 def read_candidate(leg: Leg, settings: Settings, *, where: Where, text: str, calls_text: str | None,
-                   origin: str = "") -> Candidate:
-    """Assess one report text (and its call log text) as a candidate for `leg`. Never raises for bad
-    content: an unusable report is a candidate with a `problem`."""
+                   evidence_text: str | None = None, origin: str = "") -> Candidate:
+    """Assess one report text (with its call log and evidence texts) as a candidate for `leg`. Never
+    raises for bad content: an unusable report is a candidate with a `problem`."""
     from research_dispatch.leg.verify import parse_calls, verify_records
 
     relpath = leg.report_relpath(settings)
+
+    def made(report: Report | None, row: RouteRow | None, problem: str | None = None) -> Candidate:
+        return Candidate(leg.stem, where, relpath, text, calls_text, report, row, problem=problem, origin=origin,
+                         evidence_text=evidence_text)
+
     try:
         report = parse_report_text(text, display=relpath, path=Path(relpath))
     except BadInput as exc:
-        return Candidate(leg.stem, where, relpath, text, calls_text, None, None, problem=f"unreadable: {exc}",
-                         origin=origin)
+        return made(None, None, f"unreadable: {exc}")
     meta = report.meta
     if meta.topic != leg.topic.id or meta.requested_model != leg.route.model:
-        problem = (f"front matter names topic {meta.topic!r} and model {meta.requested_model!r}, not this leg's "
-                   f"{leg.topic.id!r} and {leg.route.model!r}")
-        return Candidate(leg.stem, where, relpath, text, calls_text, report, None, problem=problem, origin=origin)
+        return made(report, None, f"front matter names topic {meta.topic!r} and model {meta.requested_model!r}, "
+                                  f"not this leg's {leg.topic.id!r} and {leg.route.model!r}")
     try:
         records = parse_calls(calls_text, display=leg.calls_relpath(settings)) if calls_text is not None else None
         row = verify_records(report, records, trust_self_reported=settings.gateway.trust_self_reported)
     except DispatchError as exc:
-        return Candidate(leg.stem, where, relpath, text, calls_text, report, None,
-                         problem=f"call log unreadable: {exc}", origin=origin)
-    return Candidate(leg.stem, where, relpath, text, calls_text, report, row, origin=origin)
+        return made(report, None, f"call log unreadable: {exc}")
+    row.evidence = evidence_file.check(report, evidence_text, relpath=leg.evidence_relpath(settings))
+    return made(report, row)
+
+
+def _companion_text(path: Path, limit: int) -> str | None:
+    """A companion file's text (call log, evidence), or None when it is absent, a link, too big or not
+    UTF-8: the report is still assessed, and its checks say what is missing."""
+    if not path.is_file() or path.is_symlink():
+        return None
+    try:
+        return path.read_bytes().decode("utf-8") if path.stat().st_size <= limit else None
+    except (OSError, UnicodeDecodeError):
+        return None
 
 
 def worktree_candidate(repo: Path, settings: Settings, leg: Leg) -> Candidate | None:
@@ -143,15 +176,9 @@ def worktree_candidate(repo: Path, settings: Settings, leg: Leg) -> Candidate | 
     except (OSError, ValueError) as exc:
         return Candidate(leg.stem, Where.WORKTREE, relpath, "", None, None, None,
                          problem=f"unreadable: {type(exc).__name__}: {exc}")
-    calls = repo / leg.calls_relpath(settings)
-    calls_text: str | None = None
-    if calls.is_file() and not calls.is_symlink():
-        try:
-            if calls.stat().st_size <= MAX_CALLS_BYTES:
-                calls_text = calls.read_bytes().decode("utf-8")
-        except (OSError, UnicodeDecodeError):
-            calls_text = None
-    return read_candidate(leg, settings, where=Where.WORKTREE, text=text, calls_text=calls_text)
+    return read_candidate(leg, settings, where=Where.WORKTREE, text=text,
+                          calls_text=_companion_text(repo / leg.calls_relpath(settings), MAX_CALLS_BYTES),
+                          evidence_text=_companion_text(repo / leg.evidence_relpath(settings), MAX_EVIDENCE_BYTES))
 
 
 # --------------------------------------------------------------------------------------------------
@@ -200,6 +227,12 @@ class LegAssessment:
     status: LegResult | None = None  # the status file of this cycle's latest attempt (None: none this cycle)
     reasons: list[str] = field(default_factory=list)
     last_attempt_failed: bool = False
+
+    @property
+    def warnings(self) -> list[str]:
+        """What is wrong with the evidence of the report that stands for the leg (`leg/evidence.py`):
+        said, never a reason to redo or refuse the report."""
+        return self.row.evidence.warnings if self.row is not None and self.row.evidence is not None else []
 
     @property
     def stem(self) -> str:

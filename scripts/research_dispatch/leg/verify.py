@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from research_dispatch.config.plan import companions
 from research_dispatch.config.settings import Settings
 from research_dispatch.core import sanitize
 from research_dispatch.core.errors import BadInput
@@ -25,6 +26,8 @@ from research_dispatch.core.records import load_record
 from research_dispatch.core.tables import plain_table
 from research_dispatch.gateway import route
 from research_dispatch.gateway.client import OPENAI_COMPATIBLE, CallRecord, Gateway, credentials
+from research_dispatch.leg.evidence import EvidenceCheck
+from research_dispatch.leg.evidence import check_file as check_evidence_file
 from research_dispatch.leg.report import Report
 
 
@@ -46,6 +49,13 @@ class RouteRow:
     problems: list[str] = field(default_factory=list)
     trust_self_reported: bool = False
     logged_models: list[str] | None = None  # distinct served models in the call log, in call order; None: no log
+    evidence: EvidenceCheck | None = None  # the report's citations against its evidence file: warnings only
+
+    @property
+    def evidence_warnings(self) -> list[str]:
+        """What cannot be checked of the report's citations. Never a route problem: a route is about
+        models, and `verified` does not look at these."""
+        return self.evidence.warnings if self.evidence is not None else []
 
     @property
     def verified(self) -> bool:
@@ -140,10 +150,13 @@ def online_gateway(settings: Settings, env: Mapping[str, str]) -> Gateway:
 def verify_report(report: Report, *, gateway: Gateway | None = None, trust_self_reported: bool = False) -> RouteRow:
     """The route row of one report. `trust_self_reported` is the configuration's
     `[tool.research-dispatch.gateway] trust_self_reported` (a `self_reported` route counts as verified)."""
-    calls_path = report.path.with_name(f"{report.stem}.calls.jsonl")
-    records = (load_calls(calls_path, display=str(Path(report.relpath).with_name(calls_path.name)))
-               if calls_path.exists() else None)
-    return verify_records(report, records, gateway=gateway, trust_self_reported=trust_self_reported)
+    files = companions(report.path.as_posix())
+    displayed = companions(report.relpath)
+    calls_path = Path(files.calls)
+    records = load_calls(calls_path, display=displayed.calls) if calls_path.exists() else None
+    row = verify_records(report, records, gateway=gateway, trust_self_reported=trust_self_reported)
+    row.evidence = check_evidence_file(report, Path(files.evidence), relpath=displayed.evidence)
+    return row
 
 
 def verify_records(report: Report, records: list[CallRecord] | None, *, gateway: Gateway | None = None,
@@ -185,6 +198,24 @@ def verify_records(report: Report, records: list[CallRecord] | None, *, gateway:
         row.problems.append(f"front matter says route {meta.route}, the evidence says {computed}")
     row.route = route.leg_verdict([computed, meta.route])
     return row
+
+
+def evidence_lines(rows: Iterable[RouteRow]) -> list[str]:
+    """One line per evidence warning of each report (`warning: <report>: ...`), sanitised: the URLs
+    come from search results."""
+    return [f"warning: {row.relpath}: {sanitize.one_line(warning, 600)}"
+            for row in rows for warning in row.evidence_warnings]
+
+
+def markdown_evidence(rows: Iterable[RouteRow]) -> str:
+    """The evidence warnings for a job summary, under the route table ("" when there are none)."""
+    listed = [(row.relpath, warning) for row in rows for warning in row.evidence_warnings]
+    if not listed:
+        return ""
+    items = "\n".join(f"- `{sanitize.one_line(rel, 200)}`: {sanitize.for_pr_body(sanitize.one_line(w, 600))}"
+                      for rel, w in listed)
+    return ("**Evidence** — citations that cannot be checked against what the researcher was shown (a warning, "
+            "not a route problem):\n\n" + items)
 
 
 def table_rows(rows: Iterable[RouteRow]) -> list[list[str]]:

@@ -8,8 +8,8 @@ and the report on every tip of the branch this repository knows (`refs/heads/<br
 published without pushing knows the local one), and the one rule of `legstate` picks the report that
 stands for the leg. A report is replaced only by a newer good one.
 
-The *overlay* makes the working tree match: it writes the branch's chosen reports (report and call log
-as one unit) over older working-tree ones, moves the reports of legs no longer planned out of
+The *overlay* makes the working tree match: it writes the branch's chosen reports (report, call log and
+evidence file as one unit) over older working-tree ones, moves the reports of legs no longer planned out of
 `research/` into `build/unplanned/` (the refresh removes them from the branch), and never overwrites a
 report edited by hand. `run` overlays before deciding which legs to redo and before synthesizing,
 `synthesize` before synthesizing (so CI's synthesize job, which checks out every branch, describes the
@@ -24,11 +24,11 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from research_dispatch.config.plan import Leg
+from research_dispatch.config.plan import Leg, companions
 from research_dispatch.config.settings import Settings
 from research_dispatch.core.errors import DispatchError
 from research_dispatch.core.fsio import confined, write_atomic
-from research_dispatch.leg.files import FileWrite, write_unit
+from research_dispatch.leg.files import write_unit
 from research_dispatch.leg.report import MAX_REPORT_BYTES, SCHEMA
 from research_dispatch.leg.state import Candidate, LegAssessment, Where, assess_worktree, read_candidate
 from research_dispatch.publish.gitops import Git, Identity
@@ -70,8 +70,9 @@ class BranchView:
             if text is None or text in seen:
                 continue
             seen.add(text)
-            calls = self.blob_text(tip.sha, leg.calls_relpath(settings))
-            out.append(read_candidate(leg, settings, where=Where.BRANCH, text=text, calls_text=calls,
+            out.append(read_candidate(leg, settings, where=Where.BRANCH, text=text,
+                                      calls_text=self.blob_text(tip.sha, leg.calls_relpath(settings)),
+                                      evidence_text=self.blob_text(tip.sha, leg.evidence_relpath(settings)),
                                       origin=tip.sha))
         return out
 
@@ -203,11 +204,11 @@ def apply_overlay(repo: Path, settings: Settings, accumulation: Accumulation, *,
         worktree = next((c for c in item.candidates if c.where is Where.WORKTREE), None)
         if replace_edited:
             for lost in (c for c in item.candidates if c.edited and c is not chosen and c.where is Where.BRANCH):
-                where = set_aside(repo, settings, item.leg, lost.text, lost.calls_text, EDITED_DIR)
+                where = set_aside(repo, settings, item.leg, lost, EDITED_DIR)
                 result.edited_set_aside.append((f"{lost.relpath} ({lost.where})", where))
         if chosen is None or chosen.where is not Where.BRANCH:
             continue
-        if worktree is not None and worktree.text == chosen.text and worktree.calls_text == chosen.calls_text:
+        if worktree is not None and worktree.same_files(chosen):
             continue
         if worktree is not None and worktree.edited and not replace_edited:
             result.edited_kept.append(worktree.relpath)  # never overwrite a hand edit
@@ -215,13 +216,9 @@ def apply_overlay(repo: Path, settings: Settings, accumulation: Accumulation, *,
         if worktree is not None and worktree.text and not any(c.text == worktree.text for c in item.candidates
                                                               if c.where is Where.BRANCH):
             # superseded by a newer good report, but not on the branch: kept in build/replaced/, not lost
-            set_aside(repo, settings, item.leg, worktree.text, worktree.calls_text, REPLACED_DIR)
-        files = [FileWrite(item.leg.calls_relpath(settings), chosen.calls_text or ""),
-                 FileWrite(item.leg.report_relpath(settings), chosen.text)]
-        if chosen.calls_text is None:
-            files = files[1:]
+            set_aside(repo, settings, item.leg, worktree, REPLACED_DIR)
         try:
-            write_unit(repo, settings.build_dir, item.stem, files)
+            write_unit(repo, settings.build_dir, item.stem, chosen.unit(item.leg, settings))
         except DispatchError as exc:
             result.problems.append(str(exc))
             continue
@@ -238,10 +235,11 @@ def apply_overlay(repo: Path, settings: Settings, accumulation: Accumulation, *,
 
 
 def move_aside(repo: Path, settings: Settings, rel: str, folder: str) -> str:
-    """Move a report and its call log from the working tree into `build/<folder>/` (nothing is lost)."""
+    """Move a report, its call log and its evidence file from the working tree into `build/<folder>/`
+    (nothing is lost)."""
     target_dir = f"{settings.build_dir}/{folder}"
     moved = ""
-    for source_rel in (rel, rel[: -len(".md")] + ".calls.jsonl"):
+    for source_rel in (rel, *companions(rel)):
         source = confined(repo, source_rel)
         if not source.is_file() or source.is_symlink():
             continue
@@ -252,12 +250,14 @@ def move_aside(repo: Path, settings: Settings, rel: str, folder: str) -> str:
     return moved
 
 
-def set_aside(repo: Path, settings: Settings, leg: Leg, text: str, calls_text: str | None, folder: str) -> str:
-    """Save a report (and its call log) that is about to be replaced into `build/<folder>/`."""
-    target = f"{settings.build_dir}/{folder}/{leg.stem}.md"
-    write_atomic(confined(repo, target), text)
-    if calls_text is not None:
-        write_atomic(confined(repo, f"{settings.build_dir}/{folder}/{leg.stem}.calls.jsonl"), calls_text)
+def set_aside(repo: Path, settings: Settings, leg: Leg, candidate: Candidate, folder: str) -> str:
+    """Save a report (with its call log and evidence file) that is about to be replaced into
+    `build/<folder>/`; returns where the report went."""
+    target = ""
+    for write in candidate.unit(leg, settings):
+        saved = f"{settings.build_dir}/{folder}/{Path(write.relpath).name}"
+        write_atomic(confined(repo, saved), write.text)
+        target = saved  # the report is the unit's last file
     return target
 
 

@@ -37,7 +37,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from research_dispatch.config import environment
-from research_dispatch.config.plan import Leg, plan_legs
+from research_dispatch.config.plan import Leg, companions, plan_legs
 from research_dispatch.config.settings import Settings, load_settings
 from research_dispatch.config.topics import load_topics
 from research_dispatch.core.errors import BadInput, DispatchError, ExitCode, PublishError
@@ -381,9 +381,7 @@ class _Publisher:
         files: list[tuple[str, str]] = []
         for item in chosen:
             assert item.chosen is not None
-            files.append((item.leg.report_relpath(settings), item.chosen.text))
-            if item.chosen.calls_text is not None:
-                files.append((item.leg.calls_relpath(settings), item.chosen.calls_text))
+            files += [(write.relpath, write.text) for write in item.chosen.unit(item.leg, settings)]
         synth_files: list[tuple[str, str]] = []
         if synthesis.commit:
             for rel in settings.synthesis_relpaths():
@@ -397,9 +395,13 @@ class _Publisher:
         blobs = dict(zip([rel for rel, _ in all_files],
                          git.hash_texts([text for _, text in all_files], write=not self.dry_run), strict=True))
         unplanned = accumulation.unplanned
-        removal_paths = [rel for stem_rel in unplanned
-                         for rel in (stem_rel, stem_rel[: -len(".md")] + ".calls.jsonl")]
-        base_blobs = git.blob_shas(base_sha, [git.tree_path(rel) for rel in [*blobs, *removal_paths]])
+        removal_paths = [rel for stem_rel in unplanned for rel in (stem_rel, *companions(stem_rel))]
+        # a companion the chosen report does not have (an older report: no evidence file) must not stay
+        # beside it from an earlier commit, where it would pass for this report's
+        absent = {item.stem: [rel for rel in companions(item.leg.report_relpath(settings)) if rel not in blobs]
+                  for item in chosen}
+        base_blobs = git.blob_shas(base_sha, [git.tree_path(rel) for rel in
+                                              [*blobs, *removal_paths, *(r for rels in absent.values() for r in rels)]])
 
         def changed(rel: str) -> bool:
             return base_blobs.get(git.tree_path(rel)) != blobs[rel]
@@ -408,12 +410,12 @@ class _Publisher:
         changed_stems: set[str] = set()
         for item in chosen:
             assert item.chosen is not None
-            rels = [item.leg.report_relpath(settings)]
-            if item.chosen.calls_text is not None:
-                rels.append(item.leg.calls_relpath(settings))
-            if any(changed(rel) for rel in rels):
+            rels = [write.relpath for write in item.chosen.unit(item.leg, settings)]  # the report and its companions
+            stale = [rel for rel in absent[item.stem] if git.tree_path(rel) in base_blobs]
+            if any(changed(rel) for rel in rels) or stale:
                 changed_stems.add(item.stem)
-                specs.append(CommitSpec(files=tuple(FileSpec(git.tree_path(rel), blob=blobs[rel]) for rel in rels),
+                specs.append(CommitSpec(files=(*(FileSpec(git.tree_path(rel), blob=blobs[rel]) for rel in rels),
+                                               *(FileSpec(git.tree_path(rel), delete=True) for rel in stale)),
                                         message=report_message(item, self.cycle, self.run_url)))
         to_remove = [rel for rel in removal_paths if git.tree_path(rel) in base_blobs]
         if to_remove:
@@ -613,7 +615,7 @@ def publish(repo: Path, settings: Settings, options: PublishOptions, *, env: Map
     publisher.git.check_repository()
     if not publisher.git.valid_branch(branch_name):
         raise BadInput(f"{branch_name!r} is not a valid git branch name", path="--branch")
-    computed = {rel for leg in planned for rel in (leg.report_relpath(settings), leg.calls_relpath(settings))}
+    computed = {rel for leg in planned for rel in leg.unit_relpaths(settings)}
     for rel in stray_files(repo, settings, computed):
         if not rel.endswith(".md") or rel not in _unplanned_reports(repo, settings, planned):
             publisher.warn(f"{rel} is not a computed report or synthesis path; not committed")

@@ -3,8 +3,9 @@
 A research job processes untrusted web text and model output, so what it uploads is untrusted too.
 `export_leg` copies a leg's files into a folder (the artifact); `collect` brings artifacts back into a
 repository, but only at the paths computed from the plan, only for planned legs, and only after each
-file parses as what it claims to be (report front matter matching its leg, call records, a status
-record). Anything else in the folder is ignored and reported. Symlinks are never followed.
+file parses as what it claims to be (report front matter matching its leg, call records, evidence lines
+whose hashes match their text, a status record). Anything else in the folder is ignored and reported.
+Symlinks are never followed.
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ from research_dispatch.config.settings import Settings
 from research_dispatch.core.errors import BadInput
 from research_dispatch.core.fsio import confined, write_atomic
 from research_dispatch.gateway.client import CallRecord
+from research_dispatch.leg.evidence import MAX_EVIDENCE_BYTES, parse_evidence
 from research_dispatch.leg.report import MAX_REPORT_BYTES, parse_report_text
 from research_dispatch.leg.status import MAX_STATUS_BYTES, LegResult
 from research_dispatch.leg.verify import MAX_CALLS_BYTES, parse_call_record
@@ -26,10 +28,13 @@ from research_dispatch.leg.verify import MAX_CALLS_BYTES, parse_call_record
 MAX_TRACE_BYTES = 64 * 1024 * 1024
 
 
+LEG_KINDS = ("report", "calls", "evidence", "status", "trace")
+
+
 def leg_files(leg: Leg, settings: Settings) -> list[str]:
-    """Repository-relative paths a leg may produce."""
-    return [leg.report_relpath(settings), leg.calls_relpath(settings), leg.status_relpath(settings),
-            leg.trace_relpath(settings)]
+    """Repository-relative paths a leg may produce, one per kind of `LEG_KINDS`."""
+    return [leg.report_relpath(settings), leg.calls_relpath(settings), leg.evidence_relpath(settings),
+            leg.status_relpath(settings), leg.trace_relpath(settings)]
 
 
 def export_leg(repo: Path, settings: Settings, leg: Leg, destination: Path) -> list[str]:
@@ -74,6 +79,8 @@ def _validate(kind: str, text: str, leg: Leg, display: str) -> None:
                 record = _call_line(line, number)
                 if record.requested_model != leg.route.model:
                     raise ValueError(f"line {number} requested {record.requested_model}")
+    elif kind == "evidence":
+        parse_evidence(text)  # every line, strictly: a damaged one is refused, naming it
     elif kind == "status":
         status = LegResult.from_json(text)
         if status.stem != leg.stem or status.model != leg.route.model:
@@ -140,15 +147,15 @@ def collect(repo: Path, settings: Settings, incoming: Path, legs: list[Leg], *,
     result = CollectResult()
     expected: set[Path] = set()
     for leg in legs:
-        kinds = zip(("report", "calls", "status", "trace"), leg_files(leg, settings), strict=True)
+        kinds = zip(LEG_KINDS, leg_files(leg, settings), strict=True)
         found_report = False
         for kind, rel in kinds:
             source = incoming / rel
             expected.add(source)
             if not source.exists() and not source.is_symlink():
                 continue
-            limit = {"report": MAX_REPORT_BYTES, "calls": MAX_CALLS_BYTES, "status": MAX_STATUS_BYTES,
-                     "trace": MAX_TRACE_BYTES}[kind]
+            limit = {"report": MAX_REPORT_BYTES, "calls": MAX_CALLS_BYTES, "evidence": MAX_EVIDENCE_BYTES,
+                     "status": MAX_STATUS_BYTES, "trace": MAX_TRACE_BYTES}[kind]
             try:
                 text = _read(source, limit, incoming)
                 _validate(kind, text, leg, rel)

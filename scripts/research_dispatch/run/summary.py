@@ -16,7 +16,7 @@ from research_dispatch.core.errors import ExitCode
 from research_dispatch.core.tables import plain_table
 from research_dispatch.leg.resume import Decision, ResumeAction
 from research_dispatch.leg.status import LegState
-from research_dispatch.leg.verify import RouteRow, text_table
+from research_dispatch.leg.verify import RouteRow, evidence_lines, text_table
 from research_dispatch.run.outcome import Activity, RunOutcome
 from research_dispatch.synthesis.pipeline import SynthesisResult
 
@@ -77,13 +77,16 @@ def legs(outcome: RunOutcome, echo: Echo) -> None:
 
 
 def routes(rows: list[RouteRow], missing: list[str], echo: Echo) -> None:
-    """The route table of the working tree's reports, with each report's route problems."""
+    """The route table of the working tree's reports, with each report's route problems and evidence
+    warnings (`verify` says the same)."""
     if rows:
         echo("route fidelity:")
         echo(text_table(rows))
         for row in rows:
             for problem in row.problems:
                 echo(f"problem: {row.relpath}: {problem}")
+        for line in evidence_lines(rows):
+            echo(line)
     if missing:
         echo(f"no report: {', '.join(missing)}")
     echo("")
