@@ -35,7 +35,8 @@ from tests.reliability.conftest import TARGET, LegView, calls_of, changed, confi
 reliability = pytest.mark.reliability
 
 COMPUTED = {f"research/{TARGET.stem}.md", f"research/{TARGET.stem}.calls.jsonl",
-            f"research/{TARGET.stem}.evidence.jsonl", f"build/legs/{TARGET.stem}.json", f"build/traces/{TARGET.stem}.jsonl",
+            f"research/{TARGET.stem}.evidence.jsonl", f"build/legs/{TARGET.stem}.json",
+            f"build/traces/{TARGET.stem}.jsonl",
             "build/.research-dispatch.lock.guard"}  # `research` takes the repository lock (its flock side file)
 INVISIBLE = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u200b-\u200f\u202a-\u202e\u2060-\u2064\u2066-\u206f\ufeff]")
 URL = re.compile(r"(?:https?://|www\.)[^\s<>\]\[)\"'`]+", re.IGNORECASE)
