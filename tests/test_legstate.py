@@ -18,6 +18,7 @@ from research_dispatch.config.plan import Leg, plan_legs
 from research_dispatch.config.settings import load_settings
 from research_dispatch.config.topics import load_topics
 from research_dispatch.gateway.client import CallRecord
+from research_dispatch.leg.evidence import EvidenceLine, sha256_text
 from research_dispatch.leg.report import CitedSource, ReportMeta, SourceEntry, Usage, render_report
 from research_dispatch.leg.state import Candidate, Where, assess, choose, read_candidate
 from research_dispatch.leg.status import LegResult, LegState
@@ -131,3 +132,26 @@ def test_the_choice_is_a_function_of_the_candidates_not_their_order(setup, repor
     again = choose(shuffled, cycle=CYCLE, input_hash=HASH)
     assert chosen is not None and again is not None and chosen.text == again.text
     assert all(not (c.route_verified and not chosen.route_verified) for c in pool)  # never a worse route
+
+
+def test_a_report_without_evidence_stands_for_its_leg_and_the_assessment_says_so(setup) -> None:
+    """An older report (no evidence file, no `evidence_sha256`) is as good as it was: same state, same
+    choice; what is missing is a warning, never a reason (reasons list what makes a leg incomplete)."""
+    settings, leg = setup
+    older = make(setup, note="older")
+    assessed = assess(leg, [older], None, cycle=CYCLE, input_hash=HASH)
+    assert assessed.state is LegState.OK and assessed.chosen is older and assessed.reasons == []
+    assert assessed.warnings == [f"no evidence file ({leg.evidence_relpath(settings)}): the report predates "
+                                 "evidence files, so its citations cannot be checked"]
+    line = EvidenceLine.of("https://arxiv.org/abs/2311.08105", "DiLoCo", "web_extract", "DiLoCo averages deltas.")
+    bound = make(setup, note="bound")
+    text = bound.text.replace("\nstarted_at:", f"\nevidence_sha256: {sha256_text(line.to_json() + chr(10))}\n"
+                              "started_at:", 1)
+    with_file = read_candidate(leg, settings, where=Where.WORKTREE, text=text, calls_text=bound.calls_text,
+                               evidence_text=line.to_json() + "\n")
+    assert assess(leg, [with_file], None, cycle=CYCLE, input_hash=HASH).warnings == []
+    lost = read_candidate(leg, settings, where=Where.WORKTREE, text=text, calls_text=bound.calls_text)
+    assessed = assess(leg, [lost], None, cycle=CYCLE, input_hash=HASH)
+    assert assessed.state is LegState.OK and assessed.warnings == [f"{leg.evidence_relpath(settings)} is missing"]
+    assert with_file.unit(leg, settings)[1].relpath == leg.evidence_relpath(settings)  # it travels with the report
+    assert [w.relpath for w in lost.unit(leg, settings)] == [leg.calls_relpath(settings), leg.report_relpath(settings)]
