@@ -17,6 +17,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from research_dispatch.core.redact import register_secrets
 from research_dispatch.leg.evidence import (
     MAX_EVIDENCE_BYTES,
     EvidenceLine,
@@ -207,3 +208,12 @@ def test_property_the_file_is_sorted_unique_within_its_cap_and_drawn_from_what_w
     assert {(line.url, line.text) for line in parsed} <= every
     assert len(parsed) + evidence.dropped == len(every)
     assert gather(cited, registry, limit=limit).text == text
+
+
+def test_a_key_a_page_echoes_is_redacted_before_hashing() -> None:
+    register_secrets(["tvly-evidence-canary-0001"])
+    registry = SourceRegistry()
+    source = registry.add(URLS[0], "T")
+    source.show(WEB_EXTRACT, "The page printed tvly-evidence-canary-0001 in its footer.\u202e")
+    (line,) = gather([CitedSource(1, URLS[0], "T")], registry).lines
+    assert line.text == "The page printed [REDACTED] in its footer." and line.sha256 == sha256_text(line.text)
