@@ -22,6 +22,7 @@ from research_dispatch.leg.evidence import EvidenceLine, sha256_text
 from research_dispatch.leg.report import CitedSource, ReportMeta, SourceEntry, Usage, render_report
 from research_dispatch.leg.state import Candidate, Where, assess, choose, read_candidate
 from research_dispatch.leg.status import LegResult, LegState
+from research_dispatch.publish.accumulate import Accumulation, apply_overlay
 
 CYCLE = "2026-H2"
 HASH = "inputs-now"
@@ -155,3 +156,23 @@ def test_a_report_without_evidence_stands_for_its_leg_and_the_assessment_says_so
     assert assessed.state is LegState.OK and assessed.warnings == [f"{leg.evidence_relpath(settings)} is missing"]
     assert with_file.unit(leg, settings)[1].relpath == leg.evidence_relpath(settings)  # it travels with the report
     assert [w.relpath for w in lost.unit(leg, settings)] == [leg.calls_relpath(settings), leg.report_relpath(settings)]
+
+
+def test_the_overlay_brings_the_branch_report_with_its_companions_and_drops_a_stale_one(repo: Path, setup) -> None:
+    """The branch's report replaces the working tree's as one unit; an evidence file the branch report
+    does not have is removed, never left to pass for the new report's (an older report on the branch)."""
+    settings, leg = setup
+    local = make(setup, finished="2026-07-01T10:00:00Z", where=Where.WORKTREE, note="local")
+    for write in local.unit(leg, settings):
+        (repo / write.relpath).parent.mkdir(parents=True, exist_ok=True)
+        (repo / write.relpath).write_text(write.text, encoding="utf-8")
+    (repo / leg.evidence_relpath(settings)).write_text("{}\n", encoding="utf-8")
+    branch = make(setup, finished="2026-07-03T10:00:00Z", note="branch")  # no evidence file
+    assessed = assess(leg, [local, branch], None, cycle=CYCLE, input_hash=HASH)
+    assert assessed.chosen is branch
+    result = apply_overlay(repo, settings, Accumulation(cycle=CYCLE, legs=[assessed]), move_unplanned=False)
+    assert result.brought == [branch.relpath] and result.problems == []
+    assert (repo / leg.report_relpath(settings)).read_text(encoding="utf-8") == branch.text
+    assert (repo / leg.calls_relpath(settings)).read_text(encoding="utf-8") == branch.calls_text
+    assert not (repo / leg.evidence_relpath(settings)).exists()
+    assert (repo / settings.build_dir / "replaced" / f"{leg.stem}.md").read_text(encoding="utf-8") == local.text

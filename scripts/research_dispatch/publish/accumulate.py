@@ -217,11 +217,19 @@ def apply_overlay(repo: Path, settings: Settings, accumulation: Accumulation, *,
                                                               if c.where is Where.BRANCH):
             # superseded by a newer good report, but not on the branch: kept in build/replaced/, not lost
             set_aside(repo, settings, item.leg, worktree, REPLACED_DIR)
+        unit = chosen.unit(item.leg, settings)
         try:
-            write_unit(repo, settings.build_dir, item.stem, chosen.unit(item.leg, settings))
+            write_unit(repo, settings.build_dir, item.stem, unit)
         except DispatchError as exc:
             result.problems.append(str(exc))
             continue
+        for stale in sorted(set(item.leg.unit_relpaths(settings)) - {write.relpath for write in unit}):
+            # the replaced report's companion (an evidence file beside a branch report that has none) must
+            # not pass for the new report's; the path is computed, and a link is removed, never followed
+            try:
+                (repo / stale).unlink(missing_ok=True)
+            except OSError as exc:
+                result.problems.append(f"could not remove {stale}: {exc.strerror or exc}")
         result.brought.append(chosen.relpath)
     if move_unplanned:
         for rel in accumulation.unplanned_worktree:
