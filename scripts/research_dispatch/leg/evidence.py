@@ -47,8 +47,9 @@ from pathlib import Path
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, ValidationInfo, field_validator
 
 from research_dispatch.config.plan import companions
-from research_dispatch.config.settings import _first_error, read_text_strict
 from research_dispatch.core.errors import BadInput
+from research_dispatch.core.fsio import read_text_strict
+from research_dispatch.core.records import first_error
 from research_dispatch.core.redact import redact
 from research_dispatch.leg.report import CappedReport, CitedSource, FinalBody, Report, ReportMeta, cap_report
 from research_dispatch.tools.search import SourceRegistry
@@ -109,7 +110,7 @@ def parse_line(line: str) -> EvidenceLine:
     try:
         return EvidenceLine.model_validate(data)
     except ValidationError as exc:
-        field, message = _first_error(exc)
+        field, message = first_error(exc)
         raise ValueError(f"{field}: {message}") from None
 
 
