@@ -113,7 +113,7 @@ def test_from_an_empty_repository_to_a_demo_refresh_with_the_installed_package(
 
     done = fresh_venv.run(["research-dispatch", "demo", "--repo", "."], cwd=repo)
     assert done.returncode == 0, done.stdout[-4000:] + done.stderr[-2000:]
-    assert "✗" not in done.stdout and done.stdout.count("  ✓ ") == 8
+    assert "✗" not in done.stdout and done.stdout.count("  ✓ ") == 9  # 8 + every report has its evidence
     demo = repo / "build" / "demo"
     for report in ("research/01-example.openai-gpt-5.md", "research/01-example.anthropic-claude-sonnet-4.6.md"):
         text = (demo / report).read_text(encoding="utf-8")
