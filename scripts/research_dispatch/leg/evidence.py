@@ -17,8 +17,11 @@ the same words from another tool) is one line, under the tool that showed it fir
 Decisions, and why:
 
 * **Only cited sources.** The FIXED rule asks for "at least every source the report cites". Passages of
-  sources the report does not cite are not kept: no claim can point at them, they would triple the
-  committed bytes and every refresh's diff, and the full trace (`build/traces/`, an artefact) keeps them.
+  sources the report does not cite are not kept: no claim can point at them, while every search shows up
+  to `max_results` snippets and a reading turn several pages, most of which a real report never cites —
+  committed bytes and every refresh's diff for nothing — and the full trace (`build/traces/`, an
+  artefact) keeps them anyway. (In the demo the fake cites every source it retrieved, so there it
+  makes no difference: 104 passages, 11.6–12.6 KB per report, beside 19.5–20.7 KB reports.)
 * **ASCII JSON.** `json.dumps` escapes non-ASCII, so a page's U+2028 or U+0085 can never split a line
   for a reader that uses `str.splitlines` (the bytes are deterministic either way).
 * **The text as the model saw it**: sanitised for the model (`sanitize.for_model`: no control, bidi or
