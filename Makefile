@@ -5,7 +5,11 @@
 PYTHON ?= python3
 VENV   := .venv
 BIN    := $(VENV)/bin
-STAMP  := $(VENV)/.installed-stamp
+# Two install levels: `make demo` needs only the package and its runtime dependencies (DEMO_STAMP);
+# `make test`, `make lint` and the rest also need the development tools (STAMP).
+DEMO_STAMP := $(VENV)/.demo-stamp
+STAMP      := $(VENV)/.installed-stamp
+PIP        := $(BIN)/python -m pip install --disable-pip-version-check --progress-bar on
 
 # The real independent server of `make interop`: llama-cpp-python's OpenAI-compatible server.
 INTEROP_VENV  := .venv-interop
@@ -15,10 +19,19 @@ LLAMA_CPP_PYTHON ?= llama-cpp-python[server]==0.3.36
 
 .PHONY: install test lint demo bench reliability-doc clean interop
 
-$(STAMP): pyproject.toml
+$(BIN)/python:
+	@echo "make: creating $(VENV) with $(PYTHON) (Python >= 3.10)"
 	$(PYTHON) -m venv $(VENV)
-	$(BIN)/python -m pip install --quiet --disable-pip-version-check -e '.[dev]'
-	@touch $(STAMP)
+
+$(DEMO_STAMP): pyproject.toml setup.py | $(BIN)/python
+	@echo "make: installing research-dispatch and its runtime dependencies into $(VENV) (first run only)"
+	$(PIP) -e .
+	@touch $@
+
+$(STAMP): pyproject.toml setup.py $(DEMO_STAMP)
+	@echo "make: installing the development tools (pytest, ruff, mypy, zizmor, actionlint, MCP servers) into $(VENV)"
+	$(PIP) -e '.[dev]'
+	@touch $@
 
 install: $(STAMP)
 
@@ -45,7 +58,7 @@ interop: $(STAMP) $(INTEROP_STAMP) $(INTEROP_MODEL)
 	INTEROP_PYTHON=$(INTEROP_VENV)/bin/python INTEROP_MODEL=$(INTEROP_MODEL) \
 		$(BIN)/python -m pytest -p no:cacheprovider tests/interop
 
-demo: $(STAMP)
+demo: $(DEMO_STAMP)
 	$(BIN)/research-dispatch demo
 
 bench: $(STAMP)

@@ -120,7 +120,9 @@ def test_missing_key_exits_2_before_any_request(repo: Path, fake_env: dict, gate
     result = research(repo, "diloco-family")
     assert result.exit_code == 2
     assert result.stderr.strip() == (f"error: environment: {missing}: {missing} is not set; it is required to "
-                                     + ("call the model gateway" if "OPENROUTER" in missing else "search the web"))
+                                     + ("call the model gateway (create one on the Keys page of your OpenRouter "
+                                        "account)" if "OPENROUTER" in missing else
+                                        "search the web (it is on the Tavily dashboard, under API Keys)"))
     assert gateway.requests == [] and tavily.requests == []
     assert not (repo / "research").exists()
 

@@ -25,7 +25,8 @@ F = TypeVar("F", bound=Callable[..., Any])
 def _fail(message: str, code: ExitCode) -> None:
     from research_dispatch.core.redact import redact
 
-    click.echo(f"error: {redact(message)}", err=True)
+    for line in redact(message).splitlines() or [""]:  # a list of problems: one `error:` line each
+        click.echo(f"error: {line}", err=True)
     sys.exit(code)
 
 
@@ -54,14 +55,40 @@ def guarded(func: F) -> F:
     return wrapper  # type: ignore[return-value]
 
 
+def _repository(_ctx: click.Context, _param: click.Parameter, value: Path | None) -> Path:
+    """`--repo`/`-C`, or the repository containing the current directory (`fsio.find_repository`)."""
+    if value is not None:
+        return value
+    from research_dispatch.core.fsio import find_repository
+
+    found = find_repository(Path.cwd())
+    return Path(".") if found == Path.cwd().resolve() else found  # as before when run at the top
+
+
 repo_option = click.option(
-    "--repo", "repo", type=click.Path(file_okay=False, path_type=Path), default=".", show_default=True,
-    help="Repository holding pyproject.toml and topics/.",
+    "-C", "--repo", "repo", type=click.Path(file_okay=False, path_type=Path), default=None, callback=_repository,
+    help="Repository holding pyproject.toml and topics/ (default: the one containing the current directory).",
+)
+json_option = click.option(
+    "--json", "as_json", is_flag=True,
+    help="Print one JSON document on stdout (its shape: README, JSON output); narration goes to stderr.",
 )
 cycle_option = click.option(
     "--cycle", envvar="RESEARCH_DISPATCH_CYCLE", default=None,
     help="Refresh cycle id (default: YYYY-H1 or YYYY-H2 of today).",
 )
+
+
+def _print_document(document: dict[str, Any]) -> None:
+    """`--json`: the one document on stdout."""
+    from research_dispatch.run.documents import dumps
+
+    click.echo(dumps(document))
+
+
+def _narrate(line: str) -> None:
+    """Narration while a `--json` command runs: on stderr, so stdout holds the document alone."""
+    click.echo(line, err=True)
 
 
 def _cycle(value: str | None) -> str:
@@ -110,8 +137,19 @@ def _writer(repo: Path, settings: Any, command: str) -> Any:
     return writer_lock(repo, settings.build_dir, command, warn=lambda message: click.echo(f"warning: {message}"))
 
 
+def _print_version(ctx: click.Context, _param: click.Parameter, value: bool) -> None:
+    """`--version`: the version and the commit it was built from (`build_info`), then exit."""
+    if not value or ctx.resilient_parsing:
+        return
+    from research_dispatch.build_info import version_line
+
+    click.echo(version_line(__version__))
+    ctx.exit()
+
+
 @click.group(context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100})
-@click.version_option(version=__version__, prog_name="research-dispatch", message="%(prog)s %(version)s")
+@click.option("--version", is_flag=True, expose_value=False, is_eager=True, callback=_print_version,
+              help="Show the version and the commit it was built from, and exit.")
 def main() -> None:
     """Keep a multi-model literature review fresh: one researcher per (topic, model), cited reports with
     route provenance, a cross-family synthesis, and one pull request for human review."""
@@ -119,26 +157,40 @@ def main() -> None:
 
 @main.command()
 @repo_option
+@click.option("--online", is_flag=True, help="Also ask the services: the gateway key works, every model exists and "
+              "lists what its calls need (with did-you-mean), MCP servers start and list their tools.")
+@json_option
 @guarded
-def check(repo: Path) -> None:
-    """Validate [tool.research-dispatch] and every topic file; print one line per problem."""
+def check(repo: Path, online: bool, as_json: bool) -> None:
+    """Validate [tool.research-dispatch] and every topic file; print one line per problem, all at once."""
     from research_dispatch.config.plan import plan_legs
     from research_dispatch.config.settings import load_settings
     from research_dispatch.config.topics import check_topics
     from research_dispatch.core.errors import BadInput
+    from research_dispatch.run.documents import check_document
 
     try:
         settings = load_settings(repo)
     except BadInput as exc:
+        if as_json:
+            _print_document(check_document(topics=0, legs=0, online=online, problems=[str(exc)]))
         _fail(str(exc), ExitCode.BAD_INPUT)
         return
     topics, problems = check_topics(repo, settings)
-    for problem in problems:
-        click.echo(f"error: {problem}", err=True)
-    if problems:
-        sys.exit(ExitCode.BAD_INPUT)
+    lines = [line for problem in problems for line in str(problem).splitlines()]  # every problem: one line
     legs = plan_legs(topics, settings)
-    click.echo(f"ok: {len(topics)} topic(s), {len(legs)} leg(s)")
+    if online:  # the valid topics' legs are checked too, so one run lists every problem
+        from research_dispatch.run.online import online_problems
+
+        lines += online_problems(settings, legs, os.environ)
+    for line in lines:
+        click.echo(f"error: {line}", err=True)
+    if as_json:
+        _print_document(check_document(topics=len(topics), legs=len(legs), online=online, problems=lines))
+    if lines:
+        sys.exit(ExitCode.BAD_INPUT)
+    if not as_json:
+        click.echo(f"ok: {len(topics)} topic(s), {len(legs)} leg(s)" + (", checked online" if online else ""))
 
 
 @main.command()
@@ -146,10 +198,13 @@ def check(repo: Path) -> None:
 @click.option("--topics", "topic_ids", default=None, help="Comma-separated topic ids (default: all).")
 @click.option("--models", "model_ids", default=None, help="Comma-separated model slugs to keep.")
 @click.option("--github-output", is_flag=True, help="Also append matrix=, count= and cycle= to $GITHUB_OUTPUT.")
+@click.option("--json", "as_json", is_flag=True, help="Print the matrix JSON even on a terminal.")
 @cycle_option
 @guarded
-def plan(repo: Path, topic_ids: str | None, model_ids: str | None, github_output: bool, cycle: str | None) -> None:
-    """Print the matrix JSON {"include": [{"leg", "topic", "model"}, ...]}."""
+def plan(repo: Path, topic_ids: str | None, model_ids: str | None, github_output: bool, as_json: bool,
+         cycle: str | None) -> None:
+    """On a terminal: the legs, their caps, the worst-case spend and an estimate. Piped or with --json:
+    the matrix JSON {"include": [{"leg", "topic", "model"}, ...]}."""
     from research_dispatch.config.plan import matrix, matrix_json, plan_legs, write_github_output
     from research_dispatch.config.topics import select_topics
 
@@ -157,7 +212,13 @@ def plan(repo: Path, topic_ids: str | None, model_ids: str | None, github_output
     settings, topics = _load(repo)
     legs = plan_legs(select_topics(topics, _split(topic_ids, "--topics")), settings, _split(model_ids, "--models"))
     text = matrix_json(legs)
-    click.echo(text)
+    if as_json or not sys.stdout.isatty():  # FIXED: the matrix JSON exactly as before, for machines
+        click.echo(text)
+    else:
+        from research_dispatch.config.estimate import plan_lines
+
+        for line in plan_lines(settings, legs, _cycle(cycle)):
+            click.echo(line)
     if target is not None:
         write_github_output(target, {"matrix": text, "count": str(len(matrix(legs)["include"])),
                                      "legs": str(len(legs)), "cycle": _cycle(cycle)})
@@ -180,10 +241,12 @@ def research(repo: Path, topic: str, model: str | None, export_dir: Path | None,
     from research_dispatch.leg.run import require_keys, run_leg
     from research_dispatch.publish.accumulate import set_aside_edited
     from research_dispatch.run.collect import export_leg
+    from research_dispatch.run.online import require_models
 
     settings, topics = _load(repo)
     legs = resolve_legs(topics, settings, topic, model)
     require_keys(os.environ, settings, legs)
+    require_models(settings, legs, os.environ)  # the models exist and take the calls, before any is made
     cycle_id = _cycle(cycle)
     for relative, field in ((settings.build_dir, "build_dir"), (settings.research_dir, "research_dir")):
         _writable(confined(repo, relative), relative, field)
@@ -252,8 +315,9 @@ def collect(repo: Path, incoming: Path, topic_ids: str | None, model_ids: str | 
 @click.argument("reports", nargs=-1, type=click.Path(dir_okay=False, path_type=Path))
 @click.option("--online", is_flag=True, help="Re-check each generation id against the gateway's /generation record.")
 @click.option("--github-summary", is_flag=True, help="Append the route table to $GITHUB_STEP_SUMMARY.")
+@json_option
 @guarded
-def verify(repo: Path, reports: tuple[Path, ...], online: bool, github_summary: bool) -> None:
+def verify(repo: Path, reports: tuple[Path, ...], online: bool, github_summary: bool, as_json: bool) -> None:
     """Print the route table for reports (default: all of research/); exit 3 if any is not verified.
 
     Cited sources without evidence (and a missing or changed evidence file) are warned about, one
@@ -286,12 +350,16 @@ def verify(repo: Path, reports: tuple[Path, ...], online: bool, github_summary: 
     rows = [verify_report(load_report(p if p.is_absolute() or p.exists() else repo / p, repo=repo),
                           gateway=gateway, trust_self_reported=settings.gateway.trust_self_reported)
             for p in paths]
-    click.echo(text_table(rows))
-    for row in rows:
+    click.echo(text_table(rows), err=as_json)
+    for row in rows:  # narration: stderr, like every problem line
         for problem in row.problems:
-            click.echo(f"problem: {row.relpath}: {problem}")
+            click.echo(f"problem: {row.relpath}: {problem}", err=True)
     for line in evidence_lines(rows):
-        click.echo(line)
+        click.echo(line, err=as_json)
+    if as_json:
+        from research_dispatch.run.documents import verify_document
+
+        _print_document(verify_document(rows))
     if github_summary:
         from research_dispatch.core.ghactions import append_step_summary
 
@@ -328,7 +396,7 @@ def synthesize(repo: Path, github_summary: bool, cycle: str | None) -> None:
         if keep:
             return
         sys.exit(synthesize_command(repo, cycle=cycle_id, env=os.environ, echo=click.echo,
-                                    github_summary=github_summary))
+                                    github_summary=github_summary, narrate=_narrate))
 
 
 @main.command()
@@ -379,35 +447,50 @@ def publish(repo: Path, branch: str | None, base: str | None, no_push: bool, no_
 @click.option("--fresh", is_flag=True, help="Redo every leg, even those with a good report this cycle (reports "
               "edited by hand are moved to build/edited/ first).")
 @click.option("--allow-edited", is_flag=True, help="Publish reports edited by hand (trailer `Edited: yes`).")
+@json_option
 @cycle_option
 @guarded
 def run(repo: Path, topic_ids: str | None, model_ids: str | None, jobs: int | None, do_publish: bool, push: bool,
-        fresh: bool, allow_edited: bool, cycle: str | None) -> None:
+        fresh: bool, allow_edited: bool, as_json: bool, cycle: str | None) -> None:
     """The whole refresh locally: legs in parallel with live progress, then verify, synthesize, publish."""
-    from research_dispatch.run.refresh import run_command
+    from research_dispatch.run.refresh import run_command, run_refresh
 
-    sys.exit(run_command(repo, topics=_split(topic_ids, "--topics"), models=_split(model_ids, "--models"), jobs=jobs,
-                         publish=do_publish, push=push, fresh=fresh, cycle=_cycle(cycle), env=os.environ,
-                         echo=click.echo, allow_edited=allow_edited))
+    topics, models = _split(topic_ids, "--topics"), _split(model_ids, "--models")
+    if not as_json:
+        sys.exit(run_command(repo, topics=topics, models=models, jobs=jobs, publish=do_publish, push=push,
+                             fresh=fresh, cycle=_cycle(cycle), env=os.environ, echo=click.echo,
+                             allow_edited=allow_edited))
+    from research_dispatch.config.settings import load_settings
+    from research_dispatch.run.documents import run_document
+
+    outcome = run_refresh(repo, topics=topics, models=models, jobs=jobs, publish=do_publish, push=push, fresh=fresh,
+                          cycle=_cycle(cycle), env=os.environ, echo=_narrate, live=False, allow_edited=allow_edited)
+    _print_document(run_document(outcome, repo, load_settings(repo)))
+    sys.exit(outcome.exit_code)
 
 
 @main.command()
-@click.option("--repo", "repo", type=click.Path(file_okay=False, path_type=Path), default=None,
+@click.option("-C", "--repo", "repo", type=click.Path(file_okay=False, path_type=Path), default=None,
               help="Run on this repository's own topics and configuration (default: this project's reference "
                    "review).")
 @click.option("--dir", "directory", type=click.Path(file_okay=False, path_type=Path), default=None,
               help="Where to build the demo repository, recreated each time (default: build/demo; with --repo, "
                    "demo/ in that repository's build directory).")
+@click.option("-v", "--verbose", is_flag=True, help="Print the whole run (it is always in the demo's build/demo.log).")
+@json_option
 @guarded
-def demo(repo: Path | None, directory: Path | None) -> None:
+def demo(repo: Path | None, directory: Path | None, verbose: bool, as_json: bool) -> None:
     """The whole refresh offline on built-in fake servers: no keys, no network."""
-    from research_dispatch.adopt.demo import demo_command
+    from research_dispatch.adopt.demo import run_demo
 
-    sys.exit(demo_command(directory, repo=repo, echo=click.echo))
+    outcome = run_demo(directory, repo=repo, echo=_narrate if as_json else click.echo, verbose=verbose)
+    if as_json:
+        _print_document(outcome.document())
+    sys.exit(outcome.exit_code)
 
 
 @main.command()
-@click.option("--repo", "repo", type=click.Path(file_okay=False, path_type=Path), default=".", show_default=True,
+@click.option("-C", "--repo", "repo", type=click.Path(file_okay=False, path_type=Path), default=".", show_default=True,
               help="The top level of an existing git repository.")
 @click.option("--force", is_flag=True, help="Overwrite generated files that differ (never pyproject.toml's existing "
               "content).")

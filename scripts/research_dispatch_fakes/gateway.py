@@ -58,6 +58,7 @@ Scenario format (constructor `scenario=`, `set_scenario()`, or `POST /__fake__/s
      "endpoints": {"<model glob>": [{"provider": "Acme", "tag": "acme",
                                      "supported_parameters": ["max_tokens", "tools"]}]},
      "byok": false,
+     "models": ["x-ai/grok-4"],              # more ids for `GET /models` to list (besides KNOWN_MODELS)
      "rules": [{"match": {"model": "<glob>", "session": "<glob>", "kind": "<glob>", "schema": "<glob>"},
                 "on_call": k | "calls": [k, ...] | (omitted: every call),
                 "times": n,                  # apply at most n times
@@ -141,13 +142,24 @@ LONG_CONTEXT_OVERRIDES: dict[str, list[dict[str, float]]] = {
     "google/*": [{"min_prompt_tokens": 200_000, "prompt_factor": 2.0, "completion_factor": 1.5}],
 }
 BYOK_FEE_SHARE = 0.05  # OpenRouter's fee on a BYOK call, as a share of the provider's charge
-KNOWN_MODELS = (
+KNOWN_MODELS = (  # what `GET /models` lists (plus the scenario's `models`): a slug it lacks is a typo
     "google/gemini-3.1-pro-preview",
+    "google/gemini-3-flash",
     "deepseek/deepseek-v4-pro",
+    "deepseek/deepseek-v4",
+    "deepseek/deepseek-v3",
+    "deepseek/deepseek-v3.2",
     "openai/gpt-5",
+    "openai/gpt-5.1",
     "openai/gpt-5-mini",
     "anthropic/claude-sonnet-4.6",
+    "anthropic/claude-sonnet-4.5",
+    "anthropic/claude-haiku-4.5",
     "moonshotai/kimi-k2-thinking",
+    "x-ai/grok-4",
+    "qwen/qwen3-max",
+    "qwen/qwen3-8b",
+    "mistralai/mistral-large",
 )
 _STATUS_DEFAULTS: dict[int, tuple[str, str]] = {
     400: ("Invalid request (scripted by the fake)", "invalid_request"),
@@ -301,8 +313,9 @@ class FakeGateway(FakeServer):
         if path == "/api/v1/chat/completions" and method == "POST":
             return self._chat(request)
         if method == "GET":
-            if path == "/api/v1/models":
-                return FakeResponse.json({"data": [self._model_entry(m) for m in self._listed_models()]})
+            if path == "/api/v1/models":  # `ModelsListResponse`, the whole list in one page
+                listed = [self._model_entry(m) for m in self._listed_models()]
+                return FakeResponse.json({"data": listed, "total_count": len(listed), "links": {"next": None}})
             match = _ENDPOINTS_PATH.match(path)
             if match:
                 return FakeResponse.json({"data": self._endpoints_entry(f"{match.group(1)}/{match.group(2)}")})
@@ -787,8 +800,10 @@ class FakeGateway(FakeServer):
 
     # -- catalogue endpoints ---------------------------------------------------------------
     def _listed_models(self) -> list[str]:
+        """`GET /models`: the known models, the scenario's `models` (more ids to list) and any model served."""
         with self._state:
-            return sorted(set(KNOWN_MODELS) | self._seen_models)
+            extra = {str(m) for m in self.scenario.get("models") or []}
+            return sorted(set(KNOWN_MODELS) | extra | self._seen_models)
 
     @staticmethod
     def _usd_per_token(per_million: float) -> str:
@@ -821,7 +836,8 @@ class FakeGateway(FakeServer):
                              "output_modalities": ["text"], "tokenizer": "Other"},
             "pricing": self._pricing_entry(model),
             "top_provider": {"context_length": 200000, "max_completion_tokens": 32768, "is_moderated": False},
-            "supported_parameters": parameters,
+            "supported_parameters": parameters, "per_request_limits": None, "default_parameters": None,
+            "supported_voices": None, "links": {"details": f"/api/v1/models/{model}/endpoints"},
         }
 
     def _endpoints_entry(self, model: str) -> dict[str, Any]:

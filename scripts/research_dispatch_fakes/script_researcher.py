@@ -70,7 +70,7 @@ from research_dispatch.leg.contract import (
     TOPIC_ID_LABEL,
     count_words,
 )
-from research_dispatch_fakes.corpus import topic_background
+from research_dispatch_fakes.corpus import topic_background, topic_titles
 from research_dispatch_fakes.script_structured import respond_structured, structured_name
 
 DEFAULT_BAND = (2000, 2500)
@@ -740,9 +740,23 @@ def _content_words(text: str) -> set[str]:
     return {w for w in re.findall(r"[a-z0-9][a-z0-9.+-]*", text.lower()) if w not in _STOPWORDS and len(w) > 2}
 
 
+CANNED_BANNER = ("> **Demo output, not research.** This report is canned text that research-dispatch's offline "
+                 "fake gateway stitched together from its bundled corpus; no real model wrote it, and its token "
+                 "counts and prices are fake.")
+OFF_CORPUS_BANNER = (" The fake's corpus covers only the reference review's five topics, so this text is not about "
+                     "the topic named above.")
+
+
+def banner(topic_id: str) -> str:
+    """What the report says about itself first: canned text, fake prices; and, for a topic the corpus does
+    not cover (`demo --repo` on someone's own topics), that the text is not about that topic."""
+    return CANNED_BANNER + ("" if topic_id in topic_titles() else OFF_CORPUS_BANNER)
+
+
 def write_report(conv: Conversation, target_words: int, *, invent_citation: bool = False,
                  miscite_every: int = MISCITE_EVERY) -> str:
-    """The Markdown report: `# title`, seven `##` sections, about `target_words` words.
+    """The Markdown report: `# title`, the banner (`banner`), seven `##` sections, about
+    `target_words` words.
 
     Sections are filled to cumulative shares of the target, so an overshoot in one section does not
     accumulate; the conclusion ends on short template sentences and stops within a few words of the
@@ -751,8 +765,9 @@ def write_report(conv: Conversation, target_words: int, *, invent_citation: bool
     """
     writer = _Writer(conv, miscite_every)
     claims = claims_for_topic(conv.topic_id)
-    lines = [f"# {conv.title}", ""]
-    words = count_words(conv.title)
+    notice = banner(conv.topic_id)
+    lines = [f"# {conv.title}", "", notice, ""]
+    words = count_words(conv.title) + count_words(notice)
     last = _SECTIONS[-1][0]
     for name, share, pattern in _SECTIONS:
         limit = round(target_words * share)

@@ -241,7 +241,11 @@ def test_the_pin_prefers_ref_then_the_installed_commit_then_the_release_tag() ->
     pin = resolve_pin(direct_url=vcs)
     assert (pin.repository, pin.ref, pin.is_commit) == ("ada/research-dispatch", "c" * 40, True)
     wheel = '{"url": "file:///tmp/research_dispatch-0.1.0-py3-none-any.whl", "archive_info": {}}'
-    pin = resolve_pin(direct_url=wheel)
+    pin = resolve_pin(direct_url=wheel, built="e" * 40)  # the build recorded its commit (setup.py)
+    assert (pin.repository, pin.ref, pin.is_commit) == (UPSTREAM, "e" * 40, True)
+    assert pin.how == "the commit this package was built from"
+    assert resolve_pin(direct_url=vcs, built="e" * 40).ref == "c" * 40  # a git-URL install knows its repository
+    pin = resolve_pin(direct_url=wheel, built="")  # neither: the release tag
     assert (pin.repository, pin.ref, pin.is_commit) == (UPSTREAM, f"v{__version__}", False)
     assert resolve_pin(upstream="fork/research-dispatch", direct_url="").uses.startswith("fork/research-dispatch/")
 

@@ -77,7 +77,7 @@ def test_the_version_comes_from_one_place(dist: Dist, fresh_venv: FreshVenv, tmp
     assert "version" not in pyproject["project"] and pyproject["project"]["dynamic"] == ["version"]
     assert pyproject["tool"]["setuptools"]["dynamic"]["version"] == {"attr": "research_dispatch.__version__"}
     done = fresh_venv.run(["research-dispatch", "--version"], cwd=tmp_path)
-    assert done.returncode == 0 and done.stdout.strip() == f"research-dispatch {__version__}"
+    assert done.returncode == 0 and done.stdout.strip() == f"research-dispatch {__version__} (commit {built_from()})"
 
 
 def test_the_fresh_venv_runs_the_wheel_not_the_checkout(fresh_venv: FreshVenv, tmp_path: Path) -> None:
@@ -100,7 +100,8 @@ def test_from_an_empty_repository_to_a_demo_refresh_with_the_installed_package(
                  "research-dispatch demo --repo .", "gh workflow run research-refresh.yml -f dry-run=true"):
         assert step in done.stdout
     files = sorted(p.relative_to(repo).as_posix() for p in repo.rglob("*") if p.is_file() and ".git" not in p.parts)
-    assert files == [".github/workflows/research-refresh-schedule.yml", ".github/workflows/research-refresh.yml",
+    assert files == [".github/dependabot.yml", ".github/workflows/research-refresh-schedule.yml",
+                     ".github/workflows/research-refresh.yml",
                      ".gitignore", "docs/METHODOLOGY.md", "framework/.gitkeep", "pyproject.toml",
                      "research/.gitkeep", "topics/01-example.yaml"]
     # the workflows the wheel writes are the ones the workflow suite lints, checks and runs
@@ -153,16 +154,32 @@ def test_zizmor_and_the_schema_pass_the_workflows_the_wheel_writes(fresh_venv: F
     assert schema.returncode == 0, schema.stdout + schema.stderr
 
 
-def test_without_a_commit_the_workflows_call_the_release_tag_and_init_says_how_to_pin(
-        fresh_venv: FreshVenv, tmp_path: Path) -> None:
-    """A wheel from an index records no commit (PEP 610 direct_url.json has none), so the pin is the tag."""
+def built_from() -> str:
+    """The commit the session's wheel and sdist were built from: this checkout's HEAD."""
+    return git(ROOT, "rev-parse", "HEAD")
+
+
+def test_the_wheel_and_the_sdist_record_the_commit_they_were_built_from(dist: Dist) -> None:
+    """A wheel from an index has no PEP 610 record, so the build writes the commit into the package; the
+    session's wheel is built from the sdist (no .git there), so the sdist carries it too."""
+    expected = f'COMMIT = "{built_from()}"'
+    assert expected in zipfile.ZipFile(dist.wheel).read("research_dispatch/_build_info.py").decode()
+    with tarfile.open(dist.sdist) as archive:
+        member = archive.extractfile(f"research_dispatch-{__version__}/scripts/research_dispatch/_build_info.py")
+        assert member is not None and expected in member.read().decode()
+
+
+def test_init_from_the_wheel_pins_the_full_commit_it_was_built_from(fresh_venv: FreshVenv, tmp_path: Path) -> None:
     repo = empty_repository(tmp_path / "review")
     done = fresh_venv.run(["research-dispatch", "init"], cwd=repo)
     assert done.returncode == 0, done.stderr
-    text = (repo / ".github/workflows/research-refresh.yml").read_text(encoding="utf-8")
-    assert f"uses: {REUSABLE}@v{__version__} # not a commit pin" in text
-    assert "warning: the workflows call" in done.stdout and "a tag, not a commit" in done.stdout
-    assert f"gh api repos/research-dispatch/research-dispatch/commits/v{__version__} --jq .sha" in done.stdout
+    commit = built_from()
+    assert f"workflows call {REUSABLE}@{commit} (the commit this package was built from)" in done.stdout
+    for name in ADOPTER_FILES:
+        text = (repo / ".github/workflows" / name).read_text(encoding="utf-8")
+        assert f"@{commit} # v{__version__}" in text and "not a commit pin" not in text
+    assert "warning" not in done.stdout
+    assert "package-ecosystem: github-actions" in (repo / ".github" / "dependabot.yml").read_text(encoding="utf-8")
 
 
 def test_demo_without_a_checkout_runs_the_bundled_reference_review(fresh_venv: FreshVenv, tmp_path: Path) -> None:

@@ -6,6 +6,8 @@ exit 0 and print nothing on stderr; a usage error is exit 2 with click's `Error:
 
 from __future__ import annotations
 
+import re
+
 import pytest
 
 from research_dispatch import __version__
@@ -44,7 +46,10 @@ def test_top_level_help_lists_every_command() -> None:
 
 def test_version() -> None:
     done = run_cli("--version", env=child_env(), timeout=60)
-    assert (done.code, done.stdout, done.stderr) == (0, f"research-dispatch {__version__}", "")
+    assert (done.code, done.stderr) == (0, ""), done.output
+    # this checkout runs editable: the commit is its HEAD (a built wheel says `(commit <sha>)`, test_installed)
+    assert re.fullmatch(rf"research-dispatch {re.escape(__version__)} \(git checkout at [0-9a-f]{{40}}\)",
+                        done.stdout), done.stdout
 
 
 @pytest.mark.parametrize("argv,message", [

@@ -132,4 +132,4 @@ def test_verify_online_catches_a_call_log_that_lies(substituted: Researched, fak
     online = run_cli("verify", "--online", "--repo", str(repo), env=fakes.env())
     assert online.code == 3, online.output
     assert "model_fallback ⚠" in online.stdout
-    assert f"gateway says model {SUBSTITUTE}, log says {REQUESTED}" in online.stdout
+    assert f"gateway says model {SUBSTITUTE}, log says {REQUESTED}" in online.stderr

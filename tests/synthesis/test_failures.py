@@ -31,7 +31,7 @@ def test_bad_front_matter_is_exit_2_with_one_line_naming_file_and_field(planted:
 def test_the_cli_prints_a_summary_and_the_claim_diff(planted: Path, synth_env) -> None:
     result = cli(planted, synth_env)
     assert result.exit_code == 0, result.output + result.stderr
-    first = result.output.splitlines()[0]
+    first = result.stdout.splitlines()[0]  # the progress lines went to stderr
     assert first.startswith("synthesized 6 report(s): 5 counted, 1 excluded")
     assert ("1 convergent, 1 same-family, 2 divergent in 1 divergence(s) (1 without consensus), 4 single-source "
             "(4 flagged), 1 excluded-only") in first

@@ -12,7 +12,9 @@ What it writes, each at a path computed here (relative to the repository's top l
   `research-refresh-schedule.yml` (the six-monthly wrapper), both calling research-dispatch's reusable
   workflow pinned to the installed version (see `resolve_pin`);
 * `research/` and `framework/` placeholders (`.gitkeep`), `docs/METHODOLOGY.md` with the dispatch-table
-  markers, and `build/` in `.gitignore` (appended).
+  markers, and `build/` in `.gitignore` (appended);
+* `.github/dependabot.yml` for the `github-actions` ecosystem (the workflows' pins kept fresh), unless the
+  repository has its own (then kept, even with --force: init says if it lacks github-actions).
 
 Idempotent: a file whose content is already what init would write is not touched (not even its mtime);
 a generated file that differs is kept unless `--force`, which overwrites the generated files (never
@@ -35,6 +37,7 @@ from importlib import resources
 from pathlib import Path
 
 from research_dispatch import __version__
+from research_dispatch.build_info import built_commit
 from research_dispatch.core.errors import BadInput, ExitCode
 from research_dispatch.core.fsio import confined, write_atomic
 
@@ -51,6 +54,7 @@ DIST_NAME = "research-dispatch"
 REUSABLE_WORKFLOW = ".github/workflows/research-refresh.yml"
 CALLER_WORKFLOWS = (".github/workflows/research-refresh.yml", ".github/workflows/research-refresh-schedule.yml")
 EXAMPLE_TOPIC = "01-example.yaml"
+DEPENDABOT = ".github/dependabot.yml"
 
 FULL_SHA = re.compile(r"[0-9a-f]{40}")
 _SHORT_SHA = re.compile(r"[0-9a-f]{7,39}")
@@ -199,16 +203,22 @@ def _installed_direct_url() -> str | None:
         return None
 
 
-def resolve_pin(ref: str | None = None, upstream: str | None = None, *, direct_url: str | None = None) -> Pin:
+def resolve_pin(ref: str | None = None, upstream: str | None = None, *, direct_url: str | None = None,
+                built: str | None = None) -> Pin:
     """What the caller workflows call: `--ref`; else the commit the package was installed from (when it
-    came from a GitHub git URL); else the release tag `v<version>`, which works but is not a commit pin
-    (zizmor's unpinned-uses flags it), so init says how to replace it."""
+    came from a GitHub git URL); else the commit the wheel or sdist was built from (`build_info`); else
+    the release tag `v<version>`, which works but is not a commit pin (zizmor's unpinned-uses flags it),
+    so init says how to replace it. `direct_url` and `built` default to what this installation records;
+    an empty string stands for "none recorded"."""
     repository = validate_repository(upstream) if upstream else None
     if ref:
         return Pin(repository or UPSTREAM, validate_ref(ref), __version__, "--ref")
     installed = commit_from_direct_url(direct_url if direct_url is not None else _installed_direct_url())
     if installed is not None and (repository is None or repository == installed[0]):
         return Pin(installed[0], installed[1], __version__, "the commit this package was installed from")
+    commit = built_commit() if built is None else built
+    if commit:
+        return Pin(repository or UPSTREAM, commit, __version__, "the commit this package was built from")
     return Pin(repository or UPSTREAM, f"v{__version__}", __version__, "the release tag of the installed version")
 
 
@@ -319,6 +329,23 @@ def _generated(repo: Path, relpath: str, text: str, force: bool) -> tuple[_Write
     return _Write(relpath, data, Action.OVERWRITTEN), None
 
 
+def _dependabot(repo: Path) -> tuple[_Write | None, Outcome | None]:
+    """`.github/dependabot.yml` for the `github-actions` ecosystem, which keeps the workflows' commit pins
+    fresh. An existing file is the repository's own configuration (other ecosystems, its own schedule):
+    it is never overwritten, not even by --force; init says when it lacks a github-actions entry."""
+    text = template("dependabot.yml")
+    path = repo / DEPENDABOT
+    if not path.exists():
+        return _Write(DEPENDABOT, text.encode("utf-8"), Action.CREATED, "keeps the workflow pins fresh"), None
+    existing = _read_text(path, DEPENDABOT)
+    if existing == text:
+        return None, Outcome(DEPENDABOT, Action.UNCHANGED)
+    if "github-actions" in existing:
+        return None, Outcome(DEPENDABOT, Action.KEPT, "yours; it already updates github-actions")
+    return None, Outcome(DEPENDABOT, Action.KEPT, "yours; add a `package-ecosystem: github-actions` entry so "
+                         "that Dependabot keeps the workflow pins fresh")
+
+
 def _topic_files(directory: Path) -> list[str]:
     if not directory.is_dir():
         return []
@@ -380,6 +407,7 @@ def plan(repo: Path, pin: Pin, *, force: bool) -> tuple[list[_Write], list[Outco
     add(_placeholder(repo, settings.research_dir))
     add(_placeholder(repo, settings.framework_dir))
     add(_gitignore(repo, settings.build_dir))
+    add(_dependabot(repo))
     for write in writes:  # every target is checked before the first write: a refusal changes nothing
         confined(repo, write.relpath)
         parent = (repo / write.relpath).parent

@@ -14,11 +14,11 @@ One place reads every key and base URL, so every service gets the same rules:
 from __future__ import annotations
 
 import ipaddress
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from urllib.parse import urlsplit
 
-from research_dispatch.core.errors import BadInput, MissingKey
+from research_dispatch.core.errors import BadInput, MissingKey, MissingKeys
 from research_dispatch.core.redact import register_secrets
 
 LOOPBACK_HOSTS = frozenset({"localhost"})
@@ -33,16 +33,20 @@ class Service:
     url_variable: str
     default_url: str | None  # None: the base URL is required
     purpose: str
+    where: str = ""  # where a person gets the key (README: Keys)
 
 
 OPENROUTER = Service("OpenRouter", "OPENROUTER_API_KEY", "OPENROUTER_BASE_URL", "https://openrouter.ai/api/v1",
-                     "call the model gateway")
+                     "call the model gateway", "create one on the Keys page of your OpenRouter account")
 OPENAI_COMPATIBLE = Service("OpenAI-compatible gateway", "OPENAI_API_KEY", "OPENAI_BASE_URL", None,
-                            "call the OpenAI-compatible model gateway")
-TAVILY = Service("Tavily", "TAVILY_API_KEY", "TAVILY_BASE_URL", "https://api.tavily.com", "search the web")
-EXA = Service("Exa", "EXA_API_KEY", "EXA_BASE_URL", "https://api.exa.ai", "search the web with Exa")
+                            "call the OpenAI-compatible model gateway", "the key your gateway was started with")
+TAVILY = Service("Tavily", "TAVILY_API_KEY", "TAVILY_BASE_URL", "https://api.tavily.com", "search the web",
+                 "it is on the Tavily dashboard, under API Keys")
+EXA = Service("Exa", "EXA_API_KEY", "EXA_BASE_URL", "https://api.exa.ai", "search the web with Exa",
+              "create one on the API Keys page of the Exa dashboard")
 GITHUB = Service("GitHub", "GITHUB_TOKEN", "GITHUB_API_URL", "https://api.github.com",
-                 "create or update the pull request (or pass --no-pr)")
+                 "create or update the pull request (or pass --no-pr)",
+                 "a GitHub App installation token, or the workflow's GITHUB_TOKEN")
 
 
 @dataclass(frozen=True)
@@ -64,11 +68,11 @@ def is_loopback(host: str) -> bool:
         return False
 
 
-def check_key(env: Mapping[str, str], variable: str, purpose: str) -> str:
+def check_key(env: Mapping[str, str], variable: str, purpose: str, where: str = "") -> str:
     """The key in `variable`, or a one-line `BadInput` naming the variable."""
     value = env.get(variable, "")
     if not value:
-        raise MissingKey(variable, purpose)
+        raise MissingKey(variable, purpose, where or None)
     if any(ch.isspace() or ord(ch) < 32 or ord(ch) == 127 for ch in value):
         raise BadInput("contains whitespace or a control character (a pasted newline?); a key is one token",
                        path="environment", field=variable)
@@ -105,6 +109,22 @@ def check_base_url(env: Mapping[str, str], variable: str, default: str | None) -
 
 def require(env: Mapping[str, str], service: Service) -> Credentials:
     """Key and base URL of `service`, both checked; nothing has been sent anywhere yet."""
-    key = check_key(env, service.key_variable, service.purpose)
+    key = check_key(env, service.key_variable, service.purpose, service.where)
     return Credentials(service=service, key=key,
                        base_url=check_base_url(env, service.url_variable, service.default_url))
+
+
+def require_all(env: Mapping[str, str], services: Sequence[Service]) -> list[Credentials]:
+    """Every service's key and base URL; keys that are not set are all named in one `MissingKeys`."""
+    found: list[Credentials] = []
+    missing: list[MissingKey] = []
+    for service in services:
+        try:
+            found.append(require(env, service))
+        except MissingKey as exc:
+            missing.append(exc)
+    if len(missing) == 1:
+        raise missing[0]
+    if missing:
+        raise MissingKeys(missing)
+    return found

@@ -8,6 +8,7 @@ packed: an entry then carries comma-separated `topic` and `model` lists (paired 
 from __future__ import annotations
 
 import datetime as dt
+import difflib
 import json
 import math
 import secrets
@@ -116,7 +117,10 @@ def resolve_legs(topics: list[TopicFile], settings: Settings, topic_arg: str, mo
     for index, topic_id in enumerate(topic_ids):
         topic_file = by_id.get(topic_id)
         if topic_file is None:
-            raise BadInput(f"unknown topic id {topic_id!r}", path="TOPIC")
+            near = difflib.get_close_matches(topic_id, sorted(by_id), n=1, cutoff=0.6)
+            hint = f"did you mean {near[0]!r}? " if near else ""
+            raise BadInput(f"unknown topic id {topic_id!r}; {hint}the topics are: {', '.join(sorted(by_id)) or 'none'}",
+                           path="TOPIC")
         routes = topic_file.topic.models
         if model_ids:
             routes = tuple(r for r in routes if r.model == model_ids[index])

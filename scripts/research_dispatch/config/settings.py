@@ -21,7 +21,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, ValidationIn
 from research_dispatch.config import lineage as model_lineage
 from research_dispatch.core.errors import BadInput
 from research_dispatch.core.fsio import read_text_strict
-from research_dispatch.core.records import first_error
+from research_dispatch.core.records import ValidationProblems, validation_problems
 from research_dispatch.core.sanitize import strip_invisible
 
 if sys.version_info >= (3, 11):
@@ -532,7 +532,7 @@ def load_settings(repo: Path) -> Settings:
     try:
         return Settings.model_validate(table)
     except ValidationError as exc:
-        field, message = first_error(exc)
-        raise BadInput(message, path=display, field=f"tool.research-dispatch.{field}") from None
+        raise ValidationProblems(display, validation_problems(exc, Settings), prefix="tool.research-dispatch.") \
+            from None
 
 

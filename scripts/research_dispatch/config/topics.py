@@ -21,7 +21,7 @@ from pydantic import ValidationError
 from research_dispatch.config.settings import Budget, ModelRoute, SearchSettings, Settings, Topic, WordBand
 from research_dispatch.core.errors import BadInput
 from research_dispatch.core.fsio import read_text_strict
-from research_dispatch.core.records import first_error
+from research_dispatch.core.records import ValidationProblems, validation_problems
 from research_dispatch.core.strictyaml import load_yaml_text
 
 TOPIC_FILE_RE = re.compile(r"^(?P<nn>\d{2})-(?P<id>[a-z0-9][a-z0-9.-]*)\.ya?ml$")
@@ -66,8 +66,7 @@ def load_topic_file(path: Path, *, repo: Path) -> TopicFile:
     try:
         topic = Topic.model_validate(data)
     except ValidationError as exc:
-        field, message = first_error(exc)
-        raise BadInput(message, path=display, field=field) from None
+        raise ValidationProblems(display, validation_problems(exc, Topic)) from None
     if topic.id != match.group("id"):
         raise BadInput(f"id {topic.id!r} does not match the file name ({match.group('id')!r})",
                        path=display, field="id")

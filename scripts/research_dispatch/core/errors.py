@@ -37,12 +37,24 @@ class BadInput(DispatchError):
 
 
 class MissingKey(BadInput):
-    """A required API key is not set. Raised before any network call."""
+    """A required API key is not set. Raised before any network call. `where` says where to get it."""
 
-    def __init__(self, variable: str, purpose: str) -> None:
-        super().__init__(f"{variable} is not set; it is required to {purpose}", path="environment",
-                         field=variable)
+    def __init__(self, variable: str, purpose: str, where: str | None = None) -> None:
+        super().__init__(f"{variable} is not set; it is required to {purpose}" + (f" ({where})" if where else ""),
+                         path="environment", field=variable)
         self.variable = variable
+
+
+class MissingKeys(MissingKey):
+    """Several required keys are not set: every one in one message (one line), each with where to get it,
+    so a user sets them all at once instead of meeting them one run at a time."""
+
+    def __init__(self, missing: list[MissingKey]) -> None:
+        super().__init__(missing[0].variable, "")
+        self.missing = missing
+        self.variables = [m.variable for m in missing]
+        parts = "; ".join(str(m).removeprefix("environment: ").removeprefix(f"{m.variable}: ") for m in missing)
+        self.args = (f"environment: {len(missing)} keys are not set: {parts}",)
 
 
 class LockHeld(DispatchError):

@@ -151,3 +151,19 @@ def read_text_strict(path: Path, *, display: str, max_bytes: int) -> str:
     if not text.strip():
         raise BadInput("file is empty", path=display)
     return text.lstrip("\ufeff")
+
+
+REPOSITORY_MARKERS = (".git", "pyproject.toml")
+"""What marks a repository's top level when a command starts in a subdirectory of it."""
+
+
+def find_repository(start: Path) -> Path:
+    """The repository a command run in `start` works on, found as git finds its own: `start` or the
+    nearest directory above it that holds `.git` or a `pyproject.toml` (so `check` from `topics/` finds
+    the review; a review in a subfolder of a larger repository, with its own pyproject, is found there).
+    Nothing above: `start` itself, as before."""
+    start = start.resolve()
+    for directory in (start, *start.parents):
+        if any((directory / marker).exists() for marker in REPOSITORY_MARKERS):
+            return directory
+    return start

@@ -15,6 +15,7 @@ unknown keys (a newer writer's) are ignored.
 
 from __future__ import annotations
 
+import difflib
 import functools
 import json
 import types
@@ -23,9 +24,11 @@ from collections.abc import Iterable
 from dataclasses import fields, is_dataclass
 from typing import Any, TypeVar
 
-from pydantic import ConfigDict, TypeAdapter, ValidationError, with_config
+from pydantic import BaseModel, ConfigDict, TypeAdapter, ValidationError, with_config
 
-__all__ = ["check_value", "first_error", "load_record", "record"]
+from research_dispatch.core.errors import BadInput
+
+__all__ = ["ValidationProblems", "check_value", "first_error", "load_record", "record", "validation_problems"]
 
 T = TypeVar("T")
 RECORD_CONFIG = ConfigDict(strict=True, allow_inf_nan=False)
@@ -152,3 +155,84 @@ def first_error(exc: ValidationError) -> tuple[str, str]:
         message = "required key is missing"
     message = message.removeprefix("Value error, ")
     return field, message
+
+
+MAX_PROBLEMS = 10
+"""At most this many problems of one file are listed (then how many more there are)."""
+
+
+def _dotted(loc: tuple[int | str, ...]) -> str:
+    parts: list[str] = []
+    for part in loc:
+        if isinstance(part, int):
+            parts[-1:] = [f"{parts[-1] if parts else ''}[{part}]"]
+        else:
+            parts.append(str(part))
+    return ".".join(parts) or "(root)"
+
+
+def _model_of(annotation: Any) -> type[BaseModel] | None:
+    """The model a field holds, through Optional, tuples, lists and dicts (`mcp.servers.<name>`)."""
+    if isinstance(annotation, type) and issubclass(annotation, BaseModel):
+        return annotation
+    for argument in typing.get_args(annotation):
+        found = _model_of(argument)
+        if found is not None:
+            return found
+    return None
+
+
+def _keys_at(model: type[BaseModel], loc: tuple[int | str, ...]) -> list[str]:
+    """The keys a mapping at `loc` (inside `model`) may have, for a did-you-mean."""
+    current: type[BaseModel] | None = model
+    for part in loc:
+        if current is None:
+            return []
+        if isinstance(part, str) and part in current.model_fields:
+            current = _model_of(current.model_fields[part].annotation)
+        # an int (a list index) or a dict key: the same model goes on holding the items
+    return list(current.model_fields) if current is not None else []
+
+
+def validation_problems(exc: ValidationError, model: type[BaseModel]) -> list[tuple[str, str]]:
+    """Every pydantic error as (dotted field path, message), in order, for a report of all of them.
+
+    An unknown key gets the nearest allowed key as a did-you-mean; a required key that is missing
+    because it was misspelt (`modles:` for `models:`) is said once, on the misspelt key; an error on a
+    container that only follows from an error inside it (a list left empty because its item failed)
+    is left out."""
+    errors = exc.errors()
+    inner = [tuple(e["loc"]) for e in errors]
+    errors = [e for e in errors if not any(len(o) > len(e["loc"]) and o[:len(e["loc"])] == tuple(e["loc"])
+                                           for o in inner)]
+    unknown = {tuple(e["loc"]) for e in errors if e["type"] == "extra_forbidden"}
+    problems: list[tuple[str, str]] = []
+    explained: set[tuple[int | str, ...]] = set()
+    for err in errors:
+        loc = tuple(err["loc"])
+        message = str(err["msg"]).removeprefix("Value error, ")
+        if err["type"] == "extra_forbidden":
+            near = difflib.get_close_matches(str(loc[-1]), _keys_at(model, loc[:-1]), n=1, cutoff=0.6)
+            message = "unknown key" + (f"; did you mean {near[0]}?" if near else "")
+            if near:
+                explained.add((*loc[:-1], near[0]))
+        elif err["type"] == "missing":
+            if loc in explained or any(other[:-1] == loc[:-1] and difflib.get_close_matches(
+                    str(loc[-1]), [str(other[-1])], cutoff=0.6) for other in unknown):
+                continue  # the unknown key next to it, its misspelling, says it
+            message = "required key is missing"
+        problems.append((_dotted(loc), message))
+    return problems
+
+
+class ValidationProblems(BadInput):
+    """A file with several problems: one line each (`file: field: message`), at most `MAX_PROBLEMS`."""
+
+    def __init__(self, path: str, problems: list[tuple[str, str]], prefix: str = "") -> None:
+        lines = [f"{path}: {prefix}{field}: {message}" for field, message in problems[:MAX_PROBLEMS]]
+        if len(problems) > MAX_PROBLEMS:
+            lines.append(f"{path}: … and {len(problems) - MAX_PROBLEMS} more problem(s)")
+        first_field, first_message = problems[0]
+        super().__init__(first_message, path=path, field=prefix + first_field)
+        self.args = ("\n".join(lines),)
+        self.lines = lines

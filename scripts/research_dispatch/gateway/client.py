@@ -211,11 +211,15 @@ class RetryPolicy:
         return float(base * (1 + random.random() * 0.25))
 
 
+def gateway_service(settings: GatewaySettings | None = None) -> environment.Service:
+    """Whose key and base URL the configured gateway kind reads: OPENROUTER_* or OPENAI_*."""
+    kind = settings.kind if settings is not None else OPENROUTER
+    return environment.OPENAI_COMPATIBLE if kind == OPENAI_COMPATIBLE else environment.OPENROUTER
+
+
 def credentials(env: Mapping[str, str], settings: GatewaySettings | None = None) -> Credentials:
     """The checked key and base URL of the configured gateway kind (before any network call)."""
-    kind = settings.kind if settings is not None else OPENROUTER
-    service = environment.OPENAI_COMPATIBLE if kind == OPENAI_COMPATIBLE else environment.OPENROUTER
-    return environment.require(env, service)
+    return environment.require(env, gateway_service(settings))
 
 
 def _parse_retry_after(headers: Any) -> float | None:
@@ -682,6 +686,27 @@ class Gateway:
             endpoints = listing.parse_endpoints(payload)
         self._listings[model] = endpoints
         return endpoints
+
+    def endpoints(self, model: str) -> list[listing.Endpoint]:
+        """The endpoints listing of a model, as the requests are shaped from it (empty when unavailable)."""
+        return self._endpoints(model)
+
+    def listing(self, path: str, what: str) -> Any:
+        """`GET <base><path>` with the key (`/models`, `/key`): one bounded look-up, errors typed like a call's
+        (an authentication failure is `AuthenticationFailed`, an unreachable gateway a `GatewayError`)."""
+        from research_dispatch.core.bounded_http import bounded
+
+        if self.kind != OPENROUTER:
+            raise GatewayError(f"an openai-compatible gateway publishes no {what}", error_type="unsupported")
+        bounds = self._bounds(min(self.settings.timeout_s, LOOKUP_TIMEOUT_S), None)
+        try:
+            with bounded(bounds, what):
+                return self._client.get(path, cast_to=object,
+                                        options={"timeout": bounds.read_timeout(self.settings.timeout_s)})
+        except CallBoundExceeded as exc:
+            raise self._bound_error(exc, None) from None
+        except self._openai.APIError as exc:
+            raise self._translate(exc) from None
 
     def provider_display_names(self, model: str, provider_slug: str) -> tuple[str, ...]:
         """Display names the gateway uses for a provider slug on a model (empty if unknown)."""

@@ -34,8 +34,7 @@ from research_dispatch.core.errors import Interrupted, MissingKey
 from research_dispatch.core.fsio import append_line, confined
 from research_dispatch.core.redact import redact, register_env
 from research_dispatch.gateway import route
-from research_dispatch.gateway.client import CallRecord, Gateway, RetryPolicy
-from research_dispatch.gateway.client import credentials as gateway_credentials
+from research_dispatch.gateway.client import CallRecord, Gateway, RetryPolicy, gateway_service
 from research_dispatch.leg.events import (
     CallEvent,
     CrashEvent,
@@ -77,13 +76,16 @@ def require_keys(env: Mapping[str, str], settings: Settings | None = None,
     OPENAI_BASE_URL for an `openai-compatible` gateway. The search services checked are those the legs
     use (each topic's providers), else the configured providers, else Tavily.
     """
-    gateway = gateway_credentials(env, settings.gateway if settings is not None else None)
     providers: set[str] = set()
     for leg in legs:
         providers.update(effective(leg.topic, settings)[2].providers if settings else ("tavily",))
     if not providers:
         providers.update(settings.search.providers if settings else ("tavily",))
-    return gateway, {name: environment.require(env, SEARCH_SERVICES[name]) for name in sorted(providers)}
+    names = sorted(providers)
+    services = [gateway_service(settings.gateway if settings is not None else None),
+                *(SEARCH_SERVICES[name] for name in names)]
+    found = environment.require_all(env, services)  # every key that is not set, named in one message
+    return found[0], dict(zip(names, found[1:], strict=True))
 
 
 def search_providers(search: SearchSettings, credentials: Mapping[str, Credentials]) -> list[SearchProvider]:

@@ -23,7 +23,7 @@ from research_dispatch.config.settings import Settings
 from research_dispatch.core import sanitize
 from research_dispatch.core.errors import BadInput
 from research_dispatch.core.records import load_record
-from research_dispatch.core.tables import plain_table
+from research_dispatch.core.tables import Column, console_table
 from research_dispatch.gateway import route
 from research_dispatch.gateway.client import OPENAI_COMPATIBLE, CallRecord, Gateway, credentials
 from research_dispatch.leg.evidence import EvidenceCheck
@@ -242,5 +242,15 @@ def markdown_table(rows: Iterable[RouteRow]) -> str:
     return "\n".join(lines)
 
 
+TEXT_COLUMNS = (Column("topic", keep=True), Column("requested"), Column("served"), Column("provider"),
+                Column("route", keep=True), Column("words", right=True), Column("cost", right=True),
+                Column("status"))
+
+
 def text_table(rows: Iterable[RouteRow]) -> str:
-    return plain_table(HEADERS, table_rows(rows))
+    """The route table for a log (`plain_table`: every name whole) or, when stdout is a terminal, drawn
+    to its width (model and provider names cut with an ellipsis on a narrow one, topic and route never;
+    a served model that is the requested one reads "(same)", so the requested model keeps its room)."""
+    body = table_rows(rows)
+    terminal = [[*values[:2], "(same)" if values[2] == values[1] else values[2], *values[3:]] for values in body]
+    return console_table(TEXT_COLUMNS, HEADERS, body, terminal_rows=terminal)

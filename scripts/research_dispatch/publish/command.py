@@ -43,6 +43,7 @@ from research_dispatch.config.topics import load_topics
 from research_dispatch.core.errors import BadInput, DispatchError, ExitCode, PublishError
 from research_dispatch.core.fsio import confined, write_atomic
 from research_dispatch.core.ghactions import append_step_summary, run_url
+from research_dispatch.core.notice import read_notice
 from research_dispatch.core.redact import KEY_VARIABLES, redacting, register_env
 from research_dispatch.leg.state import LegAssessment, Where
 from research_dispatch.leg.status import LegState
@@ -452,7 +453,7 @@ class _Publisher:
                                  claim_diff=diff, claim_diff_short=diff_short, claim_note=note,
                                  run_url=self.run_url, synthesis_cost_usd=synthesis_usd,
                                  changed=changed_stems, removed=unplanned, synthesis_note=synthesis_note,
-                                 notes=list(self.notes))
+                                 notes=list(self.notes), notice=read_notice(self.repo))
         body = prbody.render_body(facts, secrets=self.secrets)
         cost = round(sum(e.report_cost_usd for e in entries if e.stem in changed_stems)
                      + sum(e.failed_attempt_cost_usd for e in entries) + synthesis_usd, 6)

@@ -117,6 +117,7 @@ class BodyFacts:
     removed: list[str] = field(default_factory=list)  # reports of legs no longer planned, removed
     synthesis_note: str = ""  # why the synthesis was not updated (stale), or that it was edited by hand
     notes: list[str] = field(default_factory=list)  # what GitHub could not do (draft state), said once
+    notice: str | None = None  # the repository's standing notice (`core.notice`: a demo says so)
 
 
 def incomplete(entries: Iterable[LegAssessment]) -> list[LegAssessment]:
@@ -281,7 +282,8 @@ def _render(facts: BodyFacts, claim_diff: str | None) -> str:
     if facts.run_url:
         footer += f" · [run log]({facts.run_url})"
     sections = [
-        [marker(facts.cycle), *_summary(facts)],
+        [marker(facts.cycle), *([f"> **{inline(facts.notice, 400)}**", ""] if facts.notice else []),
+         *_summary(facts)],
         _route_table(facts),
         ["### Claim diff", "", diff],
         _problems(facts.entries),

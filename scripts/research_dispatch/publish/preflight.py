@@ -48,6 +48,10 @@ def base_commit(git: Git, base: str, remote: str, *, option: str, local: bool = 
     """The base branch's commit: local or remote-tracking (`local=False`: remote-tracking only, as just
     fetched). Missing is bad input naming `option` (`--base`, or `pr.base` for `run`)."""
     sha = (git.rev(f"refs/heads/{base}") if local else None) or git.rev(f"refs/remotes/{remote}/{base}")
+    if sha is None and git.rev("HEAD") is None:  # right after `init`: what to do is commit first
+        raise BadInput(f"the repository has no commit yet, so there is no base branch {base!r} to publish onto: "
+                       "commit first (git add -A && git commit -m \"Set up research-dispatch\"), then run this "
+                       "again", path=option)
     if sha is None:
         raise BadInput(f"base branch {base!r} not found (neither refs/heads/{base} nor "
                        f"refs/remotes/{remote}/{base})", path=option)

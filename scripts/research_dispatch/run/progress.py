@@ -21,6 +21,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from research_dispatch.core.tables import shorten_ids
 from research_dispatch.leg.events import (
     CallEvent,
     CompactEvent,
@@ -218,11 +219,14 @@ class LiveDisplay(Display):
                              None if header == "status" else need[header])
         styles = {"ok": "green", "kept": "dim green", "degraded": "yellow", "failed": "red", "not started": "red",
                   "running": "cyan", "queued": "dim"}
+        # Two legs of one topic share the front of their ids: cut the topic part, keep the model part, so
+        # `01-example.openai-gpt-5` and `01-example.anthropic-…` never both become `01-exam…`.
+        short = shorten_ids([row.stem for row in rows], need["leg"])
         for row in rows:
             status = row.status + (f" · {row.activity}" if row.activity and row.status == "running" else "")
             if row.route and row.route != "exact":
                 status += f" · route {row.route}"
-            table.add_row(row.stem, row.model, f"{row.step}/{row.max_steps}" if row.started else "",
+            table.add_row(short[row.stem], row.model, f"{row.step}/{row.max_steps}" if row.started else "",
                           f"{row.tokens:,}" if row.tokens else "", f"${row.cost_usd:.4f}" if row.started else "",
                           f"{row.elapsed(now):.1f}s" if row.started else "",
                           f"[{styles.get(row.status, '')}]{status}[/]" if styles.get(row.status) else status)

@@ -56,6 +56,7 @@ from research_dispatch.publish.accumulate import accumulate, apply_overlay, bran
 from research_dispatch.publish.preflight import preflight, publisher_git
 from research_dispatch.run import pool, summary
 from research_dispatch.run.lock import writer_lock
+from research_dispatch.run.online import require_models
 from research_dispatch.run.outcome import RunOutcome
 from research_dispatch.synthesis import synthesize as synthesize_all
 from research_dispatch.synthesis.stale import keep_edited_document
@@ -84,6 +85,7 @@ def run_refresh(repo: Path, *, topics: list[str] | None = None, models: list[str
     if not legs:
         raise BadInput("nothing to run: the selection has no legs", path="--topics")
     require_keys(env, settings, legs)
+    require_models(settings, legs, env)  # every model exists and takes its calls, before the first leg
     _require_output_dirs(repo, settings, synthesize=synthesize)
     if publish and synthesize:
         preflight(repo, settings, env, push=push, cycle=cycle)
@@ -227,7 +229,8 @@ def _synthesize(repo: Path, settings: Settings, outcome: RunOutcome, *, env: Map
         echo("")
         return
     try:
-        result = synthesize_all(repo, settings, env=env, cycle=outcome.cycle, legs=legs)
+        result = synthesize_all(repo, settings, env=env, cycle=outcome.cycle, legs=legs,
+                                progress=lambda p: echo(p.line()))
     except Exception as exc:
         _stage_failed(outcome, "synthesize", exc, echo)
         return

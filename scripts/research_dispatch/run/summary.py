@@ -13,7 +13,7 @@ from pathlib import Path
 
 from research_dispatch.config.settings import Settings
 from research_dispatch.core.errors import ExitCode
-from research_dispatch.core.tables import plain_table
+from research_dispatch.core.tables import Column, console_table
 from research_dispatch.leg.resume import Decision, ResumeAction
 from research_dispatch.leg.status import LegState
 from research_dispatch.leg.verify import RouteRow, evidence_lines, text_table
@@ -24,6 +24,11 @@ Echo = Callable[[str], None]
 DIFF_PREVIEW_LINES = 12
 _VERB = {ResumeAction.RUN: "run ", ResumeAction.KEEP: "keep", ResumeAction.SKIP_EDITED: "skip"}
 
+
+
+SUMMARY_COLUMNS = (Column("leg", keep=True), Column("this run"), Column("state"), Column("route"),
+                   Column("words", right=True), Column("cost", right=True), Column("reason", wrap=True))
+"""The run's summary on a terminal (`console_table`: fits it, the reason wraps); in a log, a plain table."""
 
 def plan(decisions: list[Decision], settings: Settings, *, cycle: str, workers: int, echo: Echo) -> None:
     """Before the legs start: how many run, are kept or skipped, and why, leg by leg."""
@@ -57,7 +62,7 @@ def legs(outcome: RunOutcome, echo: Echo) -> None:
             cost = f"${assessment.report_cost_usd:.4f}" if standing else "—"
         rows.append([item.stem, item.label, str(item.state), route, words, cost, item.note or ""])
     echo("")
-    echo(plain_table(["leg", "this run", "state", "route", "words", "cost", "reason"], rows))
+    echo(console_table(SUMMARY_COLUMNS, [c.header for c in SUMMARY_COLUMNS], rows))
     labels = ("ok", "degraded", "failed", "kept", "skipped", "not started")
     counts = {label: len(outcome.stems(label)) for label in labels}
     parts = [f"{n} {label}" for label, n in counts.items() if n]

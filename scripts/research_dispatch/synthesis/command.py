@@ -40,10 +40,12 @@ def summary_line(result: SynthesisResult) -> str:
 
 
 def synthesize_command(repo: Path, *, cycle: str, env: Mapping[str, str], echo: Callable[[str], None],
-                       github_summary: bool = False) -> ExitCode:
-    """Run the synthesis; print the summary, the files written, the claim diff and any warnings."""
+                       github_summary: bool = False, narrate: Callable[[str], None] | None = None) -> ExitCode:
+    """Run the synthesis; print the summary, the files written, the claim diff and any warnings.
+    `narrate` hears the progress lines while it runs (the CLI: stderr, so stdout holds the results)."""
     settings = load_settings(repo)
-    result = synthesize(repo, settings, env=env, cycle=cycle)
+    say = narrate or echo
+    result = synthesize(repo, settings, env=env, cycle=cycle, progress=lambda p: say(p.line()))
     written = [result.document_path, result.ledger_path, result.calls_path]
     if result.methodology_path is not None:
         written.append(result.methodology_path)

@@ -45,6 +45,7 @@ from typing import Any, Literal, Protocol, TypeVar
 from research_dispatch.config.plan import Leg
 from research_dispatch.config.settings import Settings
 from research_dispatch.core.fsio import confined, write_atomic
+from research_dispatch.core.notice import read_notice
 from research_dispatch.core.redact import redact
 from research_dispatch.core.sanitize import one_line
 from research_dispatch.gateway.client import CallRecord, Gateway
@@ -183,8 +184,46 @@ def _merge_finished(outcomes: list[W], pending: list[W], finished: list[W | None
     return merged
 
 
-def _parallel(items: list[T], work: Callable[[T], R], workers: int, deadline: float) -> list[R | None]:
+@dataclass(frozen=True)
+class SynthesisProgress:
+    """How far the synthesis is (an extraction or a judge batch just finished): for the live line that
+    `synthesize` and `run` print, so a stage that may take up to its cap is never silent."""
+
+    stage: str  # "extraction" (one call per report) or "judge" (one call per batch of claims)
+    done: int
+    total: int
+    cached: int  # answered from the cache or the previous ledger, before any call
+    elapsed_s: float
+    cap_s: float  # synthesis.timeout_minutes
+
+    def line(self) -> str:
+        replayed = f", {self.cached} replayed" if self.cached else ""
+        return (f"synthesis: {self.stage} {self.done}/{self.total}{replayed} — {self.elapsed_s:.0f} s of its "
+                f"{self.cap_s / 60:g}-minute cap")
+
+
+Progress = Callable[[SynthesisProgress], None]
+PROGRESS_LINES = 20
+"""A stage prints at most about this many progress lines, however many calls it makes."""
+
+
+def _reporter(progress: Progress | None, stage: str, total: int, cached: int, started: float,
+              cap_s: float) -> Callable[[int], None]:
+    """`done -> None`: says how far the stage is, on the first, the last and every n-th finished call."""
+    every = max(1, total // PROGRESS_LINES)
+
+    def report(done: int) -> None:
+        if progress is not None and (done in (1, total) or done % every == 0):
+            progress(SynthesisProgress(stage, done + cached, total + cached, cached,
+                                       time.monotonic() - started, cap_s))
+
+    return report
+
+
+def _parallel(items: list[T], work: Callable[[T], R], workers: int, deadline: float,
+              on_done: Callable[[int], None] | None = None) -> list[R | None]:
     """Run `work` over items with bounded concurrency until `deadline`; results in input order.
+    `on_done(n)` is called in the caller's thread after the n-th item finished.
 
     An item not finished by the deadline is None. Workers are daemon threads, so a call that outlives
     the deadline (the gateway should have cut it) can never keep the process alive; `work` must not
@@ -212,7 +251,7 @@ def _parallel(items: list[T], work: Callable[[T], R], workers: int, deadline: fl
 
     for number in range(min(workers, len(items))):
         threading.Thread(target=run, name=f"synthesis-{number}", daemon=True).start()
-    for _ in items:
+    for finished_count in range(1, len(items) + 1):
         try:
             index, value, error = finished.get(timeout=max(0.001, deadline - time.monotonic()))
         except queue.Empty:
@@ -220,6 +259,8 @@ def _parallel(items: list[T], work: Callable[[T], R], workers: int, deadline: fl
         if error is not None:
             raise error
         results[index] = value
+        if on_done is not None:
+            on_done(finished_count)
     return results
 
 
@@ -236,7 +277,7 @@ def _time_limit_note(minutes: float) -> str:
 
 
 def _extract_all(reports: list[ReportInput], settings: Settings, cache: SynthesisCache, lazy: _LazyGateway,
-                 cycle: str, deadline: float) -> list[_Extracted]:
+                 cycle: str, deadline: float, report: Callable[[int, int], Callable[[int], None]]) -> list[_Extracted]:
     syn = settings.synthesis
     outcomes = [_Extracted(extract.build_request(r, model=syn.extractor_model, layers=syn.layers)) for r in reports]
     pending: list[_Extracted] = []
@@ -274,12 +315,13 @@ def _extract_all(reports: list[ReportInput], settings: Settings, cache: Synthesi
                                outcome.not_findings, outcome.calls)
         return outcome
 
-    return _merge_finished(outcomes, pending, _parallel(pending, work, syn.concurrency, deadline),
+    done = report(len(pending), len(outcomes) - len(pending))
+    return _merge_finished(outcomes, pending, _parallel(pending, work, syn.concurrency, deadline, done),
                            lambda o: f"{o.request.report.relpath}: {_time_limit_note(syn.timeout_minutes)}")
 
 
 def _judge_all(batches: list[Batch], settings: Settings, cache: SynthesisCache, lazy: _LazyGateway,
-               cycle: str, deadline: float) -> list[_Judged]:
+               cycle: str, deadline: float, report: Callable[[int, int], Callable[[int], None]]) -> list[_Judged]:
     outcomes = [_Judged(batch) for batch in batches]
     pending: list[_Judged] = []
     for outcome in outcomes:
@@ -309,7 +351,8 @@ def _judge_all(batches: list[Batch], settings: Settings, cache: SynthesisCache, 
         return outcome
 
     minutes = settings.synthesis.timeout_minutes
-    return _merge_finished(outcomes, pending, _parallel(pending, work, settings.synthesis.concurrency, deadline),
+    done = report(len(pending), len(outcomes) - len(pending))
+    return _merge_finished(outcomes, pending, _parallel(pending, work, settings.synthesis.concurrency, deadline, done),
                            lambda o: f"judge batch {o.batch.id}: {_time_limit_note(minutes)}")
 
 
@@ -489,13 +532,19 @@ def _calls_log(extracted: list[_Extracted], judged: list[_Judged]) -> str:
 
 
 def synthesize(repo: Path, settings: Settings, *, env: Mapping[str, str], cycle: str, legs: list[Leg] | None = None,
-               gateway: Gateway | None = None) -> SynthesisResult:
+               gateway: Gateway | None = None, progress: Progress | None = None) -> SynthesisResult:
     """Write framework/<name>.md, framework/claims.json, the call log and the methodology table.
 
     `legs` is the plan (every leg of the current topics); by default it is computed from the topics.
+    `progress` hears how far the extraction and the judging are (`SynthesisProgress`).
     """
     syn = settings.synthesis
-    deadline = time.monotonic() + syn.timeout_minutes * 60
+    started = time.monotonic()
+    deadline = started + syn.timeout_minutes * 60
+
+    def reporter(stage: str) -> Callable[[int, int], Callable[[int], None]]:
+        return lambda total, cached: _reporter(progress, stage, total, cached, started, syn.timeout_minutes * 60)
+
     warnings: list[str] = []
     planned = default_legs(repo, settings) if legs is None else list(legs)
     inputs = load_inputs(repo, settings, planned)
@@ -514,7 +563,7 @@ def synthesize(repo: Path, settings: Settings, *, env: Mapping[str, str], cycle:
     cache = SynthesisCache(repo, settings, old)
     lazy = _LazyGateway(gateway, env, settings)
     try:
-        extracted = _extract_all(reports, settings, cache, lazy, cycle, deadline)
+        extracted = _extract_all(reports, settings, cache, lazy, cycle, deadline, reporter("extraction"))
         failures = [o for o in extracted if o.error]
         if len(failures) == len(extracted):
             raise SynthesisFailed(f"every extraction failed; nothing was written (first: {failures[0].error})")
@@ -524,7 +573,7 @@ def synthesize(repo: Path, settings: Settings, *, env: Mapping[str, str], cycle:
         edges = align.candidate_edges(claims, syn.similarity_threshold)
         plans = align.plan_batches(align.candidate_components(claims, edges), edges, syn.batch_size)
         batches = [align.build_batch(i + 1, plan, by_key, by_stem, settings) for i, plan in enumerate(plans)]
-        judged = _judge_all(batches, settings, cache, lazy, cycle, deadline)
+        judged = _judge_all(batches, settings, cache, lazy, cycle, deadline, reporter("judge"))
     finally:
         lazy.close(in_use=time.monotonic() >= deadline)
     warnings += cache.warnings
@@ -555,7 +604,7 @@ def synthesize(repo: Path, settings: Settings, *, env: Mapping[str, str], cycle:
                             "family of a report it judges (configure a judge of another family)")
 
     write_atomic(ledger_path, redact(ledger.to_json()))
-    write_atomic(document_path, redact(render_document(ledger, settings)))
+    write_atomic(document_path, redact(render_document(ledger, settings, read_notice(repo))))
     write_atomic(calls_path, _calls_log(extracted, judged))
     methodology_path = _update_methodology(repo, settings, states, reports, warnings)
 

@@ -25,6 +25,7 @@ from pathlib import Path
 from research_dispatch.config.plan import Leg
 from research_dispatch.config.settings import Settings
 from research_dispatch.core.fsio import confined, write_atomic
+from research_dispatch.core.notice import read_notice
 from research_dispatch.leg.report import sha256_of
 
 
@@ -94,7 +95,7 @@ def document_edited(repo: Path, settings: Settings) -> bool:
         from research_dispatch.synthesis.ledger import Ledger
         from research_dispatch.synthesis.render import render_document
 
-        rendered = redact(render_document(Ledger.model_validate(data), settings))
+        rendered = redact(render_document(Ledger.model_validate(data), settings, read_notice(repo)))
     except (ImportError, ValidationError, ValueError, KeyError, TypeError, AttributeError):
         return False
     return rendered != text

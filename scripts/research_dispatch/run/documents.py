@@ -1,0 +1,80 @@
+"""The JSON documents of `--json` (`check`, `verify`, `run`, `demo`; `plan --json` is the matrix).
+
+Why one module: gh and llm users script the CLI, so each command's `--json` prints ONE JSON document on
+stdout (narration goes to stderr) with a shape that is documented (README, "JSON output") and tested,
+not whatever the dataclasses happen to hold. Each shape is built here from the stages' typed results;
+keys are sorted when printed; paths are repository-relative POSIX strings; money is USD as a float.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from research_dispatch.config.settings import Settings
+from research_dispatch.leg.verify import RouteRow
+from research_dispatch.run.outcome import RunOutcome
+
+SCHEMA = "research-dispatch/{command}@1"
+
+
+def dumps(document: dict[str, Any]) -> str:
+    """The document as printed: sorted keys, two-space indent, UTF-8 text."""
+    return json.dumps(document, indent=2, sort_keys=True, ensure_ascii=False)
+
+
+def check_document(*, topics: int, legs: int, online: bool, problems: Sequence[str]) -> dict[str, Any]:
+    return {"schema": SCHEMA.format(command="check"), "ok": not problems, "topics": topics, "legs": legs,
+            "online": online, "problems": list(problems)}
+
+
+def route_row(row: RouteRow) -> dict[str, Any]:
+    return {"report": row.relpath, "topic": row.topic, "requested_model": row.requested_model,
+            "requested_provider": row.requested_provider, "served_models": list(row.served_models),
+            "served_providers": list(row.served_providers), "route": row.route, "verified": row.verified,
+            "status": row.status, "words": row.words, "calls": row.calls, "cost_usd": round(row.cost_usd, 6),
+            "problems": list(row.problems)}
+
+
+def verify_document(rows: Sequence[RouteRow]) -> dict[str, Any]:
+    return {"schema": SCHEMA.format(command="verify"), "verified": all(r.verified for r in rows),
+            "reports": [route_row(r) for r in rows]}
+
+
+def _relative(path: Path | None, repo: Path) -> str | None:
+    if path is None:
+        return None
+    try:
+        return path.resolve().relative_to(repo.resolve()).as_posix()
+    except ValueError:
+        return str(path)
+
+
+def run_document(outcome: RunOutcome, repo: Path, settings: Settings) -> dict[str, Any]:
+    legs = []
+    for item in outcome.legs:
+        result = item.result
+        legs.append({"leg": item.stem, "topic": item.leg.topic.id, "model": item.leg.route.model,
+                     "this_run": item.label, "state": item.state.value, "note": item.note,
+                     "route": result.route if result is not None else None,
+                     "words": result.words if result is not None else None,
+                     "cost_usd": round(result.cost_usd, 6) if result is not None else 0.0,
+                     "report": item.leg.report_relpath(settings)})
+    synthesis = outcome.synthesis
+    publication = outcome.publication
+    return {
+        "schema": SCHEMA.format(command="run"), "cycle": outcome.cycle, "exit_code": int(outcome.exit_code),
+        "interrupted": outcome.interrupted, "cost_usd": round(outcome.cost_usd, 6),
+        "legs_cost_usd": round(outcome.legs_cost_usd, 6), "legs": legs, "stage_errors": list(outcome.stage_errors),
+        "synthesis": None if synthesis is None else {
+            "document": _relative(synthesis.document_path, repo), "ledger": _relative(synthesis.ledger_path, repo),
+            "cost_usd": round(synthesis.cost_usd, 6), "llm_calls": synthesis.llm_calls,
+            "incomplete": list(synthesis.incomplete), "warnings": list(synthesis.warnings)},
+        "publication": None if publication is None else {
+            "branch": publication.branch, "base": publication.base, "commits": len(publication.commits),
+            "pushed": publication.pushed, "pr_number": publication.pr_number, "pr_url": publication.pr_url,
+            "draft": publication.draft, "partial": publication.partial, "title": publication.title},
+        "wall_s": outcome.wall_s,
+    }
