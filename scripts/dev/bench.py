@@ -2,7 +2,7 @@
 
     .venv/bin/python scripts/dev/bench.py                 all figures (about a minute on 2 cores)
     .venv/bin/python scripts/dev/bench.py --quick         fewer repeats, synthesis up to 50 reports
-    .venv/bin/python scripts/dev/bench.py --only 4,7      some figures (1-7)
+    .venv/bin/python scripts/dev/bench.py --only 4,7      some figures (1-8)
     .venv/bin/python scripts/dev/bench.py --write-doc     also regenerate docs/PERFORMANCE.md
     .venv/bin/python scripts/dev/bench.py --doc-only      regenerate docs/PERFORMANCE.md from build/bench.json
 
@@ -62,6 +62,7 @@ SYNTH_MODELS = ("google/gemini-3.1-pro-preview", "deepseek/deepseek-v4-pro", "op
                 "anthropic/claude-sonnet-4.6", "moonshotai/kimi-k2-thinking", "x-ai/grok-4", "qwen/qwen3-max",
                 "mistralai/mistral-large", "meta-llama/llama-4-maverick", "z-ai/glm-4.6")
 SYNTH_JUDGES = '["cohere/command-a", "anthropic/claude-sonnet-4.6"]'
+VERIFICATION_SHARE = 0.30  # figure 8's goal: citation checks cost ≤ 30% of the research legs' prompt tokens
 MATRIX_MODELS = ("google/gemini-3.1-pro-preview", "deepseek/deepseek-v4-pro", "openai/gpt-5",
                  "anthropic/claude-sonnet-4.6")
 
@@ -575,6 +576,63 @@ def bench_synthesis(sizes: list[int]) -> dict[str, Any]:
 
 
 # ----------------------------------------------------------------------------------------------
+# 8. What checking the citations costs
+
+
+def _cite_records(repo: Path) -> list[dict[str, Any]]:
+    log = repo / "framework" / "synthesis.calls.jsonl"
+    return [r for r in (json.loads(line) for line in log.read_text(encoding="utf-8").splitlines())
+            if r.get("purpose") == "cite"]
+
+
+def bench_verification() -> dict[str, Any]:
+    """Citation checks of the five researched reports against the research legs that wrote them."""
+    from research_dispatch.config.settings import load_settings
+    from research_dispatch.synthesis import synthesize
+    from research_dispatch_fakes.gateway import FakeGateway
+
+    with tempfile.TemporaryDirectory(prefix="bench-verification-") as tmp:
+        base = Path(tmp) / "five"
+        base.mkdir()
+        reports = research_five(base)
+        research = [json.loads(line) for path in reports
+                    for line in path.with_name(path.stem + ".calls.jsonl").read_text(encoding="utf-8").splitlines()]
+        research_prompt = sum(int(r["prompt_tokens"]) for r in research)
+        settings = load_settings(base)
+        runs = []
+        with FakeGateway() as gateway:
+            env = {"OPENROUTER_API_KEY": GATEWAY_KEY, "OPENROUTER_BASE_URL": gateway.base_url}
+            for _ in range(2):  # cold, then unchanged
+                result = synthesize(base, settings, env=env, cycle=CYCLE)
+                runs.append({"check_calls": result.check_calls, "cached_checks": result.cached_checks,
+                             "llm_calls": result.llm_calls, "citations": result.counts.get("citations", {}),
+                             "anchored": result.counts.get("anchored"), "claims": result.counts.get("claims")})
+        cite = _cite_records(base)
+    cold, unchanged = runs
+    prompt = sum(int(r["prompt_tokens"]) for r in cite)
+    completion = sum(int(r["completion_tokens"]) for r in cite)
+    share = prompt / research_prompt if research_prompt else float("inf")
+    per_report = len(reports) or 1
+    met = cold["check_calls"] > 0 and share <= VERIFICATION_SHARE and unchanged["check_calls"] == 0
+    return figure(
+        "8", "verification", "Citation checks: prompt tokens vs the research legs'; calls on an unchanged re-run",
+        round(share, 4),
+        f"{share:.1%} of the legs' prompt tokens ({prompt:,} / {research_prompt:,}); {cold['check_calls']} calls, "
+        f"{prompt // per_report:,} prompt tokens per report; unchanged → {unchanged['check_calls']} calls",
+        f"≤ {VERIFICATION_SHARE:.0%} of the research legs' prompt tokens; 0 calls for unchanged reports", met,
+        "the five topics researched once on the fakes (`run_leg`, standard fake script; each leg writes its report, "
+        "call log and evidence file), then `synthesize` twice on the fake gateway: cold and unchanged. Prompt "
+        "tokens as billed by the fake (characters / 4) of the synthesis' `cite` calls (framework/"
+        "synthesis.calls.jsonl) against those of every research call of the five legs (their call logs).",
+        {"reports": len(reports), "research_prompt_tokens": research_prompt, "research_calls": len(research),
+         "check_prompt_tokens": prompt, "check_completion_tokens": completion, "check_calls": cold["check_calls"],
+         "calls_per_report": round(cold["check_calls"] / per_report, 2),
+         "prompt_tokens_per_report": prompt // per_report, "cold": cold, "unchanged": unchanged},
+        why="the citation checks send more passages than the legs read, or re-check unchanged citations; or the "
+            "reports had no evidence to check (no calls at all).")
+
+
+# ----------------------------------------------------------------------------------------------
 # 6. Matrix scale
 
 
@@ -658,20 +716,20 @@ def write_doc(data: dict[str, Any], path: Path) -> None:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--quick", action="store_true", help="fewer repeats; synthesis up to 50 reports")
-    parser.add_argument("--only", default="", help="comma-separated figure numbers (1-7)")
+    parser.add_argument("--only", default="", help="comma-separated figure numbers (1-8)")
     parser.add_argument("--write-doc", action="store_true", help="also regenerate docs/PERFORMANCE.md")
     parser.add_argument("--doc-only", action="store_true", help="regenerate docs/PERFORMANCE.md from build/bench.json")
     args = parser.parse_args(argv)
     if args.doc_only:
         data = json.loads(BUILD_JSON.read_text(encoding="utf-8"))
-        if {f["id"].rstrip("ab") for f in data["figures"]} != set("1234567"):
+        if {f["id"].rstrip("ab") for f in data["figures"]} != set("12345678"):
             parser.error(f"{BUILD_JSON.relative_to(ROOT)} holds a partial run (--only): run every figure first")
         write_doc(data, DOC)
         say(f"wrote {DOC.relative_to(ROOT)}")
         return 0
     only = {part.strip() for part in args.only.split(",") if part.strip()}
-    if only - set("1234567"):
-        parser.error("--only takes figure numbers 1-7")
+    if only - set("12345678"):
+        parser.error("--only takes figure numbers 1-8")
     if args.write_doc and only:
         parser.error("--write-doc needs every figure: run without --only")
     quick = args.quick
@@ -683,6 +741,7 @@ def main(argv: list[str] | None = None) -> int:
         ("5", "synthesis scaling", lambda: bench_synthesis([5, 50] if quick else [5, 50, 300])),
         ("6", "matrix scale", lambda: bench_matrix(3)),
         ("7", "tokens per report", bench_tokens_per_report),
+        ("8", "citation checks", bench_verification),
     ]
     started = time.perf_counter()
     figures: list[dict[str, Any]] = []

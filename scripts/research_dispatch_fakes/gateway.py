@@ -90,6 +90,9 @@ Actions (combinable where sensible):
     report also cites `[S99]` next to an invented URL.
   * `usage_cost: VALUE`: `usage.cost` is VALUE as is (a broken or hostile gateway): "NaN" and
     "Infinity" go out as those JSON number tokens, any other value verbatim.
+  * `overstate` (claim extraction: the first claim's quote is not in the report) and `misquote` (citation
+    check: every judge quote is not in its passage): structured-output misbehaviours, see
+    `script_synthesis`.
 
 With `RESEARCH_DISPATCH_FAKE_GATEWAY_LOG=<file>` in its environment (or `request_log=`), the fake appends
 every chat request body, as sent, as one JSON line (how a demo run's requests are checked against
@@ -116,7 +119,7 @@ from typing import Any
 from research_dispatch_fakes import strict
 from research_dispatch_fakes.http import FakeRequest, FakeResponse, FakeServer
 from research_dispatch_fakes.script_researcher import ToolCall, Turn, classify, plan_turn
-from research_dispatch_fakes.script_structured import structured_name
+from research_dispatch_fakes.script_structured import STRUCTURED_QUIRKS, structured_name
 
 REQUEST_LOG_VARIABLE = "RESEARCH_DISPATCH_FAKE_GATEWAY_LOG"
 EPOCH = 1767225600  # 2026-01-01T00:00:00Z: `created` = EPOCH + generation number, never the wall clock
@@ -447,7 +450,8 @@ class FakeGateway(FakeServer):
             return refused
 
         turn = plan_turn(body, script, short_draft=bool(rule.get("short_draft")),
-                         invent_citation=bool(rule.get("invent_citation")))
+                         invent_citation=bool(rule.get("invent_citation")),
+                         quirks=frozenset(q for q in STRUCTURED_QUIRKS if rule.get(q)))
         turn, finish_reason, native = self._apply_effects(turn, rule, body)
 
         self._gen_counter += 1

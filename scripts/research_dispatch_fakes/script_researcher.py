@@ -928,11 +928,12 @@ def _classify(conv: Conversation, body: dict[str, Any], script: dict[str, Any]) 
 
 
 def plan_turn(body: dict[str, Any], script: dict[str, Any] | None = None, *, short_draft: bool = False,
-              invent_citation: bool = False) -> Turn:
-    """The scripted assistant turn for a chat-completions request body."""
+              invent_citation: bool = False, quirks: frozenset[str] = frozenset()) -> Turn:
+    """The scripted assistant turn for a chat-completions request body (`quirks`: the structured-output
+    misbehaviours a scenario rule asks for, see `script_synthesis`)."""
     script = script or {}
     if structured_name(body) is not None:
-        payload = json.dumps(respond_structured(body), ensure_ascii=False)
+        payload = json.dumps(respond_structured(body, quirks), ensure_ascii=False)
         tool_choice = body.get("tool_choice")
         if not isinstance(body.get("response_format"), dict) and isinstance(tool_choice, dict):
             name = str((tool_choice.get("function") or {}).get("name"))

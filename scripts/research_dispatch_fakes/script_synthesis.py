@@ -1,4 +1,4 @@
-"""Scripted answers to the synthesis calls: `claim_extraction` and `claim_alignment`.
+"""Scripted answers to the synthesis calls: `claim_extraction`, `claim_alignment` and `citation_check`.
 
 Deterministic functions of the request body (plus the planted claims bank, corpus/claims.json, whose
 statements the scripted researcher writes verbatim into reports), so the demo's synthesis is meaningful
@@ -9,6 +9,13 @@ Extraction (the last user message holds the report text), following the extracti
 * every planted statement found in the text becomes a claim with the bank's layer, stance, decision,
   pick, condition and confidence, and the citation numbers written right after it
   (`... statement [3, 5].`);
+* every claim quotes the report: `quote` is the statement (or sentence) exactly as the body has it and
+  `section` the `#` heading above it; `position` is `against` when the sentence negates its
+  recommendation ("do not recommend", "should not", "advise against", "avoid"), else `for`; a hedge
+  ("tentatively", "for X only", "only for X", "once X"; the longest one) becomes the condition when the bank
+  gives none;
+* the `overstate` quirk (a scenario rule's flag) makes the first claim overstate the report: its
+  statement and quote say more than the body does, so the quote is found nowhere in it;
 * the first cited sentence of each `##` section that is a finding — not planted, not a quotation, not a
   heading, and not a source describing itself ("Repository for X", "Cursor's launch post for Y", a
   sentence with no verb), which the prompt says are not claims — becomes a generic finding (stance
@@ -26,6 +33,19 @@ as a judge that follows the prompt but takes the extractor's word for which deci
 * other claims recognisable as a planted bank claim (the exact statement) are grouped by bank id and
   agree; the rest are grouped when they share a layer and their content words overlap (Jaccard ≥ 0.5);
 * singletons are left out, as the prompt asks.
+
+Citation check (the last user message holds one JSON object per passage between `<passages>` and
+`</passages>`, and one per citation between `<claims>` and `</claims>`), by a documented lexical rule:
+* the content words of the claim's sentence (lower case, stop words and words under three letters
+  removed) are compared with those of the passages listed for it: the overlap is the share of the
+  claim's content words that the passages contain (together, as a reader of all of them would);
+* overlap ≥ `SUPPORT_OVERLAP` is `supports` — or `contradicts` when exactly one of the claim's sentence
+  and the quoted passage sentence is negated ("not", "no", "never", "cannot", "n't"); anything lower is
+  `does_not_address` (a page that shares a word or two with the claim does not address it);
+* the quote is the passage sentence that contains the most of the claim's content words (the first on
+  ties), copied verbatim, and `passage` its id;
+* the `misquote` quirk makes every quote say more than the passage (" in every setting" appended), so
+  no quote is found in its passage — what the product must refuse.
 """
 
 from __future__ import annotations
@@ -39,14 +59,23 @@ from typing import Any
 CLAIMS_PATH = Path(__file__).with_name("corpus") / "claims.json"
 GENERIC_PER_REPORT = 4
 JUDGE_OVERLAP = 0.5
+SUPPORT_OVERLAP = 0.35
+OVERSTATEMENT = ", in every setting and at any scale"
+MISQUOTE = " in every setting"
 
 _SENTENCE_END = re.compile(r"(?<=[.!?])\s+(?=[A-Za-z0-9\"'(])")
 _CITED_SENTENCE = re.compile(r"^(.*[A-Za-z].*?)\s*\[(\d+(?:\s*,\s*\d+)*)\]\s*[.!?]$")
 _CITES_AFTER = re.compile(r"\s*\[(\d+(?:\s*,\s*\d+)*)\]")
-_RECOMMEND = re.compile(r"\bshould be the default\b|\bis the [\w\s-]{0,40}?\bto (adopt|choose|use)\b|\brecommend",
-                        re.IGNORECASE)
+_RECOMMEND = re.compile(r"\bshould (?:not )?be the default\b|\bis the [\w\s-]{0,40}?\bto (adopt|choose|use)\b|"
+                        r"\brecommend|\badvise against\b", re.IGNORECASE)
 _NAME = re.compile(r"\b[A-Z][A-Za-z0-9+-]*[A-Za-z0-9+]")
-_DEFAULT = re.compile(r"\bshould be the default\b")
+_DEFAULT = re.compile(r"\bshould (?:not )?be the default\b")
+_AGAINST = re.compile(r"\b(?:do|does|did) not recommend\b|\bnot recommended\b|\bshould not\b|\bshouldn't\b|"
+                      r"\badvise against\b|\brecommend against\b|\bavoid\b", re.IGNORECASE)
+_HEDGE = re.compile(r"\bfor [\w\s-]{1,40}? only\b|\bonly for [\w\s-]{1,40}\b|\bonce [^,.;]{3,80}|"
+                    r"\btentatively\b|\bprovisionally\b", re.IGNORECASE)
+_HEADING = re.compile(r"^#{1,6}[ \t]+(.+?)[ \t#]*$", re.MULTILINE)
+_NEGATION = re.compile(r"\b(?:not|no|never|cannot)\b|n't\b", re.IGNORECASE)
 _OPENERS = frozenset(("A", "An", "As", "At", "Because", "For", "In", "It", "On", "The", "This", "Today", "Use", "We",
                       "When", "With"))
 _WORD = re.compile(r"[a-z0-9]+")
@@ -106,7 +135,7 @@ def _keyword_layer(sentence: str) -> str:
     return str(entry["layer"]) if entry else "general"
 
 
-def extract_claims(body: dict[str, Any]) -> dict[str, Any]:
+def extract_claims(body: dict[str, Any], quirks: frozenset[str] = frozenset()) -> dict[str, Any]:
     """The `claim_extraction` answer for a report."""
     text = _report_text(body)
     text = text.split("<report>", 1)[-1].rsplit("</report>", 1)[0]
@@ -125,11 +154,36 @@ def extract_claims(body: dict[str, Any]) -> dict[str, Any]:
                 "statement": statement, "layer": entry["layer"], "stance": variant.get("stance", "describe"),
                 "decision": entry.get("decision") if recommend else None,
                 "pick": entry["pick"] if recommend else None,
-                "alternatives": [], "condition": variant.get("condition"),
+                "alternatives": [], "condition": variant.get("condition") or _hedge(statement),
+                "position": _position(statement), "quote": statement, "section": _section(text, start),
                 "sources": _numbers(cites.group(1)) if cites else [],
                 "confidence": variant.get("confidence", "medium")}))
     ordered = [claim for _, claim in sorted(found, key=lambda item: item[0])]
-    return {"claims": ordered + _generic_claims(text, planted)}
+    claims = ordered + _generic_claims(text, planted)
+    if quirks and "overstate" in quirks and claims:
+        claims[0] = {**claims[0], "statement": claims[0]["statement"] + OVERSTATEMENT,
+                     "quote": claims[0]["quote"] + OVERSTATEMENT}
+    return {"claims": claims}
+
+
+def _section(text: str, offset: int) -> str | None:
+    """The heading above `offset` (None before the first one)."""
+    current = None
+    for match in _HEADING.finditer(text):
+        if match.start() > offset:
+            break
+        current = match.group(1).strip()
+    return current
+
+
+def _position(sentence: str) -> str:
+    return "against" if _AGAINST.search(sentence) else "for"
+
+
+def _hedge(sentence: str) -> str | None:
+    """The longest hedge phrase of the sentence ("for maths only" over "Tentatively"), or None."""
+    hedges = sorted((m.group(0).strip() for m in _HEDGE.finditer(sentence)), key=lambda h: (-len(h), h))
+    return hedges[0] if hedges else None
 
 
 def _pick(sentence: str) -> str | None:
@@ -175,7 +229,7 @@ def _verb(word: str) -> bool:
 
 def _generic_claims(text: str, planted: list[str]) -> list[dict[str, Any]]:
     out: list[dict[str, Any]] = []
-    for section in re.split(r"^##\s+", text, flags=re.MULTILINE)[1:]:
+    for section in re.split(r"^##[ \t]+", text, flags=re.MULTILINE)[1:]:
         heading, _, content = section.partition("\n")
         heading = heading.strip()
         if heading.lower() in ("references", "sources"):
@@ -195,8 +249,9 @@ def _generic_claims(text: str, planted: list[str]) -> list[dict[str, Any]]:
             decision = (entry.get("decision") if entry else None) or f"choice of {layer}"
             out.append({
                 "statement": sentence, "layer": layer, "stance": "recommend" if pick else "describe",
-                "decision": decision if pick else None, "pick": pick, "alternatives": [], "condition": None,
-                "sources": _numbers(match.group(2)),
+                "decision": decision if pick else None, "pick": pick, "alternatives": [],
+                "condition": _hedge(sentence), "position": _position(sentence), "quote": sentence,
+                "section": heading.strip("# \t") or None, "sources": _numbers(match.group(2)),
                 "confidence": "medium" if heading == "What the sources establish" else "low"})
             break
         if len(out) >= GENERIC_PER_REPORT:
@@ -298,3 +353,70 @@ def align_claims(body: dict[str, Any]) -> dict[str, Any]:
     order = {claim["id"]: index for index, claim in enumerate(claims)}
     out.sort(key=lambda g: min(order[c] for p in g["positions"] for c in p["claims"]))
     return {"groups": out}
+
+
+# --------------------------------------------------------------------------------------------------
+# Citation check
+
+
+def _block_lines(text: str, tag: str) -> list[dict[str, Any]]:
+    """The JSON objects, one per line, between `<tag>` and `</tag>`."""
+    if f"<{tag}>" not in text:
+        return []
+    block = text.split(f"<{tag}>", 1)[1].split(f"</{tag}>", 1)[0]
+    out = []
+    for line in block.splitlines():
+        try:
+            item = json.loads(line)
+        except ValueError:
+            continue
+        if isinstance(item, dict) and isinstance(item.get("id"), str):
+            out.append(item)
+    return out
+
+
+def _content_words(text: str) -> set[str]:
+    return {w for w in _WORD.findall(text.lower()) if w not in _STOP and len(w) >= 3}
+
+
+def _passage_sentences(text: str) -> list[str]:
+    sentences = []
+    for paragraph in re.split(r"\n\s*\n", text):
+        for sentence in _SENTENCE_END.split(paragraph.strip()):
+            sentence = sentence.strip()
+            if sentence and "[…]" not in sentence:
+                sentences.append(sentence)
+    return sentences
+
+
+def check_citations(body: dict[str, Any], quirks: frozenset[str] = frozenset()) -> dict[str, Any]:
+    """The `citation_check` answer: the lexical rule of the module docstring, per citation."""
+    text = ""
+    for message in body.get("messages") or []:
+        if isinstance(message, dict) and message.get("role") == "user" and "<passages>" in str(message.get("content")):
+            text = str(message["content"])
+            break
+    passages = {p["id"]: str(p.get("text") or "") for p in _block_lines(text, "passages")}
+    checks = []
+    for claim in _block_lines(text, "claims"):
+        sentence = str(claim.get("sentence") or "")
+        wanted = _content_words(sentence)
+        best: tuple[int, str, str] | None = None
+        seen: set[str] = set()
+        for pid in claim.get("passages") or []:
+            seen |= _content_words(passages.get(str(pid), ""))
+            for candidate in _passage_sentences(passages.get(str(pid), "")):
+                shared = len(wanted & _content_words(candidate))
+                if best is None or shared > best[0]:
+                    best = (shared, str(pid), candidate)
+        overlap = len(wanted & seen) / len(wanted) if wanted else 0.0
+        if best is None or overlap < SUPPORT_OVERLAP:
+            checks.append({"id": claim["id"], "verdict": "does_not_address", "passage": None, "quote": None})
+            continue
+        _, pid, quote = best
+        negated = bool(_NEGATION.search(sentence)) != bool(_NEGATION.search(quote))
+        if "misquote" in quirks:
+            quote = quote.rstrip(".") + MISQUOTE + "."
+        checks.append({"id": claim["id"], "verdict": "contradicts" if negated else "supports", "passage": pid,
+                       "quote": quote})
+    return {"checks": checks}

@@ -14,6 +14,7 @@ groups recommendations by the decision the extractor says they answer.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import subprocess
@@ -50,8 +51,10 @@ def statement(claim_id: str, topic: str) -> str:
 def write_report(repo: Path, stem: str, model: str, sentences: list[str], *, route: str = "exact",
                  call_log: bool = True, cycle: str = CYCLE, status: str = "ok", title: str | None = None,
                  served: str | None = None, route_verified: bool | None = None,
-                 status_reasons: list[str] | None = None, topic: str | None = None) -> Path:
-    """A report whose body cites one source per sentence, with a call log consistent with `route`.
+                 status_reasons: list[str] | None = None, topic: str | None = None, evidence: bool = True) -> Path:
+    """A report whose body cites one source per sentence, with a call log consistent with `route`, and an
+    evidence file in which each cited source's passage states the sentence that cites it (so the fake
+    citation judge finds it supported).
 
     `served` is the model that answered (default: the requested one, or `<model>-substitute` for a
     model fallback); `route_verified` overrides the front matter's flag (default: route is exact).
@@ -82,6 +85,23 @@ def write_report(repo: Path, stem: str, model: str, sentences: list[str], *, rou
     path.write_text(render_report(meta, body, sources), encoding="utf-8")
     if call_log:
         (repo / "research" / f"{stem}.calls.jsonl").write_text(record.to_json() + "\n", encoding="utf-8")
+    if evidence:
+        write_evidence(repo, stem, [(SOURCES[index % len(SOURCES)][0], f"{sentence}.")
+                                    for index, sentence in enumerate(sentences)])
+    return path
+
+
+def evidence_line(url: str, text: str, *, tool: str = "web_extract") -> dict[str, str]:
+    title = dict(SOURCES).get(url, url)
+    return {"url": url, "title": title, "tool": tool, "text": text,
+            "sha256": hashlib.sha256(text.encode("utf-8")).hexdigest()}
+
+
+def write_evidence(repo: Path, stem: str, passages: list[tuple[str, str]]) -> Path:
+    """`research/<stem>.evidence.jsonl` with one passage per (url, text), in the FIXED shape and order."""
+    lines = sorted((evidence_line(url, text) for url, text in passages), key=lambda d: (d["url"], d["sha256"]))
+    path = repo / "research" / f"{stem}.evidence.jsonl"
+    path.write_text("".join(json.dumps(line, sort_keys=True) + "\n" for line in lines), encoding="utf-8")
     return path
 
 
@@ -181,11 +201,14 @@ def synthesize_cli(repo: Path, env: dict[str, str], *args: str,
 
 def claim_json(statement_text: str, layer: str, *, stance: str = "describe", decision: str | None = None,
                pick: str | None = None, condition: str | None = None, sources: list[int] | None = None,
-               confidence: str = "medium") -> dict[str, Any]:
-    """One claim as the extractor returns it (the extraction schema's fields)."""
+               confidence: str = "medium", position: str = "for", quote: str | None = None,
+               section: str | None = None) -> dict[str, Any]:
+    """One claim as the extractor returns it (the extraction schema's fields); the quote is the statement
+    unless given."""
     return {"statement": statement_text, "layer": layer, "stance": stance, "decision": decision, "pick": pick,
-            "alternatives": [], "condition": condition, "sources": sources if sources is not None else [1],
-            "confidence": confidence}
+            "alternatives": [], "condition": condition, "position": position,
+            "quote": quote if quote is not None else statement_text, "section": section,
+            "sources": sources if sources is not None else [1], "confidence": confidence}
 
 
 def scripted_extraction(stem: str, claims: list[dict[str, Any]], model: str = "openai/gpt-5-mini") -> dict[str, Any]:

@@ -27,7 +27,8 @@ def load_reports(repo: Path, settings):  # type: ignore[no-untyped-def]
 
 def raw(statement_text: str, **fields: object) -> ExtractedClaim:
     base = {"statement": statement_text, "layer": "RL algorithm", "stance": "describe", "decision": None, "pick": None,
-            "alternatives": [], "condition": None, "sources": [], "confidence": "medium"}
+            "alternatives": [], "condition": None, "position": "for", "quote": statement_text, "section": None,
+            "sources": [], "confidence": "medium"}
     return ExtractedClaim.model_validate({**base, **fields})
 
 
@@ -68,13 +69,15 @@ def test_to_claims_cleans_dedupes_and_keys_claims(tmp_path: Path) -> None:
     ])
     cleaned = to_claims(extraction, report)
     claims, dropped = cleaned.claims, cleaned.dropped_citations
-    assert dropped == 1  # source 9 does not exist in the report
+    assert dropped == 1  # source 9 does not exist in the report: a phantom number, kept on the claim
     assert [(n.statement, n.reason) for n in cleaned.not_findings] == [
         ("Repository for Monarch, Meta's distributed programming framework for PyTorch",
          "describes a source rather than asserting a finding")]
     by_statement = {c.statement: c for c in claims}
     grpo = next(c for c in claims if c.pick == "GRPO")
-    assert grpo.confidence == "high" and grpo.sources == (1, 2, 3) and grpo.key.startswith("01-one#")
+    # neither quote is in the report: not anchored, the model's numbers kept (the union of both)
+    assert grpo.confidence == "high" and grpo.sources == (1, 2, 3, 9) and grpo.key.startswith("01-one#")
+    assert not grpo.anchored and grpo.section is None
     assert len([c for c in claims if c.pick == "GRPO"]) == 1
     assert by_statement["A finding with a pick that does not count"].pick is None
     assert by_statement["A finding with a pick that does not count"].decision is None  # only recommendations

@@ -35,12 +35,14 @@ def test_the_cli_prints_a_summary_and_the_claim_diff(planted: Path, synth_env) -
     assert first.startswith("synthesized 6 report(s): 5 counted, 1 excluded")
     assert ("1 convergent, 1 same-family, 2 divergent in 1 divergence(s) (1 without consensus), 4 single-source "
             "(4 flagged), 1 excluded-only") in first
-    assert "LLM calls: 10 (6 extraction, 0 cached; 4 judge, 0 cached)" in first  # one judge call per decision
+    # one judge call per decision, one citation-check call per report (each has fewer citations than one call holds)
+    assert "LLM calls: 16 (6 extraction, 0 cached; 6 citation check, 0 citations cached; 4 judge, 0 cached)" in first
     # a first run counts its divergences as new (and the PR body, which diffs the same way, inherits it)
     assert "claim diff: 0 promoted to convergent, 0 lost support, 1 new divergences, 9 new, 0 dropped" in result.output
     assert "wrote framework/planted.md, framework/claims.json, framework/synthesis.calls.jsonl" in result.output
     again = cli(planted, synth_env)
-    assert "LLM calls: 0 (0 extraction, 6 cached; 0 judge, 4 cached)" in again.output
+    assert "LLM calls: 0 (0 extraction, 6 cached; 0 citation check, 12 citations cached; 0 judge, 4 cached)" \
+        in again.output
     assert "claim diff: no change" in again.output
 
 

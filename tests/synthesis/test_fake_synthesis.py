@@ -100,3 +100,44 @@ def test_alignment_groups_by_decision_then_by_bank_id_then_by_overlap() -> None:
         ("agree", [["C7", "C8"]]),
     ]
     assert script_synthesis.align_claims(alignment_body(items)) == answer
+
+
+def test_extracted_claims_quote_the_report_with_their_section_and_position() -> None:
+    claims = Extraction.model_validate(script_synthesis.extract_claims(extraction_body(REPORT))).claims
+    planted, generic = claims
+    assert planted.quote == planted.statement and planted.quote in REPORT and planted.section == "Summary"
+    assert planted.position == "for"
+    assert generic.quote in REPORT and generic.section == "What the sources establish"
+    overstated = Extraction.model_validate(
+        script_synthesis.extract_claims(extraction_body(REPORT), frozenset({"overstate"}))).claims[0]
+    assert overstated.quote not in REPORT and overstated.quote.endswith(script_synthesis.OVERSTATEMENT)
+
+
+def citation_body(sentence: str, passage: str) -> dict:
+    lines = [json.dumps({"id": "P1", "source": "A page", "text": passage}),
+             json.dumps({"id": "K1", "sentence": sentence, "passages": ["P1"]})]
+    content = f"Check 1 citations.\n\n<passages>\n{lines[0]}\n</passages>\n\n<claims>\n{lines[1]}\n</claims>"
+    return {"model": "qwen/qwen3-max",
+            "response_format": {"type": "json_schema", "json_schema": {"name": "citation_check", "strict": True}},
+            "messages": [{"role": "system", "content": "check"}, {"role": "user", "content": content}]}
+
+
+def test_the_fake_citation_judge_decides_by_word_overlap_and_quotes_the_passage() -> None:
+    from research_dispatch.synthesis.citations import CheckAnswers
+
+    sentence = "Streaming DiLoCo cuts peak bandwidth between datacentres by syncing parameter fragments"
+    passage = ("The paper is about training. Streaming DiLoCo syncs parameter fragments on a schedule, which cuts "
+               "peak bandwidth between datacentres. Other results follow.")
+    [check] = CheckAnswers.model_validate(script_structured.respond_structured(citation_body(sentence, passage)),
+                                          context={"ids": {"K1"}}).checks
+    assert check.verdict.value == "supports" and check.passage == "P1" and check.quote is not None
+    assert check.quote in passage and "cuts peak bandwidth" in check.quote
+    opposite = passage.replace("which cuts", "which does not cut")
+    [contra] = script_synthesis.check_citations(citation_body(sentence, opposite))["checks"]
+    assert contra["verdict"] == "contradicts" and contra["quote"] in opposite
+    [silent] = script_synthesis.check_citations(citation_body(sentence, "A page about databases and caches."))["checks"]
+    assert silent == {"id": "K1", "verdict": "does_not_address", "passage": None, "quote": None}
+    [misquoted] = script_synthesis.check_citations(citation_body(sentence, passage), frozenset({"misquote"}))["checks"]
+    assert misquoted["verdict"] == "supports" and misquoted["quote"] not in passage
+    assert script_synthesis.check_citations(citation_body(sentence, passage)) == \
+        script_synthesis.check_citations(citation_body(sentence, passage))  # deterministic

@@ -341,12 +341,16 @@ class SynthesisSettings(_Strict):
     previous batch ride along), so judge calls grow with claims / batch_size. `concurrency` bounds the
     gateway calls in flight. `layers` is an optional vocabulary of layer names the extractor is asked
     to reuse, so that independent reports file the same decision under the same layer.
+    `citation_models` are the judges that check a report's citations against its evidence: the first
+    whose family did not write the report checks it (empty: the `judge_models`), so a cheaper model can
+    do this per-citation work.
     `timeout_minutes` bounds the whole stage's wall time: what is not done by then is named in the
     synthesis (see `synthesis.pipeline`).
     """
 
     extractor_model: str = "openai/gpt-5-mini"
     judge_models: tuple[str, ...] = ("anthropic/claude-sonnet-4.6", "openai/gpt-5-mini")
+    citation_models: tuple[str, ...] = ()
     count_unverified: bool = False
     batch_size: int = Field(40, ge=2, le=400)
     similarity_threshold: float = Field(0.2, ge=0.0, le=1.0)
@@ -374,6 +378,11 @@ class SynthesisSettings(_Strict):
     def _judges(cls, value: tuple[str, ...]) -> tuple[str, ...]:
         if not value:
             raise ValueError("at least one judge model")
+        return tuple(ModelRoute._slug(v) for v in value)
+
+    @field_validator("citation_models")
+    @classmethod
+    def _citation_judges(cls, value: tuple[str, ...]) -> tuple[str, ...]:
         return tuple(ModelRoute._slug(v) for v in value)
 
 

@@ -2,9 +2,11 @@
 
 Keys are hashes of the exact request (model, prompt version, messages), so a hit is by construction
 the answer to the same question: an unchanged report costs no extraction call, an unchanged batch no
-judge call. Entries live in `build/synthesis-cache/{extract,judge}/<sha256>.json` (not committed); the
+judge call, an unchanged citation (claim quote, passages shown, citation judge) no check call.
+Entries live in `build/synthesis-cache/{extract,judge,cite}/<sha256>.json` (not committed); the
 previous `framework/claims.json` holds the same answers with their request keys, which covers a fresh
-checkout (CI) where `build/` is empty. Replayed answers are validated again exactly like fresh ones.
+checkout (CI) where `build/` is empty. Replayed answers are validated again exactly like fresh ones
+(a replayed citation verdict is decided again by code against the passage).
 
 A damaged entry (not JSON, wrong types, truncated, answers that no longer validate, calls that are not
 call records) is a miss, never an error: the cache only saves money. It is reported once as a warning
@@ -25,12 +27,13 @@ from research_dispatch.config.settings import Settings
 from research_dispatch.core.fsio import confined, write_atomic
 from research_dispatch.gateway.client import CallRecord
 from research_dispatch.synthesis.align import Judgement
+from research_dispatch.synthesis.citations import Verdicted
 from research_dispatch.synthesis.extract import Extraction, NotAFinding
-from research_dispatch.synthesis.ledger import REPLAYABLE_SCHEMAS
+from research_dispatch.synthesis.ledger import REPLAYABLE_SCHEMAS, SCHEMA
 
 _KEY = re.compile(r"^[0-9a-f]{64}$")
-_EXTRACTED_FIELDS = ("statement", "layer", "stance", "decision", "pick", "alternatives", "condition", "sources",
-                     "confidence")
+_EXTRACTED_FIELDS = ("statement", "layer", "stance", "decision", "pick", "alternatives", "condition", "position",
+                     "quote", "section", "sources", "confidence")
 
 
 class _NotFinding(BaseModel):
@@ -91,14 +94,17 @@ class SynthesisCache:
         self.warnings: list[str] = []
         self._ledger_extractions: dict[str, dict[str, Any]] = {}
         self._ledger_judgements: dict[str, dict[str, Any]] = {}
+        self._ledger_citations: dict[str, dict[str, Any]] = {}
         if previous is not None and previous.get("schema") in REPLAYABLE_SCHEMAS:  # validated by read_previous
-            self._index_ledger(previous)
+            self._index_ledger(previous, extractions=previous["schema"] == SCHEMA)
 
-    def _index_ledger(self, ledger: dict[str, Any]) -> None:
+    def _index_ledger(self, ledger: dict[str, Any], *, extractions: bool) -> None:
+        """Index the ledger's answers by request key. An upgraded @2 ledger gives judgements only: its
+        extractions answered an older prompt and carry no quotes (their keys could not match anyway)."""
         claims_by_report: dict[str, list[dict[str, Any]]] = {}
         for claim in ledger["claims"]:
             claims_by_report.setdefault(claim["report"], []).append(claim)
-        for report in ledger["reports"]:
+        for report in ledger["reports"] if extractions else []:
             extraction = report["extraction"]
             if extraction["status"] != "ok":
                 continue
@@ -111,6 +117,12 @@ class SynthesisCache:
             if batch["status"] == "ok" and isinstance(batch.get("judgement"), dict):
                 self._ledger_judgements[batch["key"]] = {"key": batch["key"], "answer": batch["judgement"],
                                                          "calls": batch["calls"]}
+        for check in ledger["citation_checks"]:
+            for item in check["items"]:
+                if item["key"] and item["answer"] is not None:
+                    calls = [check["calls"][i] for i in item["calls"] if 0 <= i < len(check["calls"])]
+                    self._ledger_citations[item["key"]] = {"key": item["key"], "answer": item["answer"],
+                                                           "calls": calls}
 
     # -- files -------------------------------------------------------------------------------------
     def _rel(self, kind: str, key: str) -> str:
@@ -192,3 +204,28 @@ class SynthesisCache:
 
     def store_judgement(self, key: str, judgement: Judgement, calls: list[dict[str, Any]]) -> None:
         self._write("judge", key, {"answer": judgement.model_dump(mode="json"), "calls": calls})
+
+    # -- citation checks ---------------------------------------------------------------------------
+    def citation(self, key: str) -> tuple[Verdicted, list[dict[str, Any]]] | None:
+        """A citation judge's answer (call-independent form) and the calls it came from; or None."""
+        sources = ((self._read("cite", key), None), (self._ledger_citations.get(key), "framework/claims.json"))
+        for raw, where in sources:
+            if raw is None:
+                continue
+            try:
+                entry = _JudgeEntry.model_validate(raw)
+                if entry.key != key:
+                    raise ValueError("field key: another request's answer")
+                answer = Verdicted.from_dict(entry.answer)
+                _valid_calls(entry.calls)
+            except ValidationError as exc:
+                self._damaged("cite", key, _problem(exc), where=where)
+                continue
+            except ValueError as exc:
+                self._damaged("cite", key, str(exc), where=where)
+                continue
+            return answer, list(entry.calls)
+        return None
+
+    def store_citation(self, key: str, answer: Verdicted, calls: list[dict[str, Any]]) -> None:
+        self._write("cite", key, {"answer": answer.to_dict(), "calls": calls})

@@ -32,7 +32,8 @@ def summary_line(result: SynthesisResult) -> str:
             f"{clusters['same_family']} same-family, {clusters['divergent']} divergent in "
             f"{counts.get('divergences', 0)} divergence(s){ties}, {clusters['single_source']} single-source "
             f"({counts['flagged']} flagged), {clusters['excluded']} excluded-only · LLM calls: {result.llm_calls} "
-            f"({result.extraction_calls} extraction, {result.cached_extractions} cached; {result.judge_calls} judge, "
+            f"({result.extraction_calls} extraction, {result.cached_extractions} cached; {result.check_calls} "
+            f"citation check, {result.cached_checks} citations cached; {result.judge_calls} judge, "
             f"{result.cached_judgements} cached) · ${result.cost_usd:.4f}")
     if result.incomplete:
         line += " · INCOMPLETE: the time limit was reached (see the synthesis' limitations)"

@@ -15,6 +15,9 @@ The machine-readable record of a synthesis and the input of the next one's diff:
   tie, its line, the reports that weigh more than one side, and excluded contrary claims;
 * `batches` — each judge call: the judge model, whether it is an author's family, the label → report
   map of its anonymisation (for audit), the claim-id map, and its validated answer;
+* `citation_checks` — per report, every citation of every claim: what code decided (`support`) and
+  why, the passages shown (by hash), the citation judge's answer, and the calls (so each verdict can
+  be audited, and replayed under its request key);
 * `legs`, `limitations`, `incomplete` (what this synthesis did not process, e.g. at its time limit),
   `counts`, `settings`.
 
@@ -217,6 +220,32 @@ class LedgerBatch(_Model):
     calls: list[dict[str, Any]] = Field(default_factory=list)
 
 
+class LedgerCheckItem(_Model):
+    """One citation of one claim as the citation check saw it (`synthesis/citations.py`)."""
+
+    claim: str
+    number: int
+    url: str | None
+    support: Support
+    reason: str
+    key: str | None  # the cache key of the judge's answer; None when decided without a judge
+    judge_model: str | None
+    passages: list[str]  # sha256 of the stored passages shown to the judge
+    answer: dict[str, Any] | None  # the judge's answer: {"verdict", "passage" (sha256), "quote"}
+    calls: list[int]  # indices into the report's `calls`
+
+
+class LedgerCheck(_Model):
+    report: str
+    judge_model: str | None
+    evidence: str  # the evidence file's path
+    evidence_present: bool
+    status: Literal["ok", "failed", "timed_out"]
+    error: str | None = None
+    items: list[LedgerCheckItem]
+    calls: list[dict[str, Any]] = Field(default_factory=list)
+
+
 class LedgerLeg(_Model):
     stem: str
     topic: str
@@ -238,6 +267,7 @@ class Ledger(_Model):
     clusters: list[LedgerCluster]
     divergences: list[LedgerDivergence]
     batches: list[LedgerBatch]
+    citation_checks: list[LedgerCheck]
     legs: list[LedgerLeg]
     limitations: list[str]
     incomplete: list[str]
@@ -308,9 +338,9 @@ def _v2_batch_id(index: Any) -> Any:
 
 
 def _upgrade_from_v2(data: dict[str, Any]) -> dict[str, Any]:
-    """A @2 ledger in the @3 shape: the fields @3 added get their unchecked values, and @2's numbered
-    judge batches are named `batch-<n>` (@3 names a batch by its claims); a field @2 already had, of
-    whatever type, is left for validation to judge."""
+    """A @2 ledger in the @3 shape: the fields @3 added get their unchecked values (no citation was
+    checked), and @2's numbered judge batches are named `batch-<n>` (@3 names a batch by its claims); a
+    field @2 already had, of whatever type, is left for validation to judge."""
     claims = data.get("claims")
     if isinstance(claims, list):
         claims = [{**_UNCHECKED_CLAIM, **claim} if isinstance(claim, dict) else claim for claim in claims]
@@ -322,7 +352,8 @@ def _upgrade_from_v2(data: dict[str, Any]) -> dict[str, Any]:
     if isinstance(batches, list):
         batches = [{**{k: v for k, v in b.items() if k != "index"}, "id": _v2_batch_id(b["index"])}
                    if isinstance(b, dict) and "index" in b and "id" not in b else b for b in batches]
-    return {**data, "schema": SCHEMA, "claims": claims, "clusters": clusters, "batches": batches}
+    return {"citation_checks": [], **data, "schema": SCHEMA, "claims": claims, "clusters": clusters,
+            "batches": batches}
 
 
 def read_previous(path: Path) -> tuple[dict[str, Any] | None, str | None]:

@@ -1,4 +1,5 @@
-"""The synthesis stage end to end: extract → align → classify → key → ledger → diff → render → write.
+"""The synthesis stage end to end: extract → check citations → align → classify → key → ledger → diff →
+render → write.
 
 Order of work and why:
 
@@ -12,9 +13,13 @@ Order of work and why:
    missing key is a `MissingKey` before any network call, and a fully cached run needs no key at all.
    A report whose extraction fails is listed under limitations; if every extraction fails, nothing is
    written and `SynthesisFailed` is raised (exit 1).
-3. Alignment: local candidates, batches of `batch_size` claims, one judge call per uncached batch.
+3. Citation check (`citations`): each anchored claim's cited sources against the report's stored
+   evidence, by a judge of another family, decided by code; cached per citation (build cache, then
+   the previous ledger), uncached ones in calls per report. A failed call leaves its citations
+   `unsupported` with the reason.
+4. Alignment: local candidates, batches of `batch_size` claims, one judge call per uncached batch.
    A failed batch leaves its claims unaligned and says so.
-4. Code decides the rest: classes, divergences, stable keys, the ledger, the diff and the document.
+5. Code decides the rest: classes, divergences, stable keys, the ledger, the diff and the document.
 
 **Time limit.** `synthesis.timeout_minutes` bounds the whole stage. Every call gets the deadline (the
 gateway cuts a call there, and no call starts after it), and the stage stops waiting at it. What was not
@@ -50,9 +55,10 @@ from research_dispatch.core.sanitize import one_line
 from research_dispatch.gateway.client import CallRecord, Gateway
 from research_dispatch.gateway.client import credentials as gateway_credentials
 from research_dispatch.leg.status import LegState
-from research_dispatch.synthesis import align, extract, methodology
+from research_dispatch.synthesis import align, citations, evidence, extract, methodology
 from research_dispatch.synthesis.align import Batch, Judgement
 from research_dispatch.synthesis.cache import SynthesisCache
+from research_dispatch.synthesis.checked import CitationCheck, Support
 from research_dispatch.synthesis.classify import STATUSES, Cluster, Divergence, classify
 from research_dispatch.synthesis.diff import LedgerDiff, diff_ledgers
 from research_dispatch.synthesis.errors import StructuredCallFailed, SynthesisFailed, TimeLimitReached
@@ -70,6 +76,8 @@ from research_dispatch.synthesis.keys import assign_cluster_keys, assign_diverge
 from research_dispatch.synthesis.ledger import (
     Ledger,
     LedgerBatch,
+    LedgerCheck,
+    LedgerCheckItem,
     LedgerCitation,
     LedgerClaim,
     LedgerCluster,
@@ -108,6 +116,8 @@ class SynthesisResult:
     warnings: list[str] = field(default_factory=list)
     ledger: dict[str, Any] = field(default_factory=dict)
     incomplete: list[str] = field(default_factory=list)
+    check_calls: int = 0
+    cached_checks: int = 0
 
 
 @dataclass
@@ -130,6 +140,31 @@ class _Judged:
     calls: list[dict[str, Any]] = field(default_factory=list)
     fresh: list[CallRecord] = field(default_factory=list)
     cached: bool = False
+    error: str | None = None
+    timed_out: bool = False
+
+
+@dataclass
+class _Checked:
+    """One citation-check call: the answers it gave (by item key), or why it gave none."""
+
+    batch: citations.CheckBatch
+    answers: dict[str, citations.Verdicted] = field(default_factory=dict)
+    calls: list[dict[str, Any]] = field(default_factory=list)
+    fresh: list[CallRecord] = field(default_factory=list)
+    error: str | None = None
+    timed_out: bool = False
+
+
+@dataclass
+class _ReportChecks:
+    """One report's citation check: every decision, the calls they rest on, and what went wrong."""
+
+    plan: citations.ReportPlan
+    decisions: list[citations.Decision] = field(default_factory=list)
+    calls: list[dict[str, Any]] = field(default_factory=list)
+    fresh: list[CallRecord] = field(default_factory=list)
+    cached: int = 0
     error: str | None = None
     timed_out: bool = False
 
@@ -313,15 +348,127 @@ def _judge_all(batches: list[Batch], settings: Settings, cache: SynthesisCache, 
                            lambda o: f"judge batch {o.batch.id}: {_time_limit_note(minutes)}")
 
 
+def _check_all(repo: Path, reports: list[ReportInput], extracted: list[_Extracted], settings: Settings,
+               cache: SynthesisCache, lazy: _LazyGateway, cycle: str, deadline: float) -> list[_ReportChecks]:
+    """Check every citation of every extracted claim (`citations`); cached answers first."""
+    by_stem = {r.stem: r for r in reports}
+    checks: list[_ReportChecks] = []
+    pending: list[_Checked] = []
+    answered: dict[str, tuple[citations.Verdicted, list[dict[str, Any]]]] = {}
+    for outcome in extracted:
+        if outcome.error:
+            continue
+        report = by_stem[outcome.request.report.stem]
+        relpath = report.relpath.removesuffix(".md") + ".evidence.jsonl"
+        stored = evidence.load(confined(repo, relpath), relpath)
+        report_checks = _ReportChecks(citations.plan_report(report, outcome.claims, stored, settings))
+        checks.append(report_checks)
+        uncached = []
+        for item in report_checks.plan.items:
+            hit = cache.citation(item.key)
+            if hit is None:
+                uncached.append(item)
+            else:
+                answered[item.key] = hit
+                report_checks.cached += 1
+        pending += [_Checked(b) for b in citations.build_batches(report.stem, uncached)]
+    minutes = settings.synthesis.timeout_minutes
+    finished: list[_Checked] = []
+    if pending:
+        gateway = lazy.get()
+
+        def work(shared: _Checked) -> _Checked:
+            outcome = replace(shared)
+            try:
+                outcome.answers, outcome.fresh = citations.run_check(gateway, outcome.batch, cycle=cycle,
+                                                                     deadline=deadline)
+            except TimeLimitReached as exc:
+                outcome.error, outcome.timed_out, outcome.fresh = str(exc), True, exc.records
+            except StructuredCallFailed as exc:
+                outcome.error, outcome.fresh = str(exc), exc.records
+            outcome.calls = _dicts(outcome.fresh)
+            for key, answer in outcome.answers.items():
+                cache.store_citation(key, answer, outcome.calls)
+            return outcome
+
+        finished = _merge_finished(pending, pending, _parallel(pending, work, settings.synthesis.concurrency, deadline),
+                                   lambda o: f"citation check {o.batch.index} of {o.batch.report}: "
+                                             f"{_time_limit_note(minutes)}")
+    failed: dict[str, _Checked] = {}
+    by_report: dict[str, list[_Checked]] = {}
+    for checked in finished:
+        by_report.setdefault(checked.batch.report, []).append(checked)
+        for item in checked.batch.items.values():
+            if item.key in checked.answers:
+                answered[item.key] = (checked.answers[item.key], checked.calls)
+            else:
+                failed[item.key] = checked
+    for report_checks in checks:
+        _decide_report(report_checks, answered, failed, by_report.get(report_checks.plan.report, []))
+    return checks
+
+
+def _decide_report(checks: _ReportChecks, answered: dict[str, tuple[citations.Verdicted, list[dict[str, Any]]]],
+                   failed: dict[str, _Checked], outcomes: list[_Checked]) -> None:
+    """Every decision of one report, in claim order, with the calls each rests on (deduplicated)."""
+    calls: list[dict[str, Any]] = []
+    index: dict[str, int] = {}
+
+    def refer(records: list[dict[str, Any]]) -> tuple[int, ...]:
+        out = []
+        for call in records:
+            ident = json.dumps(call, sort_keys=True)
+            if ident not in index:
+                index[ident] = len(calls)
+                calls.append(call)
+            out.append(index[ident])
+        return tuple(out)
+
+    decisions = list(checks.plan.decided)
+    for item in checks.plan.items:
+        hit = answered.get(item.key)
+        if hit is not None:
+            answer, records = hit
+            check, reason = citations.decide(item, answer)
+            decisions.append(citations.Decision(item.claim, item.number, check, reason, item, answer, refer(records)))
+            continue
+        outcome = failed.get(item.key)
+        why = outcome.error if outcome is not None and outcome.error else "the check call gave no answer"
+        decisions.append(citations.Decision(
+            item.claim, item.number, CitationCheck(item.url, Support.UNSUPPORTED),
+            f"not checked: {why}", item, None, refer(outcome.calls) if outcome is not None else ()))
+    checks.decisions = sorted(decisions, key=lambda d: (d.claim, d.number))
+    checks.calls = calls
+    checks.fresh = [r for o in outcomes for r in o.fresh]
+    errors = [o for o in outcomes if o.error]
+    checks.timed_out = any(o.timed_out for o in errors)
+    checks.error = errors[0].error if errors else None
+
+
+def _with_citations(extracted: list[_Extracted], checks: list[_ReportChecks]) -> None:
+    """Each claim carries its citations as decided (in the order of its citation numbers)."""
+    by_claim: dict[str, list[citations.Decision]] = {}
+    for report_checks in checks:
+        for decision in report_checks.decisions:
+            by_claim.setdefault(decision.claim, []).append(decision)
+    for outcome in extracted:
+        outcome.claims = [replace(c, citations=tuple(d.check for d in by_claim.get(c.key, ()))) for c in outcome.claims]
+
+
 # --------------------------------------------------------------------------------------------------
 # The ledger
 
 
-def _incomplete(extracted: list[_Extracted], judged: list[_Judged], minutes: float) -> list[str]:
+def _incomplete(extracted: list[_Extracted], judged: list[_Judged], minutes: float,
+                checks: list[_ReportChecks]) -> list[str]:
     """What this synthesis did not process because its time limit was reached (empty when complete)."""
     reports = [o.request.report.stem for o in extracted if o.timed_out]
     batches = [o.batch.id for o in judged if o.timed_out]
+    unchecked = [c.plan.report for c in checks if c.timed_out]
     items = []
+    if unchecked:
+        items.append(f"The synthesis time limit ({minutes:g} min) was reached before the citations of these reports "
+                     f"were all checked; those not checked are unsupported: {', '.join(unchecked)}.")
     if reports:
         items.append(f"The synthesis time limit ({minutes:g} min) was reached before these reports were extracted; "
                      f"their claims are missing: {', '.join(reports)}.")
@@ -333,7 +480,8 @@ def _incomplete(extracted: list[_Extracted], judged: list[_Judged], minutes: flo
 
 
 def _limitations(cycle: str, reports: list[ReportInput], skipped: list[SkippedReport], legs: list[LegCoverage],
-                 extracted: list[_Extracted], judged: list[_Judged], incomplete: list[str]) -> list[str]:
+                 extracted: list[_Extracted], judged: list[_Judged], incomplete: list[str],
+                 checks: list[_ReportChecks]) -> list[str]:
     items: list[str] = list(incomplete)
     by_stem = {r.stem: r for r in reports}
     for leg in legs:
@@ -384,7 +532,29 @@ def _limitations(cycle: str, reports: list[ReportInput], skipped: list[SkippedRe
         if batch.judge_is_author:
             items.append(f"Judge batch {batch.id} was judged by {batch.judge_model}, whose family also wrote "
                          "reports in that batch (no judge of another family is configured).")
+    items += _check_limitations(checks)
     return [one_line(item, 900) for item in items]
+
+
+def _check_limitations(checks: list[_ReportChecks]) -> list[str]:
+    """What the citation check could not do, per report (each citation's own reason is in the ledger)."""
+    items = []
+    for report_checks in checks:
+        plan = report_checks.plan
+        cited = len(report_checks.decisions)
+        if not plan.evidence.present and cited:
+            items.append(f"Report {plan.report} has no usable evidence file ({plan.evidence.relpath}); its {cited} "
+                         "citation(s) are no_evidence.")
+        if plan.judge_model is None and any(d.reason.startswith(citations.NO_JUDGE) for d in report_checks.decisions):
+            items.append(f"Report {plan.report}'s citations were not checked: no citation judge of another family "
+                         "is configured (synthesis.citation_models); they are unsupported.")
+        if report_checks.error and not report_checks.timed_out:
+            items.append(f"Citation check of report {plan.report} failed ({report_checks.error}); the citations it "
+                         "covered are unsupported.")
+        if plan.skipped:
+            items.append(f"Report {plan.report} has more than {citations.MAX_ITEMS_PER_REPORT} citations to check; "
+                         f"{plan.skipped} were not checked and are unsupported.")
+    return items
 
 
 def _ledger_report(outcome: _Extracted, settings: Settings) -> LedgerReport:
@@ -410,16 +580,36 @@ def _ledger_report(outcome: _Extracted, settings: Settings) -> LedgerReport:
         claims=[c.key for c in outcome.claims])
 
 
+def _ledger_checks(checks: list[_ReportChecks]) -> list[LedgerCheck]:
+    out = []
+    for report_checks in sorted(checks, key=lambda c: c.plan.report):
+        plan = report_checks.plan
+        status: Literal["ok", "failed", "timed_out"] = "timed_out" if report_checks.timed_out else \
+            "failed" if report_checks.error else "ok"
+        items = [LedgerCheckItem(
+            claim=d.claim, number=d.number, url=d.check.url, support=d.check.support, reason=one_line(d.reason, 500),
+            key=d.item.key if d.item is not None else None,
+            judge_model=d.item.judge_model if d.item is not None else None,
+            passages=[s.passage.sha256 for s in d.item.shown] if d.item is not None else [],
+            answer=d.answer.to_dict() if d.answer is not None else None, calls=list(d.calls))
+            for d in report_checks.decisions]
+        out.append(LedgerCheck(report=plan.report, judge_model=plan.judge_model, evidence=plan.evidence.relpath,
+                               evidence_present=plan.evidence.present, status=status,
+                               error=one_line(report_checks.error, 500) if report_checks.error else None,
+                               items=items, calls=report_checks.calls))
+    return out
+
+
 def _build_ledger(cycle: str, settings: Settings, reports: list[ReportInput], skipped: list[SkippedReport],
                   legs: list[LegCoverage], extracted: list[_Extracted], judged: list[_Judged], clusters: list[Cluster],
-                  divergences: list[Divergence], limitations: list[str], incomplete: list[str]) -> Ledger:
+                  divergences: list[Divergence], limitations: list[str], incomplete: list[str],
+                  checks: list[_ReportChecks]) -> Ledger:
     syn = settings.synthesis
     cluster_of = {key: c.key for c in clusters for key in c.members}
     by_index = {c.index: c for c in clusters}
     ledger_claims = [
         LedgerClaim(cluster=cluster_of[claim.key], key=claim.key, report=claim.report, layer_key=claim.layer_key,
-                    decision_key=claim.decision_key, pick_key=claim.pick_key, quote=claim.quote,
-                    section=claim.section, position=claim.position, anchored=claim.anchored,
+                    decision_key=claim.decision_key, pick_key=claim.pick_key, anchored=claim.anchored,
                     citations=[LedgerCitation.of(c) for c in claim.citations], **claim.extracted())
         for outcome in extracted for claim in outcome.claims]
     ledger_clusters = [LedgerCluster(
@@ -452,11 +642,15 @@ def _build_ledger(cycle: str, settings: Settings, reports: list[ReportInput], sk
               "not_findings": sum(len(o.not_findings) for o in extracted),
               "clusters": statuses, "flagged": sum(1 for c in clusters if c.flagged),
               "divergences": len(divergences), "ties": sum(1 for d in divergences if d.tie),
-              "batches": len(judged)}
+              "batches": len(judged),
+              "anchored": sum(1 for o in extracted for c in o.claims if c.anchored),
+              "citations": {support.value: sum(1 for o in extracted for c in o.claims for x in c.citations
+                                               if x.support is support) for support in Support}}
     return Ledger(
         cycle=cycle, framework=settings.framework_name,
         settings={"extractor_model": syn.extractor_model, "extraction_prompt": extract.PROMPT_VERSION,
                   "judge_models": list(syn.judge_models), "judge_prompt": align.PROMPT_VERSION,
+                  "citation_models": list(syn.citation_models), "citation_prompt": citations.PROMPT_VERSION,
                   "count_unverified": syn.count_unverified, "batch_size": syn.batch_size,
                   "similarity_threshold": syn.similarity_threshold, "layers": list(syn.layers),
                   "timeout_minutes": syn.timeout_minutes},
@@ -468,16 +662,20 @@ def _build_ledger(cycle: str, settings: Settings, reports: list[ReportInput], sk
         clusters=sorted(ledger_clusters, key=lambda c: c.key),
         divergences=sorted(ledger_divergences, key=lambda d: d.key),
         batches=sorted(ledger_batches, key=lambda b: b.id),
+        citation_checks=_ledger_checks(checks),
         legs=[LedgerLeg(stem=leg.stem, topic=leg.topic, model=leg.model, state=leg.state.value,
                         detail=one_line(leg.detail, 500), report=leg.report_relpath) for leg in legs],
         limitations=limitations, incomplete=incomplete)
 
 
-def _calls_log(extracted: list[_Extracted], judged: list[_Judged]) -> str:
+def _calls_log(extracted: list[_Extracted], judged: list[_Judged], checks: list[_ReportChecks]) -> str:
     lines = []
     for outcome in sorted(extracted, key=lambda o: o.request.report.stem):
         lines += [json.dumps({**call, "subject": outcome.request.report.relpath}, sort_keys=True,
                              separators=(",", ":")) for call in outcome.calls]
+    for report_checks in sorted(checks, key=lambda c: c.plan.report):
+        lines += [json.dumps({**call, "subject": f"citations of {report_checks.plan.report}"}, sort_keys=True,
+                             separators=(",", ":")) for call in report_checks.calls]
     for judged_batch in judged:
         lines += [json.dumps({**call, "subject": f"judge batch {judged_batch.batch.id}"}, sort_keys=True,
                              separators=(",", ":")) for call in judged_batch.calls]
@@ -518,6 +716,8 @@ def synthesize(repo: Path, settings: Settings, *, env: Mapping[str, str], cycle:
         failures = [o for o in extracted if o.error]
         if len(failures) == len(extracted):
             raise SynthesisFailed(f"every extraction failed; nothing was written (first: {failures[0].error})")
+        checks = _check_all(repo, reports, extracted, settings, cache, lazy, cycle, deadline)
+        _with_citations(extracted, checks)
         claims = [claim for outcome in extracted for claim in outcome.claims]
         by_key = {c.key: c for c in claims}
         by_stem = {r.stem: r for r in reports}
@@ -534,10 +734,10 @@ def synthesize(repo: Path, settings: Settings, *, env: Mapping[str, str], cycle:
     clusters, divergences = classify(alignment, by_key, {r.stem: r.counting for r in reports})
     assign_cluster_keys(clusters, old, {c.key for c in claims if c.report in counted})
     assign_divergence_keys(divergences, clusters)
-    incomplete = _incomplete(extracted, judged, syn.timeout_minutes)
-    limitations = _limitations(cycle, reports, inputs.skipped, states, extracted, judged, incomplete)
+    incomplete = _incomplete(extracted, judged, syn.timeout_minutes, checks)
+    limitations = _limitations(cycle, reports, inputs.skipped, states, extracted, judged, incomplete, checks)
     ledger = _build_ledger(cycle, settings, reports, inputs.skipped, states, extracted, judged, clusters, divergences,
-                           limitations, incomplete)
+                           limitations, incomplete, checks)
     ledger_dict = ledger.to_dict()
     diff = diff_ledgers(old, ledger_dict)
 
@@ -547,6 +747,10 @@ def synthesize(repo: Path, settings: Settings, *, env: Mapping[str, str], cycle:
         if outcome.dropped:
             warnings.append(f"{outcome.request.report.relpath}: the extractor cited {outcome.dropped} source "
                             "number(s) the report does not have; they were dropped")
+    for report_checks in checks:
+        warnings += report_checks.plan.evidence.warnings
+        if report_checks.error:
+            warnings.append(report_checks.error)
     for judged_batch in judged:
         if judged_batch.error:
             warnings.append(judged_batch.error)
@@ -556,18 +760,21 @@ def synthesize(repo: Path, settings: Settings, *, env: Mapping[str, str], cycle:
 
     write_atomic(ledger_path, redact(ledger.to_json()))
     write_atomic(document_path, redact(render_document(ledger, settings)))
-    write_atomic(calls_path, _calls_log(extracted, judged))
+    write_atomic(calls_path, _calls_log(extracted, judged, checks))
     methodology_path = _update_methodology(repo, settings, states, reports, warnings)
 
-    fresh = [r for o in extracted for r in o.fresh] + [r for o in judged for r in o.fresh]
+    fresh = [r for o in extracted for r in o.fresh] + [r for o in judged for r in o.fresh] + \
+        [r for c in checks for r in c.fresh]
     extraction_calls = sum(len(o.fresh) for o in extracted)
     judge_calls = sum(len(o.fresh) for o in judged)
+    check_calls = sum(len(c.fresh) for c in checks)
     return SynthesisResult(
         document_path=document_path, ledger_path=ledger_path, calls_path=calls_path,
-        methodology_path=methodology_path, diff=diff, llm_calls=extraction_calls + judge_calls,
+        methodology_path=methodology_path, diff=diff, llm_calls=extraction_calls + judge_calls + check_calls,
         extraction_calls=extraction_calls, cached_extractions=sum(1 for o in extracted if o.cached),
         judge_calls=judge_calls, cached_judgements=sum(1 for o in judged if o.cached),
         cost_usd=round(sum(r.cost_usd for r in fresh), 6), counts=ledger_dict["counts"],
+        check_calls=check_calls, cached_checks=sum(c.cached for c in checks),
         warnings=[one_line(w, 500) for w in warnings], ledger=ledger_dict, incomplete=incomplete)
 
 
