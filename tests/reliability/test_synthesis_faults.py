@@ -161,3 +161,50 @@ def test_the_time_limit_during_judging_is_named(planted: Path, synth_env, gatewa
     for batch in data["batches"]:
         assert any(batch["id"] in item and "judge batch(es)" in item for item in data["incomplete"])
     assert data["divergences"] == []  # nobody confirmed a divergence
+
+
+@reliability(area="budget", case="synthesis time limit reached while a citation check is running",
+             expect="exit 0 on time; the report's checks are timed_out, their citations unsupported with the reason, "
+                    "`incomplete` names the report; nothing of it is cached, so the next run checks it")
+def test_the_time_limit_during_a_citation_check_is_named(planted: Path, synth_env, gateway) -> None:
+    write_pyproject(planted, ", timeout_minutes = 0.05")
+    gateway.set_scenario({"rules": [{"match": {"schema": "citation_check", "session": "*:cite-02-beta-*"},
+                                     "delay_s": 60}]})
+    started = time.monotonic()
+    result = synthesize_cli(planted, synth_env)
+    assert time.monotonic() - started < 45
+    clean_run(result)
+    data = valid_ledger(planted)
+    beta = next(c for c in data["citation_checks"] if c["report"] == "02-beta")
+    assert beta["status"] == "timed_out" and beta["items"]
+    assert all(i["support"] == "unsupported" and "time limit" in i["reason"] for i in beta["items"])
+    assert any("citations of these reports were all checked" in item and "02-beta" in item
+               for item in data["incomplete"])
+    gateway.set_scenario({})
+    write_pyproject(planted)
+    again = synthesize_cli(planted, synth_env)
+    clean_run(again)
+    data = valid_ledger(planted)
+    assert "(0 extraction, 6 cached; 1 citation check" in again.stdout and data["incomplete"] == []
+    assert all(i["support"] == "supported" for c in data["citation_checks"] for i in c["items"])
+
+
+@reliability(area="input", case="damaged citation-check cache entry",
+             expect="a warning names build/synthesis-cache/cite/<key>.json and the field; the citation is asked again "
+                    "and decided as before; exit 0")
+def test_a_damaged_citation_cache_entry_is_asked_again(planted: Path, synth_env, gateway) -> None:
+    clean_run(synthesize_cli(planted, synth_env))
+    before = valid_ledger(planted)
+    (planted / "framework" / "claims.json").unlink()  # only the build cache can replay now
+    [entry, *_] = sorted((planted / "build" / "synthesis-cache" / "cite").glob("*.json"))
+    data = json.loads(entry.read_text(encoding="utf-8"))
+    entry.write_text(json.dumps({**data, "answer": {"verdict": "maybe", "passage": None, "quote": None}}),
+                     encoding="utf-8")
+    gateway.reset()
+    result = synthesize_cli(planted, synth_env)
+    clean_run(result)
+    [warning] = [line for line in result.stdout.splitlines() if "damaged synthesis cache entry" in line]
+    assert f"build/synthesis-cache/cite/{entry.name}" in warning and "asked for again" in warning
+    assert "1 citation check" in result.stdout
+    after = valid_ledger(planted)
+    assert [c["citations"] for c in after["claims"]] == [c["citations"] for c in before["claims"]]
