@@ -184,7 +184,7 @@ def test_no_evidence_and_damaged_evidence_lines_are_said(tmp_path: Path, synth_e
     path.write_text("\n".join([lines[0], json.dumps(tampered), "{not json"]) + "\n")
     data = run(repo, synth_env)
     stdout = data["_stdout"]
-    assert "research/01-alpha.evidence.jsonl: line 2: damaged evidence line (field sha256" in stdout
+    assert "research/01-alpha.evidence.jsonl: line 2: damaged evidence line (sha256: not the sha256 of text" in stdout
     assert "research/01-alpha.evidence.jsonl: line 3: damaged evidence line (not JSON" in stdout
     assert claim_quoting(data, PRIME_ALPHA)["citations"][0]["support"] == "no_evidence"
     assert claim_quoting(data, GRPO_ALPHA)["citations"][0]["support"] == "supported"

@@ -10,6 +10,7 @@ import json
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from research_dispatch.leg.evidence import MAX_EVIDENCE_BYTES, EvidenceLine
 from research_dispatch.synthesis import citations, verbatim
 from research_dispatch.synthesis.checked import Support
 from research_dispatch.synthesis.citations import (
@@ -22,16 +23,15 @@ from research_dispatch.synthesis.citations import (
     decide,
     select_passages,
 )
-from research_dispatch.synthesis.evidence import MAX_EVIDENCE_BYTES, Passage, load, parse
+from research_dispatch.synthesis.evidence import load, parse
 
 URL = "https://arxiv.org/abs/2409.19256"
 TEXT = ("HybridFlow combines single-controller and multi-controller paradigms. It runs RLHF dataflows 1.5x to "
         "20x faster than earlier systems. The code is released as veRL.")
 
 
-def passage(text: str, url: str = URL) -> Passage:
-    return Passage(url=url, title="HybridFlow", tool="web_extract", text=text,
-                   sha256=hashlib.sha256(text.encode("utf-8")).hexdigest())
+def passage(text: str, url: str = URL) -> EvidenceLine:
+    return EvidenceLine.of(url, "HybridFlow", "web_extract", text)
 
 
 def item(*texts: str, quote: str = "HybridFlow runs RLHF dataflows up to 20x faster") -> Item:

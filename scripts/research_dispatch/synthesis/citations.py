@@ -42,9 +42,10 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validat
 from research_dispatch.config.settings import Settings
 from research_dispatch.core import sanitize
 from research_dispatch.gateway.client import CallRecord, Gateway
+from research_dispatch.leg.evidence import EvidenceLine
 from research_dispatch.synthesis import verbatim
 from research_dispatch.synthesis.checked import CitationCheck, Support
-from research_dispatch.synthesis.evidence import Evidence, Passage
+from research_dispatch.synthesis.evidence import Evidence
 from research_dispatch.synthesis.extract import Claim
 from research_dispatch.synthesis.inputs import ReportInput
 from research_dispatch.synthesis.structured import call_structured
@@ -175,7 +176,7 @@ class Verdicted:
 class Shown:
     """A stored passage as one citation shows it to the judge: its most relevant excerpt."""
 
-    passage: Passage
+    passage: EvidenceLine
     excerpt: str
 
 
@@ -225,7 +226,7 @@ class CheckBatch:
     index: int
     judge_model: str
     items: dict[str, Item]  # "K1" -> item
-    passages: dict[str, Passage]  # "P1" -> passage (as shown, for every item that lists it)
+    passages: dict[str, EvidenceLine]  # "P1" -> passage (as shown, for every item that lists it)
     item_passages: dict[str, tuple[str, ...]]  # "K1" -> ("P1", ...)
     messages: list[dict[str, Any]]
 
@@ -251,7 +252,7 @@ def item_key(quote: str, shown: Iterable[Shown], judge_model: str) -> str:
     return hashlib.sha256(payload.encode("utf-8")).hexdigest()
 
 
-def select_passages(passages: list[Passage], quote: str) -> tuple[Shown, ...]:
+def select_passages(passages: list[EvidenceLine], quote: str) -> tuple[Shown, ...]:
     """The `MAX_PASSAGES` passages most relevant to `quote` (BM25; ties by hash), each as its most
     relevant excerpt of at most `PASSAGE_CHARS` characters, in a stable order. A passage that shares no
     term with the quote, or scores under `RELEVANT_SHARE` of the best one, is left out (it is not where
@@ -331,7 +332,7 @@ def build_batches(report: str, items: list[Item], *, first_index: int = 1) -> li
 
 def _batch(report: str, index: int, items: list[Item]) -> CheckBatch:
     passage_ids: dict[tuple[str, str], str] = {}
-    passages: dict[str, Passage] = {}
+    passages: dict[str, EvidenceLine] = {}
     shown_lines: list[dict[str, Any]] = []
     claim_lines: list[dict[str, Any]] = []
     by_id: dict[str, Item] = {}

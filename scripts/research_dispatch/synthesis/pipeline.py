@@ -47,7 +47,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Literal, Protocol, TypeVar
 
-from research_dispatch.config.plan import Leg
+from research_dispatch.config.plan import Leg, companions
 from research_dispatch.config.settings import Settings
 from research_dispatch.core.fsio import confined, write_atomic
 from research_dispatch.core.redact import redact
@@ -359,7 +359,7 @@ def _check_all(repo: Path, reports: list[ReportInput], extracted: list[_Extracte
         if outcome.error:
             continue
         report = by_stem[outcome.request.report.stem]
-        relpath = report.relpath.removesuffix(".md") + ".evidence.jsonl"
+        relpath = companions(report.relpath).evidence
         stored = evidence.load(confined(repo, relpath), relpath)
         report_checks = _ReportChecks(citations.plan_report(report, outcome.claims, stored, settings))
         checks.append(report_checks)
