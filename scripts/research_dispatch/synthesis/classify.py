@@ -310,7 +310,8 @@ def _divergences(clusters: list[Cluster], alignment: Alignment, claims: Mapping[
                               condition=condition, condition_reports=stated_by))
         if len(sides) < 2:
             continue
-        sides.sort(key=lambda s: (-s.support[0], -s.support[1], s.label.casefold(), s.claims[0]))
+        sides.sort(key=lambda s: (-s.support[0], -s.support[1], s.position is Position.AGAINST, s.label.casefold(),
+                                  s.claims[0]))
         tie = rules.tied(sides[0].support, sides[1].support)
         members = [by_index[s.cluster] for s in sides]
         decisions = [c.decision for c in members if c.decision]
