@@ -18,6 +18,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from research_dispatch.core.sanitize import for_pr_body, one_line
+
 FLAG = "single-source — may be model bias"
 TABLE_STATUSES = ("convergent", "same_family", "single_source")  # a lone recommendation is a decision in these
 
@@ -197,3 +199,26 @@ def matrix(ledger: Any) -> Matrix:
     families = _Ledger(ledger).counted_families
     return Matrix(families=families,
                   rows=tuple((d, tuple(cell(d, f) for f in families)) for d in decisions(ledger)))
+
+
+def pr_text(text: str) -> str:
+    """Untrusted text for a PR body or job summary: Markdown escaped first, then `for_pr_body` (whose
+    @mention guard must have the last word)."""
+    for ch in "\\`*_[]|":
+        text = text.replace(ch, "\\" + ch)
+    return for_pr_body(text)
+
+
+def matrix_markdown(grid: Matrix, max_rows: int = 40) -> str:
+    """The agreement matrix as a PR-body table: sanitised, at most `max_rows` rows, then a count."""
+    if not grid.rows or not grid.families:
+        return "No decision this cycle."
+    lines = ["| Decision | " + " | ".join(pr_text(one_line(f, 40)) for f in grid.families) + " |",
+             "|---|" + "---|" * len(grid.families)]
+    for decision, cells in grid.rows[:max_rows]:
+        title = decision.layer + (f" — {decision.question}" if decision.question else "")
+        lines.append(f"| {pr_text(one_line(title, 120))} | " + " | ".join(pr_text(one_line(c, 60)) for c in cells)
+                     + " |")
+    if len(grid.rows) > max_rows:
+        lines += ["", f"… and {len(grid.rows) - max_rows} more decisions (see `framework/claims.json`)."]
+    return "\n".join(lines) + "\n"

@@ -34,7 +34,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from research_dispatch.core.sanitize import for_pr_body, one_line
-from research_dispatch.synthesis.decisions import Decision, decisions
+from research_dispatch.synthesis.decisions import Decision, decisions, pr_text
 
 CATEGORIES = (
     ("decisions", "Decisions changed"),
@@ -136,7 +136,7 @@ class LedgerDiff:
             shown_decisions = self.decisions[:budget]
             budget -= len(shown_decisions)
             for change in shown_decisions:
-                lines.append(f"- `{_code(change.key)}` {_md(one_line(change.title, 160))}")
+                lines.append(f"- `{_code(change.key)}` {pr_text(one_line(change.title, 160))}")
                 lines += [f"  - {row}" for row in _decision_rows(change, plain=False)]
             if len(self.decisions) > len(shown_decisions):
                 lines.append(f"- … and {len(self.decisions) - len(shown_decisions)} more (see `framework/claims.json`)")
@@ -150,9 +150,9 @@ class LedgerDiff:
             shown = items[:budget]
             budget -= len(shown)
             for item in shown:
-                summary = _md(one_line(item.summary, SUMMARY_CHARS))
-                lines.append(f"- `{_code(item.key)}` {_md(one_line(item.layer, 60))}: {summary} — "
-                             f"{_md(_change(item))}")
+                summary = pr_text(one_line(item.summary, SUMMARY_CHARS))
+                lines.append(f"- `{_code(item.key)}` {pr_text(one_line(item.layer, 60))}: {summary} — "
+                             f"{pr_text(_change(item))}")
             if len(items) > len(shown):
                 lines.append(f"- … and {len(items) - len(shown)} more (see `framework/claims.json`)")
             lines.append("")
@@ -162,7 +162,7 @@ class LedgerDiff:
 def _decision_rows(change: DecisionChange, *, plain: bool) -> list[str]:
     """The lines of one decision change: what changed, the verdict and the sides, before and after."""
     def show(text: str, limit: int) -> str:
-        return one_line(text, limit) if plain else _md(one_line(text, limit))
+        return one_line(text, limit) if plain else pr_text(one_line(text, limit))
 
     rows = [show("; ".join(change.changes), 400)]
     rows.append("before: " + (show(change.before, 400) if change.before else "—"))
@@ -255,13 +255,6 @@ def _change(item: DiffItem) -> str:
     if item.before and item.after:
         return f"{item.before} → {item.after}"
     return item.after or item.before or ""
-
-
-def _md(text: str) -> str:
-    """Escape Markdown first, then `for_pr_body` (whose @mention guard must have the last word)."""
-    for ch in "\\`*_[]|":
-        text = text.replace(ch, "\\" + ch)
-    return for_pr_body(text)
 
 
 def _code(text: str) -> str:
