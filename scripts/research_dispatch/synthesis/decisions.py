@@ -19,8 +19,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from research_dispatch.core.sanitize import for_pr_body, one_line
+from research_dispatch.synthesis.classify import FLAG
 
-FLAG = "single-source — may be model bias"
 TABLE_STATUSES = ("convergent", "same_family", "single_source")  # a lone recommendation is a decision in these
 
 
@@ -79,10 +79,9 @@ class Decision:
     layer: str
     question: str
     verdict: str
-    status: str
+    status: str  # divergent, or the lone recommendation's: convergent, same_family, single_source
+    kind: str  # of a divergence: alternatives | contradiction ("" for a lone recommendation)
     tie: bool
-    shared_source: bool
-    flagged: bool
     sides: tuple[DecisionSide, ...]
 
     @property
@@ -154,8 +153,8 @@ def decisions(ledger: Any) -> list[Decision]:
         in_divergence.update(side.cluster for side in sides)
         out.append(Decision(key=divergence["key"], layer=_text(divergence.get("layer")),
                             question=_text(divergence.get("decision")), verdict=_text(divergence.get("line")),
-                            status="divergent", tie=divergence.get("tie") is True, shared_source=False,
-                            flagged=any(len(side.reports) == 1 for side in sides), sides=sides))
+                            status="divergent", kind=_text(divergence.get("kind")), tie=divergence.get("tie") is True,
+                            sides=sides))
     for key, cluster in sorted(parts.clusters.items()):
         status = _text(cluster.get("status"))
         if key in in_divergence or status not in TABLE_STATUSES or not _text(cluster.get("pick")):
@@ -164,9 +163,7 @@ def decisions(ledger: Any) -> list[Decision]:
                    and _text(parts.claims.get(k, {}).get("standing")) == "counted"]
         side = parts.side(cluster, counted)
         out.append(Decision(key=key, layer=_text(cluster.get("layer")), question=_text(cluster.get("decision")),
-                            verdict=cluster_verdict(cluster), status=status, tie=False,
-                            shared_source=cluster.get("shared_source") is True, flagged=cluster.get("flagged") is True,
-                            sides=(side,)))
+                            verdict=cluster_verdict(cluster), status=status, kind="", tie=False, sides=(side,)))
     return sorted(out, key=lambda d: (d.layer.casefold(), d.question.casefold(), d.key))
 
 

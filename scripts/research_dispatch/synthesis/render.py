@@ -95,6 +95,8 @@ class _Renderer:
         self.reports = {r.stem: r for r in ledger.reports}
         self.claims = {c.key: c for c in ledger.claims}
         self.clusters = {c.key: c for c in ledger.clusters}
+        self.decisions = decided.decisions(ledger.to_dict())
+        self.grid = decided.matrix(ledger.to_dict())
         self.sources = _Sources()
         self.lines: list[str] = []
 
@@ -215,7 +217,7 @@ class _Renderer:
                 f"found), of which {checked['supported']} with a supported citation, {checked['unsupported']} "
                 f"unsupported, {checked['contradicted']} contradicted by their own source. "
                 f"{checked['counted']} count towards support.", "")
-        made = decided.decisions(self.ledger.to_dict())
+        made = self.decisions
         by_status = {status: sum(1 for d in made if d.status == status)
                      for status in ("convergent", "same_family", "divergent", "single_source")}
         ties = sum(1 for d in made if d.tie)
@@ -248,7 +250,7 @@ class _Renderer:
 
     def decision_table(self) -> None:
         self.emit("## TL;DR — decision table", "")
-        made = decided.decisions(self.ledger.to_dict())
+        made = self.decisions
         if not made:
             self.emit("No report made a recommendation that could be placed in the table.", "")
             return
@@ -258,8 +260,7 @@ class _Renderer:
                 support = " vs ".join(f"{_plural(len(s.families), 'family', 'families')}, "
                                       f"{_plural(len(s.sources), 'source')}" for s in decision.sides)
                 status = "**divergent**" + (" — no consensus" if decision.tie else "")
-                kind = next((d.kind for d in self.ledger.divergences if d.key == decision.key), "")
-                if kind == "contradiction":
+                if decision.kind == "contradiction":
                     status += " (contradiction)"
                 verdict = md(decision.verdict.removeprefix("Use "), 400)
             else:
@@ -274,7 +275,7 @@ class _Renderer:
         self.emit("")
 
     def agreement_matrix(self) -> None:
-        grid = decided.matrix(self.ledger.to_dict())
+        grid = self.grid
         self.emit("## Agreement matrix", "",
                   "What each model family's counted reports hold on each decision: for, against, conditional (for, "
                   "every claim stating a condition) or none; on a divergence, the side the family holds. A family "
