@@ -47,12 +47,12 @@ from research_dispatch.synthesis.checked import Position
 from research_dispatch.synthesis.extract import CONFIDENCE_RANK, Claim
 from research_dispatch.synthesis.inputs import Counting
 from research_dispatch.synthesis.text import layer_key as make_layer_key
+from research_dispatch.synthesis.text import states_a_condition
 
 STATUSES = ("convergent", "same_family", "divergent", "single_source", "unsupported", "excluded")
 FLAG = "single-source — may be model bias"
 LABEL_CHARS = 160
 _FUTURE = re.compile(r"^\s*(when|once|if|after|as soon as|until|unless|where|provided|should)\b", re.IGNORECASE)
-_PRESENT = re.compile(r"^\s*(today|now|currently|at present)\b\W*$", re.IGNORECASE)
 
 
 @dataclass
@@ -110,7 +110,7 @@ class Side:
 
     @property
     def future_condition(self) -> bool:
-        return bool(self.condition) and not _PRESENT.match(self.condition or "")
+        return states_a_condition(self.condition)
 
 
 @dataclass
@@ -227,9 +227,9 @@ def _components(pairs: list[tuple[int, int]]) -> list[list[int]]:
 
 
 def _when(condition: str | None) -> str:
-    if not condition or _PRESENT.match(condition):
+    if not states_a_condition(condition):
         return "when the evidence for that strengthens (its reports state no condition)"
-    text = condition.strip().rstrip(".")
+    text = (condition or "").strip().rstrip(".")
     return text if _FUTURE.match(text) else f"when {text}"
 
 

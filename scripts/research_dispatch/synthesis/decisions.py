@@ -20,6 +20,7 @@ from typing import Any
 
 from research_dispatch.core.sanitize import for_pr_body, one_line
 from research_dispatch.synthesis.classify import FLAG
+from research_dispatch.synthesis.text import states_a_condition
 
 TABLE_STATUSES = ("convergent", "same_family", "single_source")  # a lone recommendation is a decision in these
 
@@ -107,14 +108,14 @@ class _Ledger:
                                               for f in _strings(r.get("families"))}))
 
     def conditional(self, claim_keys: list[str]) -> tuple[str, ...]:
-        """The families every one of whose claims among these states a condition."""
+        """The families every one of whose claims among these states a condition ("today" is none)."""
         by_family: dict[str, list[bool]] = {}
         for key in claim_keys:
             claim = self.claims.get(key)
             if claim is None:
                 continue
             for family in self.report_families.get(_text(claim.get("report")), ()):
-                by_family.setdefault(family, []).append(bool(_text(claim.get("condition"))))
+                by_family.setdefault(family, []).append(states_a_condition(_text(claim.get("condition"))))
         return tuple(sorted(f for f, stated in by_family.items() if all(stated)))
 
     def side(self, position: dict[str, Any], claim_keys: list[str]) -> DecisionSide:

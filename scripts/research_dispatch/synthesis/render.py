@@ -159,7 +159,8 @@ class _Renderer:
         if claim.standing is not Standing.COUNTED:
             extra.append(f"not counted: {claim.standing.reason}")
         tail = f" ({'; '.join(extra)})" if extra else ""
-        checked = "".join(f"\n{' ' * len(indent)}- {self.citation_line(claim, c)}" for c in claim.citations)
+        pad = " " * max(len(indent), 2)  # nested under the claim's own list item
+        checked = "".join(f"\n{pad}- {self.citation_line(claim, c)}" for c in claim.citations)
         cited = "" if claim.citations else self.cite(claim)
         return f"{indent}{self.where(claim)}: {self.words(claim)}{cited}{tail}{checked}"
 
