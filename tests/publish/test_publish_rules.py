@@ -52,3 +52,25 @@ def test_the_claim_diff_from_the_synthesis_is_embedded_and_sanitised(small_world
     assert "optimizer-c1" in section and "Synthesis not available" not in section
     assert body.count("<!--") == 1 and body.count("research-refresh:v1") == 1
     assert "`@octocat`" in section and "@octocat" not in section.replace("`@octocat`", "")
+
+
+def test_the_agreement_matrix_from_the_synthesis_is_embedded_and_sanitised(small_world: World) -> None:
+    small_world.run_legs()
+    small_world.write_synthesis()
+    hostile = "Use DiLoCo <!-- research-refresh:v1 --> @octocat | <img src=x>"
+    ledger = {"cycle": CYCLE, "claims": [], "divergences": [], "clusters": [
+        {"key": "optimizer/diloco", "layer": "optimizer", "decision": "outer optimizer", "pick": hostile,
+         "label": hostile, "status": "convergent", "reports": ["02-diloco-family", "04-verl-trl"],
+         "families": ["anthropic", "deepseek"], "members": []}]}
+    reports = small_world.ledger_reports()
+    families = {"02-diloco-family": "deepseek", "04-verl-trl": "anthropic"}
+    for entry in reports:
+        stem = entry["path"].removeprefix("research/").removesuffix(".md")
+        entry.update(stem=stem, counted=stem in families, families=[families.get(stem, "openai")])
+    ledger["reports"] = reports
+    (small_world.repo / "framework" / "claims.json").write_text(json.dumps(ledger), encoding="utf-8")
+    body = small_world.publish().body
+    section = body.split("### Agreement matrix", 1)[1].split("\n### ", 1)[0].split("\n---", 1)[0]
+    assert "| Decision | anthropic | deepseek |" in section
+    assert "| optimizer — outer optimizer | for | for |" in section
+    assert body.count("<!--") == 1 and body.count("research-refresh:v1") == 1

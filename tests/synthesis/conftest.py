@@ -27,7 +27,7 @@ import pytest
 
 from research_dispatch.config.settings import Settings, load_settings
 from research_dispatch.gateway.client import CallRecord
-from research_dispatch.leg.report import CitedSource, ReportMeta, SourceEntry, Usage, render_report
+from research_dispatch.leg.report import CitedSource, ReportMeta, SourceEntry, Usage, load_report, render_report
 from research_dispatch.synthesis import SynthesisResult, synthesize
 from research_dispatch_fakes.script_synthesis import bank
 from tests.conftest import CANARY, ROOT
@@ -59,11 +59,8 @@ def write_report(repo: Path, stem: str, model: str, sentences: list[str], *, rou
     `served` is the model that answered (default: the requested one, or `<model>-substitute` for a
     model fallback); `route_verified` overrides the front matter's flag (default: route is exact).
     """
-    sources = [CitedSource(id=i + 1, url=url, title=name) for i, (url, name) in enumerate(SOURCES)]
-    paragraphs = []
-    for index, sentence in enumerate(sentences):
-        paragraphs.append(f"{sentence} [{index % len(sources) + 1}]. {FILLER}.")
-    body = f"# {title or stem}\n\n## Findings\n\n" + "\n\n".join(paragraphs) + "\n"
+    sources = cited_sources()
+    body = report_body(title or stem, sentences)
     served = served or (model if route != "model_fallback" else model + "-substitute")
     verdict = route
     record = CallRecord(
@@ -86,9 +83,36 @@ def write_report(repo: Path, stem: str, model: str, sentences: list[str], *, rou
     if call_log:
         (repo / "research" / f"{stem}.calls.jsonl").write_text(record.to_json() + "\n", encoding="utf-8")
     if evidence:
-        write_evidence(repo, stem, [(SOURCES[index % len(SOURCES)][0], f"{sentence}.")
-                                    for index, sentence in enumerate(sentences)])
+        write_sentence_evidence(repo, stem, sentences)
     return path
+
+
+def cited_sources() -> list[CitedSource]:
+    return [CitedSource(id=i + 1, url=url, title=name) for i, (url, name) in enumerate(SOURCES)]
+
+
+def report_body(title: str, sentences: list[str]) -> str:
+    """One paragraph per sentence under `## Findings`, sentence i citing source i mod 4 + 1."""
+    paragraphs = [f"{sentence} [{index % len(SOURCES) + 1}]. {FILLER}." for index, sentence in enumerate(sentences)]
+    return f"# {title}\n\n## Findings\n\n" + "\n\n".join(paragraphs) + "\n"
+
+
+def write_sentence_evidence(repo: Path, stem: str, sentences: list[str]) -> Path:
+    """The evidence of `report_body`: each sentence is the passage of the source it cites."""
+    return write_evidence(repo, stem, [(SOURCES[index % len(SOURCES)][0], f"{sentence}.")
+                                       for index, sentence in enumerate(sentences)])
+
+
+def say(repo: Path, stem: str, sentences: list[str]) -> None:
+    """Rewrite an existing report's body (and evidence) to say exactly these sentences, its front matter
+    otherwise unchanged: what a scripted extraction quotes is then in the report, as a real one's is."""
+    path = repo / "research" / f"{stem}.md"
+    report = load_report(path, repo=repo)
+    body = report_body(report.meta.title, list(dict.fromkeys(sentences)))
+    meta = report.meta.model_copy(update={"words": len(body.split())})
+    path.write_text(render_report(meta, body, cited_sources()), encoding="utf-8")
+    if (repo / "research" / f"{stem}.evidence.jsonl").exists():
+        write_sentence_evidence(repo, stem, list(dict.fromkeys(sentences)))
 
 
 def evidence_line(url: str, text: str, *, tool: str = "web_extract") -> dict[str, str]:
@@ -114,9 +138,9 @@ PLANTED: dict[str, tuple[str, list[str], str]] = {
         statement("decentralised-substrate-prime-rl", "diloco-family"),
         statement("pretraining-streaming-diloco", "diloco-family"),
     ], "exact"),
-    "02-beta": ("anthropic/claude-sonnet-4.6", [
-        statement("rl-algorithm-grpo", "verl-trl"),
+    "02-beta": ("anthropic/claude-sonnet-4.6", [  # GRPO cites another page than 01-alpha's: two sources
         statement("orchestration-ray", "verl-trl"),
+        statement("rl-algorithm-grpo", "verl-trl"),
     ], "exact"),
     "03-gamma.openai-gpt-5": ("openai/gpt-5", [
         statement("orchestration-monarch", "monarch-torchforge-openenv"),

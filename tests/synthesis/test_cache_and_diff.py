@@ -71,7 +71,8 @@ def test_one_changed_report_costs_one_extraction_and_the_promotion_shows_in_the_
 def test_removing_a_supporting_statement_loses_support(planted: Path, run_synthesis, gateway) -> None:
     run_synthesis(planted)
     model, sentences, route = PLANTED["02-beta"]
-    write_report(planted, "02-beta", model, sentences[1:], route=route)  # drop its GRPO statement
+    grpo = statement("rl-algorithm-grpo", "verl-trl")
+    write_report(planted, "02-beta", model, [s for s in sentences if s != grpo], route=route)  # drop its GRPO
     gateway.reset()
     result = run_synthesis(planted)
     assert result.extraction_calls == 1
@@ -80,7 +81,14 @@ def test_removing_a_supporting_statement_loses_support(planted: Path, run_synthe
     assert item.key == "rl-algorithm/grpo"
     assert item.before == "convergent (2 reports, 2 families)"
     assert item.after == "single-source, flagged (1 report, 1 family)"
-    assert result.diff.counts() == {"promoted": 0, "lost_support": 1, "new_divergences": 0, "new": 0, "dropped": 0}
+    assert result.diff.counts() == {"decisions": 1, "lost_citations": 0, "promoted": 0, "lost_support": 1,
+                                    "new_divergences": 0, "new": 0, "dropped": 0}
+    [decision] = result.diff.decisions  # the GRPO decision, by decision: what its verdict and support were
+    assert decision.key == "rl-algorithm/grpo" and decision.changes == (
+        "status changed: convergent → single_source",
+        "GRPO: 2 families (anthropic, deepseek), 2 sources → 1 family (deepseek), 1 source")
+    assert decision.before == "Use GRPO (convergent)" and decision.after == ("Use GRPO (single-source — may be model "
+                                                                             "bias)")
 
 
 def test_a_report_whose_route_turns_unverified_drops_out_of_support(planted: Path, run_synthesis) -> None:

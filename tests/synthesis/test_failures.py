@@ -33,12 +33,17 @@ def test_the_cli_prints_a_summary_and_the_claim_diff(planted: Path, synth_env) -
     assert result.exit_code == 0, result.output + result.stderr
     first = result.stdout.splitlines()[0]  # the progress lines went to stderr
     assert first.startswith("synthesized 6 report(s): 5 counted, 1 excluded")
-    assert ("1 convergent, 1 same-family, 2 divergent in 1 divergence(s) (1 without consensus), 4 single-source "
-            "(4 flagged), 1 excluded-only") in first
-    # one judge call per decision, one citation-check call per report (each has fewer citations than one call holds)
+    # the claims, checked: every planted statement is in its report and its page states it
+    assert ("claims: 12 (12 anchored: 12 with a supported citation, 0 unsupported, 0 contradicted; 10 counted)"
+            in first)  # 05-delta's two are excluded with their report
+    # single-source flags count single-source findings only; sides held by one report are said apart
+    assert ("findings: 1 convergent, 1 same-family, 2 divergent in 1 divergence(s) (1 without consensus; 2 divergence "
+            "side(s) held by one report), 4 single-source (2 flagged), 0 not counted, 1 excluded-only") in first
+    # one citation-check call per report (each has fewer citations than one call holds), one judge call per decision
     assert "LLM calls: 16 (6 extraction, 0 cached; 6 citation check, 0 citations cached; 4 judge, 0 cached)" in first
     # a first run counts its divergences as new (and the PR body, which diffs the same way, inherits it)
-    assert "claim diff: 0 promoted to convergent, 0 lost support, 1 new divergences, 9 new, 0 dropped" in result.output
+    assert ("claim diff: 0 decisions changed, 0 lost a supported citation, 0 promoted to convergent, 0 lost support, "
+            "1 new divergences, 9 new, 0 dropped") in result.output
     assert "wrote framework/planted.md, framework/claims.json, framework/synthesis.calls.jsonl" in result.output
     again = cli(planted, synth_env)
     assert "LLM calls: 0 (0 extraction, 6 cached; 0 citation check, 12 citations cached; 0 judge, 4 cached)" \

@@ -51,7 +51,7 @@ def test_classes_come_out_exactly_as_planted(planted: Path, run_synthesis) -> No
     [divergence] = data["divergences"]
     assert divergence["key"] == "divergence/orchestration/monarch" and divergence["kind"] == "alternatives"
     assert divergence["tie"] is True
-    assert divergence["line"] == ("No consensus (1 report each): Monarch, once its actor-mesh API stabilises; or "
+    assert divergence["line"] == ("No consensus (1 family each): Monarch, once its actor-mesh API stabilises; or "
                                   "Ray single-controller (VeRL), today.")
     assert [p["cluster"] for p in divergence["positions"]] == ["orchestration/monarch",
                                                                  "orchestration/ray-single-controller-verl"]
@@ -61,8 +61,9 @@ def test_classes_come_out_exactly_as_planted(planted: Path, run_synthesis) -> No
     assert reports["05-delta"]["counted"] is False and reports["05-delta"]["route"] == "model_fallback"
     assert all(r["counted"] for s, r in reports.items() if s != "05-delta")
     assert data["counts"]["clusters"] == {"convergent": 1, "same_family": 1, "divergent": 2, "single_source": 4,
-                                          "excluded": 1}
-    assert data["counts"]["flagged"] == 4 and data["counts"]["ties"] == 1
+                                          "unsupported": 0, "excluded": 1}
+    # the flags count single-source findings; the two one-report sides of the divergence are counted apart
+    assert data["counts"]["flagged"] == 2 and data["counts"]["flagged_sides"] == 2 and data["counts"]["ties"] == 1
     assert data["limitations"] == ["Report 05-delta is excluded from support counts: route model_fallback is "
                                    "not verified."]
     assert result.warnings == []
@@ -88,15 +89,21 @@ def test_the_document_shows_each_class_where_readers_look(planted: Path, run_syn
     text = result.document_path.read_text(encoding="utf-8")
     assert result.document_path == planted / "framework" / "planted.md"
     table = text.split("## TL;DR — decision table", 1)[1].split("\n## ", 1)[0]
-    assert ("| RL algorithm | RL algorithm for post-training | GRPO | 2 reports · 2 families | **convergent** |"
-            in table)
-    assert ("| environment format | environment format for agentic RL | OpenEnv | 2 reports · 1 family "
+    assert ("| RL algorithm | RL algorithm for post-training | GRPO | 2 reports · 2 families · 2 sources "
+            "| **convergent** |" in table)
+    assert ("| environment format | environment format for agentic RL | OpenEnv | 2 reports · 1 family · 2 sources "
             "| same family only — not independent |") in table
-    assert ("| orchestration | orchestration layer for RL post-training | No consensus (1 report each): Monarch, once "
-            "its actor-mesh API stabilises; or Ray single-controller (VeRL), today. | 1 vs 1 reports | **divergent** "
-            "— no consensus |") in table
-    assert ("| decentralised substrate | substrate for decentralised RL | PRIME-RL | 1 report (deepseek) "
+    assert ("| orchestration | orchestration layer for RL post-training | No consensus (1 family each): Monarch, once "
+            "its actor-mesh API stabilises; or Ray single-controller (VeRL), today. | 1 family, 1 source vs 1 family, "
+            "1 source | **divergent** — no consensus |") in table
+    assert ("| decentralised substrate | substrate for decentralised RL | PRIME-RL | 1 report (deepseek) · 1 source "
             "| single-source — may be model bias |") in table
+    matrix = text.split("## Agreement matrix", 1)[1].split("\n## ", 1)[0]
+    assert "| Decision | anthropic | deepseek | google | openai |" in matrix
+    assert "| RL algorithm — RL algorithm for post-training | for | for | none | none |" in matrix
+    # a condition is the side's own: Monarch's reports state one, Ray's only says "today"
+    assert ("| orchestration — orchestration layer for RL post-training | Ray single-controller (VeRL) | none | none "
+            "| Monarch (conditional) |") in matrix
     assert "trace-replay" not in table  # only the excluded report recommends it
     same_family = text.split("## Same-family agreement (not independent)", 1)[1].split("\n## ", 1)[0]
     assert "OpenEnv" in same_family
@@ -104,7 +111,7 @@ def test_the_document_shows_each_class_where_readers_look(planted: Path, run_syn
     assert "OpenEnv" not in convergent and "GRPO" in convergent
     assert "[01-alpha](<../research/01-alpha.md>) (deepseek)" in convergent
     assert "[\\[1\\]](<https://arxiv.org/abs/2409.19256>)" in convergent
-    assert "**No consensus (1 report each): Monarch, once its actor-mesh API stabilises; or Ray" in text
+    assert "**No consensus (1 family each): Monarch, once its actor-mesh API stabilises; or Ray" in text
     flagged = text.split("### Flagged: single-source — may be model bias", 1)[1].split("\n### ", 1)[0]
     assert "PRIME-RL" in flagged and "Kimi K2.5" in flagged and "Epsilon benchmark" not in flagged
     excluded = text.split("## Reports excluded from support", 1)[1].split("\n## ", 1)[0]

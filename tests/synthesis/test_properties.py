@@ -20,20 +20,32 @@ judge schema. Invariants:
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from research_dispatch.synthesis.align import Batch, Judgement, assemble
+from research_dispatch.config.settings import Settings, SynthesisSettings
+from research_dispatch.synthesis.align import (
+    Batch,
+    Judgement,
+    assemble,
+    build_batch,
+    candidate_components,
+    candidate_edges,
+    plan_batches,
+)
+from research_dispatch.synthesis.checked import CitationCheck, Position, Support
 from research_dispatch.synthesis.classify import classify, independent
+from research_dispatch.synthesis.counting import counted_claims, supported_urls
 from research_dispatch.synthesis.diff import diff_ledgers
 from research_dispatch.synthesis.extract import Claim
 from research_dispatch.synthesis.inputs import Counting
 
 FAMILIES = ("a", "b", "c")
 PICKS = ("X", "Y", "Z")
+URLS = ("https://one.example/", "https://two.example/", "https://three.example/")
 FAST = settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 
 
@@ -59,6 +71,20 @@ def reports(draw: st.DrawFn, count: int | None = None) -> dict[str, Counting]:
 
 
 @st.composite
+def citations(draw: st.DrawFn) -> tuple[CitationCheck, ...]:
+    """What checking a claim's citations can find; mostly supported, so that most claims count."""
+    out = []
+    for _ in range(draw(st.integers(0, 2))):
+        support = draw(st.sampled_from((Support.SUPPORTED, Support.SUPPORTED, Support.SUPPORTED, Support.CONTRADICTED,
+                                        Support.UNSUPPORTED, Support.NO_EVIDENCE, Support.PHANTOM)))
+        url = None if support is Support.PHANTOM else draw(st.sampled_from(URLS))
+        verified = support.verified
+        out.append(CitationCheck(url=url, support=support, quote="q" if verified else None,
+                                 passage_sha256="0" * 64 if verified else None))
+    return tuple(out)
+
+
+@st.composite
 def claims_of(draw: st.DrawFn, stems: list[str], picks: tuple[str, ...] = PICKS, prefix: str = "") -> list[Claim]:
     out = []
     for stem in stems:
@@ -70,7 +96,10 @@ def claims_of(draw: st.DrawFn, stems: list[str], picks: tuple[str, ...] = PICKS,
                 decision=draw(st.sampled_from(("d1", "d2"))) if recommend else None,
                 pick=draw(st.sampled_from(picks[:2] + picks)) if recommend else None, alternatives=(),
                 condition=draw(st.sampled_from((None, "today", "once it is stable"))), sources=(1,),
-                confidence=draw(st.sampled_from(("high", "medium", "low")))))
+                confidence=draw(st.sampled_from(("high", "medium", "low"))),
+                quote=f"statement {stem} {prefix}{i}", position=draw(st.sampled_from((Position.FOR, Position.FOR,
+                                                                                      Position.AGAINST))),
+                anchored=draw(st.sampled_from((True, True, True, False))), citations=draw(citations())))
     return out
 
 
@@ -113,6 +142,11 @@ def _batch(index: int, keys: list[str], groups: list[list[list[str]]], order: in
     return batch, judgement
 
 
+def counts(claim: Claim, counting: dict[str, Counting] | None = None) -> bool:
+    """The counting rule, restated for the properties: a counted report, anchored, a supported citation."""
+    return (counting is None or counting[claim.report].counted) and claim.anchored and bool(supported_urls(claim))
+
+
 def run(scenario: Scenario, *, order: int = 0) -> tuple[list[Any], list[Any]]:
     """assemble + classify, presenting claims, groups, positions and ids in one of several orders."""
     claims = list(reversed(scenario.claims)) if order else list(scenario.claims)
@@ -121,9 +155,9 @@ def run(scenario: Scenario, *, order: int = 0) -> tuple[list[Any], list[Any]]:
     again_keys = sorted({k for g in scenario.again for p in g for k in p}, reverse=bool(order))
     second = _batch(2, again_keys, scenario.again, order, anchors=True)
     batches = [second, first] if order else [first, second]
-    counted = {s for s, c in scenario.counting.items() if c.counted}
+    counted = counted_claims(claims, scenario.counting, count_unsupported=False)
     alignment = assemble(claims, [b for b, _j in batches], {b.index: j for b, j in batches}, counted)
-    return classify(alignment, {c.key: c for c in claims}, scenario.counting)
+    return classify(alignment, {c.key: c for c in claims}, scenario.counting, counted)
 
 
 def canonical(result: tuple[list[Any], list[Any]]) -> str:
@@ -169,10 +203,11 @@ def test_class_invariants(scenario: Scenario) -> None:
             assert len(cluster.reports) >= 2 and not independent(cluster.reports, counting)
         if cluster.status == "single_source":
             assert len(cluster.reports) == 1
-            mine = [claims[k] for k in cluster.members if claims[k].report in cluster.reports]
+            mine = [claims[k] for k in cluster.members if claims[k].report in cluster.reports and counts(claims[k])]
             assert cluster.flagged == any(c.stance == "recommend" or c.confidence == "high" for c in mine)
-        if cluster.status == "excluded":
+        if cluster.status in ("excluded", "unsupported"):
             assert cluster.reports == [] and not cluster.flagged
+        assert cluster.shared_source == (cluster.status == "convergent" and len(cluster.sources) == 1)
         assert (cluster.status == "divergent") == (cluster.divergence is not None or any(
             cluster.index in d.clusters for d in divergences))
     for divergence in divergences:
@@ -182,8 +217,8 @@ def test_class_invariants(scenario: Scenario) -> None:
         assert all(counting[r].counted for side in held for r in side)
         assert not set(divergence.ambivalent_reports) & set().union(*held)
         support = [side.support for side in divergence.sides]
-        assert support == sorted(support, reverse=True)
-        assert divergence.tie == (support[0] == support[1])
+        assert support == sorted(support, reverse=True)  # families, then sources: never report counts
+        assert divergence.tie == (support[0][0] == support[1][0])  # only families make a favourite
         assert divergence.line.startswith("No consensus") == divergence.tie
         if divergence.tie:
             assert "today," not in divergence.line.split(":", 1)[0] and not divergence.line.startswith("Use")
@@ -208,10 +243,11 @@ def without(scenario: Scenario, stems: set[str]) -> Scenario:
                     [c for c in scenario.claims if c.report not in stems], keep(scenario.groups), keep(scenario.again))
 
 
-def counted_view(result: tuple[list[Any], list[Any]], counting: dict[str, Counting]) -> str:
-    """What counted reports show: every cluster with counted support (by its counted claims), every divergence."""
+def counted_view(result: tuple[list[Any], list[Any]], scenario: Scenario) -> str:
+    """What counted claims show: every cluster with counted support (by its counted claims), every divergence."""
     clusters, divergences = result
-    counted_members = {c.index: [k for k in c.members if counting[k.split("#")[0]].counted] for c in clusters}
+    claims, counting = {c.key: c for c in scenario.claims}, scenario.counting
+    counted_members = {c.index: [k for k in c.members if counts(claims[k], counting)] for c in clusters}
     view = {
         "clusters": sorted([{"members": counted_members[c.index], "status": c.status, "flagged": c.flagged,
                              "pick": c.pick, "layer": c.layer, "label": c.label, "decision": c.decision,
@@ -231,7 +267,7 @@ def test_excluded_reports_never_change_counted_findings(scenario: Scenario) -> N
     excluded = {s for s, c in scenario.counting.items() if not c.counted}
     with_them = run(scenario)
     without_them = run(without(scenario, excluded))
-    assert counted_view(with_them, scenario.counting) == counted_view(without_them, scenario.counting)
+    assert counted_view(with_them, scenario) == counted_view(without_them, scenario)
 
 
 @st.composite
@@ -255,6 +291,69 @@ def test_an_unrelated_report_never_changes_a_cluster(pair: tuple[Scenario, Scena
     after = {tuple(c.members): (c.status, c.flagged, c.pick, c.reports) for c in run(bigger)[0]}
     for members, state in before.items():
         assert after[members] == state
+
+
+@FAST
+@given(scenarios())
+def test_counted_support_is_anchored_claims_with_a_supported_citation(scenario: Scenario) -> None:
+    """Counted support ⊆ anchored ∩ supported: every report a cluster or a side counts holds, in it, an
+    anchored claim with a supported citation, and every source it lists is such a citation's url."""
+    clusters, divergences = run(scenario)
+    claims = {c.key: c for c in scenario.claims}
+    for cluster in clusters:
+        held = [claims[k] for k in cluster.members if counts(claims[k], scenario.counting)]
+        assert cluster.reports == sorted({c.report for c in held})
+        assert set(cluster.sources) == {url for c in held for url in supported_urls(c)}
+    for divergence in divergences:
+        for side in divergence.sides:
+            assert side.claims and all(counts(claims[k], scenario.counting) for k in side.claims)
+            assert set(side.reports) == {claims[k].report for k in side.claims}
+
+
+@FAST
+@given(scenarios())
+def test_for_x_and_against_x_are_never_both_convergent(scenario: Scenario) -> None:
+    clusters, _divergences = run(scenario)
+    convergent = [c for c in clusters if c.status == "convergent" and c.pick_key]
+    for a in convergent:
+        for b in convergent:
+            if (a.layer_key, a.pick_key) == (b.layer_key, b.pick_key):
+                assert a.position is b.position
+
+
+JUDGES = Settings(synthesis=SynthesisSettings(judge_models=("a/judge", "b/judge", "c/judge"), batch_size=4))
+
+
+def judge_requests(claims: list[Claim], counting: dict[str, Counting]) -> dict[str, tuple[Any, ...]]:
+    """Every judge call the synthesis would make for these claims: id → (cache key, labels, judge, claim ids)."""
+    by_key = {c.key: c for c in claims}
+    edges = candidate_edges(claims, JUDGES.synthesis.similarity_threshold)
+    plans = plan_batches(candidate_components(claims, edges), edges, JUDGES.synthesis.batch_size)
+    batches = [build_batch(i + 1, plan, by_key, counting, JUDGES) for i, plan in enumerate(plans)]
+    return {b.id: (b.key, b.labels, b.judge_model, b.ids) for b in batches}
+
+
+@st.composite
+def decisions_and_an_unrelated_report(draw: st.DrawFn) -> tuple[dict[str, Counting], list[Claim], list[Claim]]:
+    counting = draw(reports())
+    claims = draw(claims_of(sorted(counting)))
+    stem = f"r{len(counting)}"
+    counting[stem] = Counting(stem=stem, counted=True, families=frozenset({draw(st.sampled_from(FAMILIES))}))
+    newcomer = [replace(c, layer="L9", decision="d9" if c.decision else None, statement=f"unrelated words {c.key}")
+                for c in draw(claims_of([stem], picks=("P", "Q"), prefix="n"))]
+    return counting, claims, newcomer
+
+
+@FAST
+@given(decisions_and_an_unrelated_report())
+def test_an_unrelated_report_never_changes_another_decisions_judge_call(
+        case: tuple[dict[str, Counting], list[Claim], list[Claim]]) -> None:
+    """Stable judging: each decision is its own judge call, so a report about something else leaves
+    every existing call — its claims, labels, judge and cache key — exactly as it was."""
+    counting, claims, newcomer = case
+    before = judge_requests(claims, counting)
+    after = judge_requests(claims + newcomer, counting)
+    assert before.items() <= after.items()
 
 
 JSON = st.recursive(st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False) | st.text(max_size=8),

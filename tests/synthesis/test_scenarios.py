@@ -15,6 +15,7 @@ from typing import Any
 
 from tests.synthesis.conftest import (
     claim_json,
+    say,
     scenario_repo,
     scripted_extraction,
     synthesize_cli,
@@ -34,6 +35,10 @@ def rec(pick: str, decision: str, layer: str = "storage", condition: str | None 
 
 def run(repo: Path, gateway: Any, env: dict[str, str], answers: dict[str, list[dict[str, Any]]],
         *args: str) -> tuple[Any, dict[str, Any], str]:
+    """Script each report's extraction, with the report saying what its claims quote (and its evidence
+    backing each sentence), then run `synthesize` as a process."""
+    for stem, claims in answers.items():
+        say(repo, stem, [c["quote"] for c in claims])
     gateway.set_scenario({"rules": [scripted_extraction(stem, claims) for stem, claims in answers.items()]})
     result = synthesize_cli(repo, env, *args)
     assert "Traceback" not in result.stderr, result.stderr
@@ -68,7 +73,8 @@ def test_picks_for_different_decisions_are_not_a_divergence(tmp_path: Path, gate
     assert clusters["Redis"]["status"] == "single_source" and clusters["Redis"]["flagged"] is True
     assert data["divergences"] == []
     rows = table(document)
-    assert any("| Postgres |" in r and r.endswith("| **convergent** |") for r in rows)
+    # every report cites the same page for it: convergent, and said to rest on one shared source
+    assert any("| Postgres |" in r and r.endswith("| **convergent** — one shared source |") for r in rows)
     convergent = document.split("## Convergent findings", 1)[1].split("\n## ", 1)[0]
     assert "Postgres" in convergent and "None this cycle" not in convergent
     # the judge saw both picks together (rival picks of one layer always meet it) and kept them apart
@@ -122,11 +128,12 @@ def test_equal_support_is_no_consensus_and_more_support_is_favoured(tmp_path: Pa
     assert result.returncode == 0, result.stderr
     [divergence] = data["divergences"]
     assert divergence["tie"] is True
-    assert divergence["line"] == ("No consensus (1 report each): Monarch, once its API stabilises; or Ray, today.")
+    assert divergence["line"] == ("No consensus (1 family each): Monarch, once its API stabilises; or Ray, today.")
     assert "favour" not in divergence["line"] and not divergence["line"].startswith("Use")
     assert any("No consensus" in r and r.endswith("| **divergent** — no consensus |") for r in table(document))
     assert all(c["flagged"] for c in data["clusters"])  # both sides rest on one report each
-    assert data["counts"]["flagged"] == 2
+    # ... and are counted as one-report sides, never among the single-source flags
+    assert data["counts"]["flagged"] == 0 and data["counts"]["flagged_sides"] == 2
 
     write_report(repo, "03-c", "google/gemini-3.1-pro-preview", ["The report 03-c states its findings"])
     answers["03-c"] = [rec("Ray", "orchestration layer", layer="orchestration")]
@@ -218,7 +225,8 @@ def test_a_first_run_counts_its_divergences_as_new(tmp_path: Path, gateway, synt
     assert result.returncode == 0, result.stderr
     assert "1 new divergences" in result.stdout
     assert by_pick(data)["Monarch"]["flagged"] is True and by_pick(data)["Ray"]["flagged"] is False
-    assert "(1 flagged)" in result.stdout.splitlines()[0]
+    assert "0 single-source (0 flagged)" in result.stdout.splitlines()[0]  # a side is no single-source flag
+    assert "1 divergence side(s) held by one report" in result.stdout.splitlines()[0]
     again, _, _ = run(repo, gateway, synth_env, answers)
     assert "claim diff: no change" in again.stdout
 

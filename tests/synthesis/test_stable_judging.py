@@ -37,7 +37,7 @@ def test_an_unrelated_report_leaves_every_other_decision_byte_identical(planted:
     assert first.returncode == 0, first.stderr
     before = ledger(planted)
     for stem, model in (("07-zeta", "x-ai/grok-4"), ("08-eta", "mistralai/mistral-large")):
-        write_report(planted, stem, model, ["The report states its findings with a citation"])
+        write_report(planted, stem, model, [claim["quote"] for claim in UNRELATED])
     gateway.reset()
     gateway.set_scenario({"rules": [scripted_extraction(stem, UNRELATED) for stem in ("07-zeta", "08-eta")]})
     second = synthesize_cli(planted, synth_env)
@@ -49,9 +49,8 @@ def test_an_unrelated_report_leaves_every_other_decision_byte_identical(planted:
         added = new.keys() - old.keys()
         assert all("07-zeta" in new[key] or "08-eta" in new[key] for key in added), name  # the new reports'
     # only the new reports were extracted, and only their own decisions were put to a judge
-    # (their scripted claims quote nothing of their reports: not anchored, so no citation to check)
-    assert "LLM calls: 4 (2 extraction, 6 cached; 0 citation check, 12 citations cached; 2 judge, 4 cached)" \
-        in second.stdout
+    assert ("LLM calls: 6 (2 extraction, 6 cached; 2 citation check, 12 citations cached; 2 judge, 4 cached)"
+            in second.stdout)
     for call in structured_calls(gateway, "claim_alignment"):
         asked = json.dumps(call["request"]["messages"])
         assert "observability" in asked and "GRPO" not in asked and "Monarch" not in asked

@@ -345,13 +345,15 @@ class SynthesisSettings(_Strict):
     whose family did not write the report checks it (empty: the `judge_models`), so a cheaper model can
     do this per-citation work.
     `timeout_minutes` bounds the whole stage's wall time: what is not done by then is named in the
-    synthesis (see `synthesis.pipeline`).
+    synthesis (see `synthesis.pipeline`). `count_unsupported` lets an anchored claim count without a
+    citation a judge of another family confirmed (`synthesis.counting`; off by default).
     """
 
     extractor_model: str = "openai/gpt-5-mini"
     judge_models: tuple[str, ...] = ("anthropic/claude-sonnet-4.6", "openai/gpt-5-mini")
     citation_models: tuple[str, ...] = ()
     count_unverified: bool = False
+    count_unsupported: bool = False
     batch_size: int = Field(40, ge=2, le=400)
     similarity_threshold: float = Field(0.2, ge=0.0, le=1.0)
     concurrency: int = Field(8, ge=1, le=64)

@@ -451,6 +451,7 @@ class _Publisher:
                                  entries=entries, synthesis_changed=synthesis_changed,
                                  framework_doc=settings.document_relpath,
                                  claim_diff=diff, claim_diff_short=diff_short, claim_note=note,
+                                 agreement=prbody.agreement_matrix(self.repo / ledger) if synthesis.commit else None,
                                  run_url=self.run_url, synthesis_cost_usd=synthesis_usd,
                                  changed=changed_stems, removed=unplanned, synthesis_note=synthesis_note,
                                  notes=list(self.notes), notice=read_notice(self.repo))

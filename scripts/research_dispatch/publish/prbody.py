@@ -112,6 +112,7 @@ class BodyFacts:
     claim_diff_short: str | None  # the same with fewer items, used when the body would be too long
     claim_note: str  # shown when there is no diff (e.g. "Synthesis not available")
     run_url: str | None  # the workflow run (`ghactions.run_url`), None outside Actions
+    agreement: str | None = None  # the synthesis' agreement matrix (decisions × families), Markdown; untrusted
     synthesis_cost_usd: float = 0.0
     changed: set[str] = field(default_factory=set)  # stems whose report this PR adds or changes
     removed: list[str] = field(default_factory=list)  # reports of legs no longer planned, removed
@@ -286,6 +287,8 @@ def _render(facts: BodyFacts, claim_diff: str | None) -> str:
          *_summary(facts)],
         _route_table(facts),
         ["### Claim diff", "", diff],
+        ["### Agreement matrix", "", "What each model family's counted reports hold on each decision (for / against "
+         "/ conditional / none; on a divergence, the side).", "", block(facts.agreement)] if facts.agreement else [],
         _problems(facts.entries),
         _removed(facts),
         _cost(facts),
@@ -338,6 +341,20 @@ def claim_diff(old_text: str | None, new_path: Path, rel: str) -> tuple[str | No
         return diff.markdown(max_items=50), diff.markdown(max_items=10), ""
     except Exception as exc:  # a generated ledger that does not parse must not stop the PR
         return None, None, f"Claim diff unavailable ({type(exc).__name__}); see `{rel}`."
+
+
+def agreement_matrix(new_path: Path) -> str | None:
+    """The agreement matrix of the synthesis' ledger as Markdown, or None; never raises (like `claim_diff`)."""
+    if not new_path.is_file():
+        return None
+    try:  # imported here: the synthesis package is optional for the PR body (see claim_diff)
+        from research_dispatch.synthesis.decisions import matrix, matrix_markdown
+    except ImportError:
+        return None
+    try:
+        return matrix_markdown(matrix(json.loads(new_path.read_text(encoding="utf-8"))))
+    except Exception:  # a generated ledger that does not parse must not stop the PR
+        return None
 
 
 def blocked_comment(cycle: str, branch: str, tip: str, foreign: list[CommitInfo]) -> str:

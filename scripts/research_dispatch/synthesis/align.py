@@ -25,10 +25,12 @@ Work grows linearly with reports, not quadratically with claims:
 
 `assemble` then turns the judged groups into *clusters* (one per position: claims that agree) and
 *contradictions* (pairs of clusters the judge put on opposite sides of one group), with union-find
-over claims. As code rather than judgement, it merges clusters that recommend the same pick for the
-same layer. Claims of reports excluded from support never connect two clusters of counted claims: an
-excluded claim joins at most one counted cluster, so whatever an excluded report says cannot change
-how counted reports are grouped. A batch whose judge failed leaves its claims unaligned and says so.
+over claims. As code rather than judgement, it splits a judged position whose claims take opposite
+positions on their pick or give different numbers for one thing, merges clusters that recommend the
+same pick with the same position for the same layer, and sets for-X against against-X. Claims that do
+not count (`counting`: an excluded report's, an unanchored or unsupported one) never connect two
+clusters of counted claims: such a claim joins at most one counted cluster, so it cannot change how
+counted claims are grouped. A batch whose judge failed leaves its claims unaligned and says so.
 """
 
 from __future__ import annotations
@@ -36,7 +38,7 @@ from __future__ import annotations
 import hashlib
 import json
 from collections import Counter, defaultdict
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
@@ -45,10 +47,11 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validat
 from research_dispatch.config.settings import Settings
 from research_dispatch.core import sanitize
 from research_dispatch.gateway.client import CallRecord, Gateway
+from research_dispatch.synthesis.checked import Position
 from research_dispatch.synthesis.extract import Claim
-from research_dispatch.synthesis.inputs import ReportInput
+from research_dispatch.synthesis.inputs import Counting
 from research_dispatch.synthesis.structured import call_structured
-from research_dispatch.synthesis.text import jaccard, statement_key, token_set
+from research_dispatch.synthesis.text import jaccard, numbers_disagree, statement_key, token_set
 
 SCHEMA_NAME = "claim_alignment"
 MAX_ANCHORS = 4
@@ -367,7 +370,7 @@ def choose_judge(settings: Settings, families: set[str]) -> tuple[str, bool]:
     return settings.synthesis.judge_models[0], True
 
 
-def build_batch(index: int, plan: BatchPlan, claims: dict[str, Claim], reports: dict[str, ReportInput],
+def build_batch(index: int, plan: BatchPlan, claims: Mapping[str, Claim], counting: Mapping[str, Counting],
                 settings: Settings) -> Batch:
     """The request for one batch: a function of its claims (and the settings) only, so an unchanged
     decision has an unchanged request, judge, labels and cache key."""
@@ -389,7 +392,7 @@ def build_batch(index: int, plan: BatchPlan, claims: dict[str, Claim], reports: 
                       "statement": sanitize.for_model(claim.statement)})
     claims_json = "\n".join(json.dumps(item, ensure_ascii=False, sort_keys=True) for item in items)
     claims_json = claims_json.replace("</", "<\\/")  # a statement cannot close the <claims> block
-    families = {reports[s].family for s in stems}
+    families = {family for s in stems for family in counting[s].families}
     judge, is_author = choose_judge(settings, families)
     messages = [
         {"role": "system", "content": SYSTEM_PROMPT},
@@ -430,8 +433,9 @@ class Alignment:
     """What alignment established: clusters of agreeing claims, and which clusters contradict which.
 
     `contradictions` holds pairs of cluster indexes (into `clusters`, smaller first) whose counted claims
-    the judge put on opposite sides of one group. `contrary_excluded` maps a cluster index to the claims
-    of excluded reports that the judge put on another side against its counted claims: they are shown
+    the judge put on opposite sides of one group, that code split apart, or that hold one pick `for` and
+    `against`. `contrary_excluded` maps a cluster index to the claims that do not count (an excluded
+    report's, or an unsupported one) set on another side against its counted claims: they are shown
     beside it, and never make a contradiction.
     """
 
@@ -445,37 +449,66 @@ def _majority(values: Iterable[str]) -> str:
     return sorted(counts, key=lambda v: (-counts[v], v))[0]
 
 
-def _pick_of(keys: Iterable[str], by_key: dict[str, Claim]) -> tuple[str, str] | None:
-    """(layer key, pick key) of a group's recommendations by majority, or None without any."""
-    claims = [by_key[k] for k in keys]
+def _pick_of(keys: Iterable[str], by_key: dict[str, Claim]) -> tuple[str, str, str] | None:
+    """(layer key, pick key, position) of a group's recommendations by majority, or None without any."""
+    claims = [by_key[k] for k in keys if by_key[k].pick_key]
     picks = [c.pick_key for c in claims if c.pick_key]
     if not picks:
         return None
-    return _majority(c.layer_key for c in claims if c.pick_key), _majority(picks)
+    return (_majority(c.layer_key for c in claims), _majority(picks),
+            _majority(c.position.value for c in claims))
+
+
+def consistent_parts(keys: list[str], by_key: dict[str, Claim]) -> list[list[str]]:
+    """One judged position, split where code can tell that its claims do not agree: a claim `against`
+    its pick never agrees with one `for` it, and statements whose numbers for one thing differ
+    ("reaches 50 points" / "only 30 points") never agree. Deterministic: claims in key order, each into
+    the first part it agrees with."""
+    parts: list[list[str]] = []
+    for key in sorted(keys):
+        claim = by_key[key]
+        for part in parts:
+            if by_key[part[0]].position is claim.position and not any(
+                    numbers_disagree(claim.statement, by_key[other].statement) for other in part):
+                part.append(key)
+                break
+        else:
+            parts.append([key])
+    return parts
+
+
+def _agree(first: list[str], second: list[str], by_key: dict[str, Claim]) -> bool:
+    return not any(numbers_disagree(by_key[a].statement, by_key[b].statement) for a in first for b in second)
 
 
 def assemble(claims: list[Claim], batches: list[Batch], judgements: dict[int, Judgement | None],
              counted: set[str] | frozenset[str]) -> Alignment:
-    """Clusters and contradictions from the judged groups. `counted`: stems of reports that count.
+    """Clusters and contradictions from the judged groups. `counted`: keys of the claims that count
+    (`counting.counted_claims`); the others can join a counted cluster but never connect two.
 
     Order of work (each step deterministic and independent of input order):
-    1. counted claims of one judged position are united; a position without counted claims unites its
-       excluded claims;
-    2. code merges counted groups that recommend the same pick for the same layer;
-    3. each group of excluded claims joins the counted group it was judged with (the smallest, if
-       several) or, failing that, one with its own layer and pick; it never joins two, so it cannot
-       bridge counted clusters;
-    4. contradictions are mapped onto the final clusters (a cluster never contradicts itself).
+    1. each judged position is split into the parts code finds consistent (`consistent_parts`: one
+       position for or against, no numbers that differ); a position split in two is a contradiction
+       between its parts, whatever the judge called it. Counted claims of one part are united; a part
+       without counted claims unites its other claims;
+    2. code merges counted groups that recommend the same pick, with the same position, for the same
+       layer (unless their numbers differ);
+    3. each group of uncounted claims joins the counted group it was judged with (the smallest, if
+       several) or, failing that, one with its own layer, pick and position; it never joins two, so it
+       cannot bridge counted clusters;
+    4. contradictions are mapped onto the final clusters (a cluster never contradicts itself), and code
+       adds one between clusters that hold the same pick of one layer `for` and `against`: for-X beside
+       against-X is a divergence, never two agreements.
     """
     by_key = {c.key: c for c in claims}
 
     def is_counted(key: str) -> bool:
-        return by_key[key].report in counted
+        return key in counted
 
     uf = _UnionFind(by_key)
     in_batches: dict[str, set[str]] = defaultdict(set)
     failed: set[str] = set()
-    attached: dict[str, set[str]] = defaultdict(set)  # excluded claim -> counted claims judged with it
+    attached: dict[str, set[str]] = defaultdict(set)  # uncounted claim -> counted claims judged with it
     sides: list[list[tuple[str, list[str]]]] = []  # per contradict group: (representative, claims) per side
     for batch in sorted(batches, key=lambda b: b.index):
         judgement = judgements.get(batch.index)
@@ -488,58 +521,69 @@ def assemble(claims: list[Claim], batches: list[Batch], judgements: dict[int, Ju
         for group in judgement.groups:
             representatives = []
             for position in group.positions:
-                keys = sorted(batch.ids[c] for c in position.claims)
-                mine = [k for k in keys if is_counted(k)] or keys
-                for key in mine[1:]:
-                    uf.union(mine[0], key)
-                if mine is not keys:
-                    for key in keys:
-                        if not is_counted(key):
-                            attached[key].add(mine[0])
-                representatives.append((mine[0], keys))
-            if group.relation == "contradict":
+                judged = sorted(batch.ids[c] for c in position.claims)
+                for keys in consistent_parts(judged, by_key):
+                    mine = [k for k in keys if is_counted(k)] or keys
+                    for key in mine[1:]:
+                        uf.union(mine[0], key)
+                    if mine is not keys:
+                        for key in keys:
+                            if not is_counted(key):
+                                attached[key].add(mine[0])
+                    representatives.append((mine[0], keys))
+            if group.relation == "contradict" or len(representatives) > 1:
                 sides.append(representatives)
 
     # 2. code, not judgement: counted groups recommending the same pick for the same layer are one cluster
-    def groups_by_pick(only_counted: bool) -> dict[tuple[str, str], list[str]]:
-        out: dict[tuple[str, str], list[str]] = defaultdict(list)
+    def groups_by_pick(only_counted: bool) -> dict[tuple[str, str, str], list[list[str]]]:
+        out: dict[tuple[str, str, str], list[list[str]]] = defaultdict(list)
         for members in uf.groups():
             if any(is_counted(k) for k in members) != only_counted:
                 continue
             scope = [k for k in members if is_counted(k)] if only_counted else members
             identity = _pick_of(scope, by_key)
             if identity is not None:
-                out[identity].append(members[0])
+                out[identity].append(scope)
         return out
 
     counted_picks = groups_by_pick(True)
-    for roots in counted_picks.values():
-        for other in roots[1:]:
-            uf.union(roots[0], other)
+    for groups in counted_picks.values():
+        merged: list[list[str]] = []
+        for scope in groups:
+            home = next((m for m in merged if _agree(m, scope, by_key)), None)
+            if home is None:
+                merged.append(list(scope))
+            else:
+                uf.union(home[0], scope[0])
+                home.extend(scope)
 
-    # 3. excluded groups join at most one counted group
-    excluded_groups = [members for members in uf.groups() if not any(is_counted(k) for k in members)]
-    for members in excluded_groups:
+    # 3. uncounted groups join at most one counted group
+    uncounted_groups = [members for members in uf.groups() if not any(is_counted(k) for k in members)]
+    for members in uncounted_groups:
         targets = sorted({uf.find(t) for k in members for t in attached.get(k, ())})
         if targets:
             uf.union(targets[0], members[0])
-    for identity, roots in groups_by_pick(False).items():
+    for identity, groups in groups_by_pick(False).items():
         target = counted_picks.get(identity)
-        first = uf.find(target[0]) if target else roots[0]
-        for root in roots:
-            uf.union(first, root)
+        first = uf.find(target[0][0]) if target else groups[0][0]
+        for scope in groups:
+            uf.union(first, scope[0])
 
     # 4. clusters and contradictions
-    groups = uf.groups()
+    clusters_of = uf.groups()
     index_of: dict[str, int] = {}
     clusters = []
-    for index, members in enumerate(groups):
+    by_pick: dict[tuple[str, str], dict[str, set[int]]] = defaultdict(lambda: defaultdict(set))
+    for index, members in enumerate(clusters_of):
         scope = [k for k in members if is_counted(k)] or members
         for key in members:
             index_of[key] = index
         clusters.append(RawCluster(members=members,
                                    batches=sorted({b for k in scope for b in in_batches.get(k, ())}),
                                    unaligned=any(k in failed for k in scope)))
+        held = _pick_of([k for k in members if is_counted(k)], by_key)
+        if held is not None:
+            by_pick[held[:2]][held[2]].add(index)
     pairs: set[tuple[int, int]] = set()
     contrary: dict[int, set[str]] = defaultdict(set)
     for group_sides in sides:
@@ -553,5 +597,9 @@ def assemble(claims: list[Claim], batches: list[Batch], judgements: dict[int, Ju
             for index in counted_sides:
                 if index != index_of[rep]:
                     contrary[index].update(keys)
+    for positions in by_pick.values():
+        for a in positions.get(Position.FOR.value, set()):
+            for b in positions.get(Position.AGAINST.value, set()):
+                pairs.add((min(a, b), max(a, b)))
     return Alignment(clusters=clusters, contradictions=sorted(pairs),
                      contrary_excluded={i: sorted(keys) for i, keys in sorted(contrary.items())})

@@ -26,12 +26,20 @@ def summary_line(result: SynthesisResult) -> str:
     skipped = ""
     if counts.get("ignored") or counts.get("failed"):
         skipped = f", {counts.get('ignored', 0)} ignored (not planned), {counts.get('failed', 0)} failed"
-    ties = f" ({counts['ties']} without consensus)" if counts.get("ties") else ""
+    notes = [f"{counts['ties']} without consensus"] if counts.get("ties") else []
+    if counts.get("flagged_sides"):
+        notes.append(f"{counts['flagged_sides']} divergence side(s) held by one report")
+    ties = f" ({'; '.join(notes)})" if notes else ""
+    checked = counts.get("checked") or {}
+    claims = (f" · claims: {checked['claims']} ({checked['anchored']} anchored: {checked['supported']} with a "
+              f"supported citation, {checked['unsupported']} unsupported, {checked['contradicted']} contradicted; "
+              f"{checked['counted']} counted)") if checked else ""
     line = (f"synthesized {counts['reports']} report(s): {counts['counted']} counted, {counts['excluded']} excluded "
-            f"(route not verified){skipped} · clusters: {clusters['convergent']} convergent, "
+            f"(route not verified){skipped}{claims} · findings: {clusters['convergent']} convergent, "
             f"{clusters['same_family']} same-family, {clusters['divergent']} divergent in "
             f"{counts.get('divergences', 0)} divergence(s){ties}, {clusters['single_source']} single-source "
-            f"({counts['flagged']} flagged), {clusters['excluded']} excluded-only · LLM calls: {result.llm_calls} "
+            f"({counts['flagged']} flagged), {clusters.get('unsupported', 0)} not counted, {clusters['excluded']} "
+            f"excluded-only · LLM calls: {result.llm_calls} "
             f"({result.extraction_calls} extraction, {result.cached_extractions} cached; {result.check_calls} "
             f"citation check, {result.cached_checks} citations cached; {result.judge_calls} judge, "
             f"{result.cached_judgements} cached) · ${result.cost_usd:.4f}")

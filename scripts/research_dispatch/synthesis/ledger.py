@@ -48,6 +48,7 @@ from typing import Any, Final, Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from research_dispatch.synthesis.checked import CitationCheck, Position, Support
+from research_dispatch.synthesis.counting import Standing
 
 SCHEMA: Final = "research-dispatch/claims@3"
 UPGRADABLE_SCHEMA: Final = "research-dispatch/claims@2"  # read as @3 with every claim unchecked
@@ -105,6 +106,7 @@ class LedgerReport(_Model):
     sources: list[LedgerSource]
     extraction: LedgerExtraction
     claims: list[str]
+    cost_usd: float = 0.0  # what the leg's research cost (front matter usage.cost_usd)
 
 
 class LedgerSkipped(_Model):
@@ -157,6 +159,7 @@ class LedgerClaim(_Model):
     position: Position
     anchored: bool
     citations: list[LedgerCitation]
+    standing: Standing = Standing.NOT_ANCHORED  # whether it counts, or why not (`counting`)
 
 
 class LedgerCluster(_Model):
@@ -165,10 +168,11 @@ class LedgerCluster(_Model):
     layer: str
     layer_key: str
     decision: str | None
-    status: Literal["convergent", "same_family", "divergent", "single_source", "excluded"]
+    status: Literal["convergent", "same_family", "divergent", "single_source", "unsupported", "excluded"]
     flagged: bool
     pick: str | None
     pick_key: str | None
+    position: Position = Position.FOR
     condition: str | None
     label: str
     summary: str
@@ -181,6 +185,8 @@ class LedgerCluster(_Model):
     divergence: str | None
     contradicts: list[str]
     contrary_excluded: list[str]
+    sources: list[str] = Field(default_factory=list)  # distinct urls of the counted claims' supported citations
+    shared_source: bool = False  # convergent, but all those citations point to one url
 
 
 class LedgerSide(_Model):
@@ -191,6 +197,9 @@ class LedgerSide(_Model):
     claims: list[str]
     reports: list[str]
     families: list[str]
+    position: Position = Position.FOR
+    sources: list[str] = Field(default_factory=list)
+    condition_reports: list[str] = Field(default_factory=list)  # the reports whose own claims state `condition`
 
 
 class LedgerDivergence(_Model):

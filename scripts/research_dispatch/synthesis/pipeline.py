@@ -56,7 +56,7 @@ from research_dispatch.core.sanitize import one_line
 from research_dispatch.gateway.client import CallRecord, Gateway
 from research_dispatch.gateway.client import credentials as gateway_credentials
 from research_dispatch.leg.status import LegState
-from research_dispatch.synthesis import align, citations, evidence, extract, methodology
+from research_dispatch.synthesis import align, citations, counting, evidence, extract, methodology
 from research_dispatch.synthesis.align import Batch, Judgement
 from research_dispatch.synthesis.cache import SynthesisCache
 from research_dispatch.synthesis.checked import CitationCheck, Support
@@ -614,6 +614,7 @@ def _ledger_report(outcome: _Extracted, settings: Settings) -> LedgerReport:
         status_reasons=[one_line(str(r), 300) for r in meta.status_reasons], cycle=meta.cycle, sha256=report.sha256,
         words=meta.words,
         sources=[LedgerSource(id=s.id, url=s.url, title=one_line(s.title, 300)) for s in meta.sources],
+        cost_usd=meta.usage.cost_usd,
         extraction=LedgerExtraction(
             status=status, key=outcome.request.key, model=settings.synthesis.extractor_model,
             prompt_version=extract.PROMPT_VERSION, error=one_line(outcome.error, 500) if outcome.error else None,
@@ -650,14 +651,18 @@ def _build_ledger(cycle: str, settings: Settings, reports: list[ReportInput], sk
     syn = settings.synthesis
     cluster_of = {key: c.key for c in clusters for key in c.members}
     by_index = {c.index: c for c in clusters}
+    report_counting = {r.stem: r.counting for r in reports}
     ledger_claims = [
         LedgerClaim(cluster=cluster_of[claim.key], key=claim.key, report=claim.report, layer_key=claim.layer_key,
+                    standing=counting.standing(claim, report_counting[claim.report],
+                                               count_unsupported=syn.count_unsupported),
                     decision_key=claim.decision_key, pick_key=claim.pick_key, anchored=claim.anchored,
                     citations=[LedgerCitation.of(c) for c in claim.citations], **claim.extracted())
         for outcome in extracted for claim in outcome.claims]
     ledger_clusters = [LedgerCluster(
         key=c.key, base=c.base, layer=c.layer, layer_key=c.layer_key, decision=c.decision, status=c.status,
-        flagged=c.flagged, pick=c.pick, pick_key=c.pick_key, condition=c.condition, label=c.label, summary=c.summary,
+        flagged=c.flagged, pick=c.pick, pick_key=c.pick_key, position=c.position, condition=c.condition,
+        label=c.label, summary=c.summary, sources=c.sources, shared_source=c.shared_source,
         members=c.members, reports=c.reports, families=c.families, excluded_reports=c.excluded_reports,
         batches=c.batches, unaligned=c.unaligned, divergence=c.divergence,
         contradicts=sorted(by_index[i].key for i in c.contradicts), contrary_excluded=c.contrary_excluded)
@@ -665,7 +670,8 @@ def _build_ledger(cycle: str, settings: Settings, reports: list[ReportInput], sk
     ledger_divergences = [LedgerDivergence(
         key=d.key, layer=d.layer, decision=d.decision, kind=d.kind, tie=d.tie, line=d.line,
         positions=[LedgerSide(cluster=by_index[s.cluster].key, label=s.label, pick=s.pick, condition=s.condition,
-                              claims=s.claims, reports=s.reports, families=s.families) for s in d.sides],
+                              claims=s.claims, reports=s.reports, families=s.families, position=s.position,
+                              sources=s.sources, condition_reports=s.condition_reports) for s in d.sides],
         ambivalent_reports=d.ambivalent_reports, weighed=sorted(by_index[i].key for i in d.weighed_clusters),
         excluded_claims=d.excluded_claims)
         for d in divergences]
@@ -683,7 +689,12 @@ def _build_ledger(cycle: str, settings: Settings, reports: list[ReportInput], sk
               "failed": sum(1 for s in skipped if s.kind == "failed"),
               "extracted": sum(1 for o in extracted if not o.error), "claims": len(ledger_claims),
               "not_findings": sum(len(o.not_findings) for o in extracted),
-              "clusters": statuses, "flagged": sum(1 for c in clusters if c.flagged),
+              "clusters": statuses,
+              "flagged": sum(1 for c in clusters if c.flagged and c.status == "single_source"),
+              "flagged_sides": sum(1 for c in clusters if c.flagged and c.status == "divergent"),
+              "checked": counting.Tally.of([claim for o in extracted for claim in o.claims],
+                                           frozenset(c.key for c in ledger_claims
+                                                     if c.standing is counting.Standing.COUNTED)).as_dict(),
               "divergences": len(divergences), "ties": sum(1 for d in divergences if d.tie),
               "batches": len(judged),
               "anchored": sum(1 for o in extracted for c in o.claims if c.anchored),
@@ -694,7 +705,8 @@ def _build_ledger(cycle: str, settings: Settings, reports: list[ReportInput], sk
         settings={"extractor_model": syn.extractor_model, "extraction_prompt": extract.PROMPT_VERSION,
                   "judge_models": list(syn.judge_models), "judge_prompt": align.PROMPT_VERSION,
                   "citation_models": list(syn.citation_models), "citation_prompt": citations.PROMPT_VERSION,
-                  "count_unverified": syn.count_unverified, "batch_size": syn.batch_size,
+                  "count_unverified": syn.count_unverified, "count_unsupported": syn.count_unsupported,
+                  "batch_size": syn.batch_size,
                   "similarity_threshold": syn.similarity_threshold, "layers": list(syn.layers),
                   "timeout_minutes": syn.timeout_minutes},
         counts=counts,
@@ -767,21 +779,23 @@ def synthesize(repo: Path, settings: Settings, *, env: Mapping[str, str], cycle:
             raise SynthesisFailed(f"every extraction failed; nothing was written (first: {failures[0].error})")
         checks = _check_all(repo, reports, extracted, settings, cache, lazy, cycle, deadline)
         _with_citations(extracted, checks)
-        claims = [claim for outcome in extracted for claim in outcome.claims]
+        claims = extract.with_aliases([claim for outcome in extracted for claim in outcome.claims])
         by_key = {c.key: c for c in claims}
-        by_stem = {r.stem: r for r in reports}
+        for outcome in extracted:
+            outcome.claims = [by_key[c.key] for c in outcome.claims]
+        report_counting = {r.stem: r.counting for r in reports}
         edges = align.candidate_edges(claims, syn.similarity_threshold)
         plans = align.plan_batches(align.candidate_components(claims, edges), edges, syn.batch_size)
-        batches = [align.build_batch(i + 1, plan, by_key, by_stem, settings) for i, plan in enumerate(plans)]
+        batches = [align.build_batch(i + 1, plan, by_key, report_counting, settings) for i, plan in enumerate(plans)]
         judged = _judge_all(batches, settings, cache, lazy, cycle, deadline, reporter("judge"))
     finally:
         lazy.close(in_use=time.monotonic() >= deadline)
     warnings += cache.warnings
 
-    counted = {r.stem for r in reports if r.counted}
+    counted = counting.counted_claims(claims, report_counting, count_unsupported=syn.count_unsupported)
     alignment = align.assemble(claims, batches, {o.batch.index: o.judgement for o in judged}, counted)
-    clusters, divergences = classify(alignment, by_key, {r.stem: r.counting for r in reports})
-    assign_cluster_keys(clusters, old, {c.key for c in claims if c.report in counted})
+    clusters, divergences = classify(alignment, by_key, report_counting, counted)
+    assign_cluster_keys(clusters, old, set(counted))
     assign_divergence_keys(divergences, clusters)
     incomplete = _incomplete(extracted, judged, syn.timeout_minutes, checks)
     limitations = _limitations(cycle, reports, inputs.skipped, states, extracted, judged, incomplete, checks)

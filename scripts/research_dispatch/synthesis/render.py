@@ -1,15 +1,21 @@
 """Render `framework/<name>.md` from the ledger: the document readers act on.
 
 The document is a view of `claims.json` and nothing else, so the two cannot disagree. Sections: a
-banner when the synthesis is incomplete, the TL;DR decision table (layer, decision, pick, support,
-status), convergent findings, same-family agreement, divergences with a "use X today, switch to Y when
-Z" line (or "no consensus" when support is equal), single-source claims (flagged ones first), claims
-only excluded reports make and the reports not used, coverage and routes, limitations, and the
-sources cited, numbered by first use. Excluded reports' claims that contradict a counted position are
-shown beside it, marked as excluded. Ordering is fixed (by layer, then key) and the only date-like
-text is the cycle, so an unchanged ledger renders to the same bytes.
+banner when the synthesis is incomplete; a header whose numbers add up (claims: anchored, with a
+supported citation, unsupported, contradicted by their own source; decisions and findings, each
+explained once); the TL;DR decision table (layer, decision, verdict, support in families and
+sources, status) and the agreement matrix (decisions × families: for / against / conditional / none),
+both from `decisions`; convergent findings ("convergent — one shared source" when every supported
+citation is one page); same-family agreement; divergences with a "use X today, switch to Y when Z"
+line (or "no consensus" when families are equal) and each side's condition beside the reports that
+state it; single-source claims (flagged ones first); claims that do not count, with why; claims only
+excluded reports make and the reports not used; coverage, routes and per-leg cost; limitations; and
+the sources cited, numbered by first use. Each claim is shown by the report's own words (its quote,
+linked to the report section it is in) and each citation by what checking found: the supporting (or
+contradicting) passage's words and its link, or why not. Ordering is fixed (by layer, then key) and
+the only date-like text is the cycle, so an unchanged ledger renders to the same bytes.
 
-Every string that came from a model is untrusted: it is collapsed to one line by
+Every string that came from a model or a page is untrusted: it is collapsed to one line by
 `sanitize.one_line` and Markdown-escaped here, so it cannot open links, images, HTML or tables.
 """
 
@@ -21,10 +27,15 @@ from collections.abc import Iterable
 
 from research_dispatch.config.settings import Settings
 from research_dispatch.core.sanitize import one_line
+from research_dispatch.synthesis import decisions as decided
+from research_dispatch.synthesis.checked import Support
 from research_dispatch.synthesis.classify import FLAG
-from research_dispatch.synthesis.ledger import Ledger, LedgerClaim, LedgerCluster
+from research_dispatch.synthesis.counting import Standing
+from research_dispatch.synthesis.ledger import Ledger, LedgerCitation, LedgerClaim, LedgerCluster
 
 MAX_OTHER_SINGLE = 200
+MAX_MATRIX_ROWS = 200
+MAX_NOT_COUNTED = 200
 _MD_SPECIAL = re.compile(r"([\\`*\[\]<>|])")
 _SCHEME = re.compile(r"(?i)\b([a-z][a-z0-9+.-]{1,20}):(//)")
 _SAFE_URL = re.compile(r"^https?://[^\s<>\"'`]+$")
@@ -33,7 +44,13 @@ STATUS_TEXT = {
     "same_family": "same family only — not independent",
     "divergent": "divergent",
     "single_source": "single-source",
+    "unsupported": "not counted — no checked support",
     "excluded": "excluded reports only",
+}
+_CITATION_TEXT = {
+    Support.UNSUPPORTED: "does not support it (the judge found nothing, or its quote is not in the passage)",
+    Support.NO_EVIDENCE: "no stored passage of this source",
+    Support.PHANTOM: "cited, but not in the report's references",
 }
 
 
@@ -49,8 +66,12 @@ def title_of(name: str) -> str:
     return " ".join(w[:1].upper() + w[1:] for w in words if w)
 
 
-def _plural(count: int, word: str, plural: str | None = None) -> str:
-    return f"{count} {word if count == 1 else (plural or word + 's')}"
+_plural = decided.plural
+
+
+def anchor(heading: str) -> str:
+    """The fragment GitHub gives a Markdown heading: lower case, punctuation dropped, spaces to hyphens."""
+    return re.sub(r"[^\w\- ]", "", heading.strip().lower()).replace(" ", "-")
 
 
 class _Sources:
@@ -74,6 +95,9 @@ class _Renderer:
         self.settings = settings
         self.reports = {r.stem: r for r in ledger.reports}
         self.claims = {c.key: c for c in ledger.claims}
+        self.clusters = {c.key: c for c in ledger.clusters}
+        self.decisions = decided.decisions(ledger.to_dict())
+        self.grid = decided.matrix(ledger.to_dict())
         self.sources = _Sources()
         self.lines: list[str] = []
 
@@ -86,17 +110,44 @@ class _Renderer:
     def who(self, stem: str) -> str:
         return f"{self.report_link(stem)} ({md(self.reports[stem].family, 60)})"
 
+    def source_ref(self, url: str | None, title: str) -> str:
+        """`[n]` for a source (numbered by first use in the document), linked when its url is safe."""
+        if url is None:
+            return "\\[?\\]"
+        n = self.sources.number(url, title)
+        return f"[\\[{n}\\]](<{url}>)" if _SAFE_URL.match(url) else f"\\[{n}\\]"
+
     def cite(self, claim: LedgerClaim) -> str:
-        report = self.reports[claim.report]
-        by_id = {s.id: s for s in report.sources}
-        refs = []
-        for number in claim.sources:
-            source = by_id.get(number)
-            if source is None:
-                continue
-            n = self.sources.number(source.url, source.title)
-            refs.append(f"[\\[{n}\\]](<{source.url}>)" if _SAFE_URL.match(source.url) else f"\\[{n}\\]")
+        """The claim's citation numbers, as the document numbers its sources (unchecked claims)."""
+        by_id = {s.id: s for s in self.reports[claim.report].sources}
+        refs = [self.source_ref(by_id[n].url, by_id[n].title) for n in claim.sources if n in by_id]
         return (" " + " ".join(refs)) if refs else ""
+
+    def citation_line(self, claim: LedgerClaim, citation: LedgerCitation) -> str:
+        """One citation and what checking it found: the passage's own words when verified, else why not."""
+        titles = {s.url: s.title for s in self.reports[claim.report].sources}
+        ref = self.source_ref(citation.url, titles.get(citation.url or "", citation.url or ""))
+        if citation.support in (Support.SUPPORTED, Support.CONTRADICTED) and citation.quote:
+            verb = "supports it" if citation.support is Support.SUPPORTED else "**contradicts it**"
+            return f"{ref} {verb}: “{md(citation.quote, 400)}”"
+        return f"{ref} {_CITATION_TEXT[citation.support]}"
+
+    def words(self, claim: LedgerClaim) -> str:
+        """What the report says: its own words when code found them, else the extractor's, marked."""
+        if claim.anchored and claim.quote:
+            return f"“{md(claim.quote)}”"
+        return f"(extracted, not found in the report) “{md(claim.statement)}”"
+
+    def where(self, claim: LedgerClaim) -> str:
+        """The report, linked to the section the quote is in."""
+        report = self.reports[claim.report]
+        target = posixpath.relpath(report.path, self.settings.framework_dir)
+        if claim.section:
+            target += "#" + anchor(claim.section)
+            section = f", § {md(claim.section, 120)}"
+        else:
+            section = ""
+        return f"[{md(claim.report, 200)}](<{target}>) ({md(report.family, 60)}){section}"
 
     def statement_line(self, claim: LedgerClaim, indent: str = "- ") -> str:
         extra = []
@@ -104,15 +155,23 @@ class _Renderer:
             extra.append(f"condition: {md(claim.condition, 200)}")
         if claim.alternatives:
             extra.append("alternatives: " + ", ".join(md(a, 80) for a in claim.alternatives))
+        if claim.position.value == "against" and claim.pick:
+            extra.append(f"against {md(claim.pick, 80)}")
+        if claim.standing is not Standing.COUNTED:
+            extra.append(f"not counted: {claim.standing.reason}")
         tail = f" ({'; '.join(extra)})" if extra else ""
-        return f"{indent}{self.who(claim.report)}: “{md(claim.statement)}”{self.cite(claim)}{tail}"
+        pad = " " * max(len(indent), 2)  # nested under the claim's own list item
+        checked = "".join(f"\n{pad}- {self.citation_line(claim, c)}" for c in claim.citations)
+        cited = "" if claim.citations else self.cite(claim)
+        return f"{indent}{self.where(claim)}: {self.words(claim)}{cited}{tail}{checked}"
 
-    def support(self, reports: list[str], families: list[str]) -> str:
+    def support(self, reports: list[str], families: list[str], sources: list[str] | None = None) -> str:
         if not reports:
             return "no counted report"
-        if len(reports) == 1:
-            return f"1 report ({md(families[0] if families else self.reports[reports[0]].family, 60)})"
-        return f"{_plural(len(reports), 'report')} · {_plural(len(families), 'family', 'families')}"
+        text = (f"1 report ({md(families[0] if families else self.reports[reports[0]].family, 60)})"
+                if len(reports) == 1 else
+                f"{_plural(len(reports), 'report')} · {_plural(len(families), 'family', 'families')}")
+        return text if sources is None else f"{text} · {_plural(len(sources), 'source')}"
 
     def members(self, keys: Iterable[str]) -> list[LedgerClaim]:
         return sorted((self.claims[k] for k in keys), key=lambda c: (c.report, c.key))
@@ -149,54 +208,91 @@ class _Renderer:
             f"Cycle **{md(self.ledger.cycle, 40)}** · {_plural(counts['reports'], 'report')} · "
             f"{counts['counted']} counted towards support from "
             f"{_plural(len(families), 'model family', 'model families')} · "
-            f"{counts['excluded']} excluded (route not verified){skipped} · "
-            f"{statuses['convergent']} convergent, {statuses['same_family']} same-family, "
-            f"{statuses['divergent']} divergent, {statuses['single_source']} single-source "
-            f"({counts['flagged']} flagged).", "")
+            f"{counts['excluded']} excluded (route not verified){skipped}.", "")
         if self.ledger.incomplete:
             self.emit("> **Incomplete synthesis.** " + " ".join(md(item, 900) for item in self.ledger.incomplete)
                       + " Re-running `research-dispatch synthesize` replays what was done and continues.", "")
+        checked = counts.get("checked") or {}
+        if checked:
+            self.emit(
+                f"**Claims.** {_plural(checked['claims'], 'claim')} from {_plural(checked['reports'], 'report')}: "
+                f"{checked['anchored']} anchored (found verbatim in their report; {checked['not_anchored']} not "
+                f"found), of which {checked['supported']} with a supported citation, {checked['unsupported']} "
+                f"unsupported, {checked['contradicted']} contradicted by their own source. "
+                f"{checked['counted']} count towards support.", "")
+        made = self.decisions
+        by_status = {status: sum(1 for d in made if d.status == status)
+                     for status in ("convergent", "same_family", "divergent", "single_source")}
+        ties = sum(1 for d in made if d.tie)
+        total = sum(statuses.values())
         self.emit(
-            "A finding is **convergent** when at least two counted reports from independent model families "
-            "support it; agreement within one family is shown separately because it is not independent. "
-            "Positions are **divergent** only when the judge found them to be alternatives for the same "
-            "decision (or opposite findings) and different counted reports hold them; a divergence reads "
-            "“use X today, switch to Y when Z” when X has more support, and “no consensus” when support is "
-            "equal. A claim made by one counted report only is **single-source**, flagged "
-            f"“{FLAG}” when it is a recommendation or high-confidence (so is a divergence side held by one "
-            "report). Claims were extracted by a model (statements that only describe a source were "
-            "dropped); alignment was judged by a model that saw anonymised reports; the classification below "
-            "is deterministic code over `claims.json`.", "")
+            f"**Decisions and findings.** A *finding* is a set of claims that agree; a *decision* is a row of the "
+            "table below — a divergence (a finding per side) or a recommendation that stands alone. "
+            f"{_plural(len(made), 'decision')}: {by_status['convergent']} convergent, {by_status['same_family']} "
+            f"same-family, {by_status['divergent']} divergent ({ties} without consensus), "
+            f"{by_status['single_source']} single-source. "
+            f"{_plural(total, 'finding')}: {statuses['convergent']} convergent, {statuses['same_family']} "
+            f"same-family, {statuses['divergent']} divergent (the sides of the "
+            f"{_plural(counts.get('divergences', 0), 'divergence')}), {statuses['single_source']} single-source "
+            f"({counts['flagged']} flagged “{FLAG}”), {statuses.get('unsupported', 0)} not counted (no checked "
+            f"support), {statuses['excluded']} made only by excluded reports.", "")
+        self.emit(
+            "A claim counts only when code found its quote in the report and a judge of another family "
+            "confirmed at least one of its citations with words code found in the stored passage. A finding is "
+            "**convergent** when counted reports from at least two independent model families support it "
+            "(“one shared source” when all their supporting citations are one page); agreement within one family "
+            "is shown separately because it is not independent. Positions are **divergent** when the judge found "
+            "them to be alternatives for the same decision or opposite findings, or when code found one pick "
+            "held for and against (or numbers that differ), and different counted reports hold them; a "
+            "divergence reads “use X today, switch to Y when Z” when X has more independent families, and "
+            "“no consensus” when families are equal (sources order the sides, report counts never do). A claim "
+            f"made by one counted report only is **single-source**, flagged “{FLAG}” when it is a recommendation "
+            "or high-confidence. Claims were extracted by a model; alignment and citation checks were judged "
+            "by models that saw anonymised reports; everything else is deterministic code over `claims.json`.",
+            "")
 
     def decision_table(self) -> None:
-        rows: list[tuple[str, str, str, str, str, str]] = []
-        in_divergence: set[str] = set()
-        for divergence in self.ledger.divergences:
-            in_divergence.update(p.cluster for p in divergence.positions)
-            pick = md(divergence.line.removeprefix("Use "), 400)
-            support = " vs ".join(str(len(p.reports)) for p in divergence.positions) + " reports"
-            status = "**divergent**" + (" — no consensus" if divergence.tie else "")
-            if divergence.kind == "contradiction":
-                status += " (contradiction)"
-            rows.append((divergence.layer.casefold(), md(divergence.layer, 80), md(divergence.decision or "—", 80),
-                         pick, support, status))
-        for cluster in self.ledger.clusters:
-            if not cluster.pick or cluster.key in in_divergence or cluster.status in ("excluded", "divergent"):
-                continue
-            status = STATUS_TEXT[cluster.status]
-            if cluster.status == "convergent":
-                status = "**convergent**"
-            elif cluster.status == "single_source" and cluster.flagged:
-                status = FLAG
-            rows.append((cluster.layer.casefold(), md(cluster.layer, 80), md(cluster.decision or "—", 80),
-                         md(cluster.pick, 100), self.support(cluster.reports, cluster.families), status))
         self.emit("## TL;DR — decision table", "")
-        if not rows:
+        made = self.decisions
+        if not made:
             self.emit("No report made a recommendation that could be placed in the table.", "")
             return
-        self.emit("| Layer | Decision | Pick | Support | Status |", "|---|---|---|---|---|")
-        for _sort, layer, decision, pick, support, status in sorted(rows, key=lambda r: (r[0], r[2], r[3])):
-            self.emit(f"| {layer} | {decision} | {pick} | {support} | {status} |")
+        self.emit("| Layer | Decision | Verdict | Support | Status |", "|---|---|---|---|---|")
+        for decision in made:
+            if decision.status == "divergent":
+                support = " vs ".join(f"{_plural(len(s.families), 'family', 'families')}, "
+                                      f"{_plural(len(s.sources), 'source')}" for s in decision.sides)
+                status = "**divergent**" + (" — no consensus" if decision.tie else "")
+                if decision.kind == "contradiction":
+                    status += " (contradiction)"
+                verdict = md(decision.verdict.removeprefix("Use "), 400)
+            else:
+                cluster = self.clusters[decision.key]
+                support = self.support(cluster.reports, cluster.families, cluster.sources)
+                status = {"convergent": "**convergent**" + (" — one shared source" if cluster.shared_source else ""),
+                          "single_source": FLAG if cluster.flagged else STATUS_TEXT["single_source"]
+                          }.get(cluster.status, STATUS_TEXT[cluster.status])
+                verdict = md(cluster.label, 100)
+            self.emit(f"| {md(decision.layer, 80)} | {md(decision.question or '—', 80)} | {verdict} | {support} "
+                      f"| {status} |")
+        self.emit("")
+
+    def agreement_matrix(self) -> None:
+        grid = self.grid
+        self.emit("## Agreement matrix", "",
+                  "What each model family's counted reports hold on each decision: for, against, conditional (for, "
+                  "every claim stating a condition) or none; on a divergence, the side the family holds. A family "
+                  "whose reports hold more than one side of a divergence counts for none.", "")
+        if not grid.rows or not grid.families:
+            self.emit("No decision this cycle.", "")
+            return
+        self.emit("| Decision | " + " | ".join(md(f, 40) for f in grid.families) + " |",
+                  "|---|" + "---|" * len(grid.families))
+        for decision, cells in grid.rows[:MAX_MATRIX_ROWS]:
+            title = md(decision.layer, 60) + (f" — {md(decision.question, 80)}" if decision.question else "")
+            self.emit(f"| {title} | " + " | ".join(md(c, 80) for c in cells) + " |")
+        if len(grid.rows) > MAX_MATRIX_ROWS:
+            self.emit("", f"… and {len(grid.rows) - MAX_MATRIX_ROWS} more decisions in `claims.json`.")
         self.emit("")
 
     def cluster_section(self, title: str, status: str, intro: str) -> None:
@@ -206,23 +302,35 @@ class _Renderer:
             self.emit("None this cycle.", "")
             return
         for cluster in sorted(clusters, key=lambda c: (c.layer.casefold(), c.key)):
+            shared = (" **Convergent — one shared source**: every supporting citation is the same page, so the "
+                      "families agree on what one source says." if cluster.shared_source else "")
             self.emit(self.heading(cluster), "",
-                      f"Supported by {self.support(cluster.reports, cluster.families)}: "
-                      + ", ".join(self.who(r) for r in cluster.reports) + f". Key `{cluster.key}`.", "")
+                      f"Supported by {self.support(cluster.reports, cluster.families, cluster.sources)}: "
+                      + ", ".join(self.who(r) for r in cluster.reports) + f".{shared} Key `{cluster.key}`.", "")
             self.emit(*(self.statement_line(c) for c in self.members(cluster.members)
-                        if c.report in cluster.reports))
+                        if c.standing is Standing.COUNTED))
+            self.not_counted_members(cluster)
             if cluster.excluded_reports:
                 self.emit("- Also stated by reports excluded from support: "
                           + ", ".join(self.report_link(r) for r in cluster.excluded_reports) + ".")
             self.contrary(cluster.contrary_excluded)
             self.emit("")
 
+    def not_counted_members(self, cluster: LedgerCluster, indent: str = "- ") -> None:
+        """Claims of counted reports in a counted cluster that do not count themselves: shown, with why."""
+        mine = [c for c in self.members(cluster.members)
+                if c.standing is not Standing.COUNTED and self.reports[c.report].counted]
+        if mine:
+            self.emit(f"{indent}Also stated, not counted:")
+            self.emit(*(self.statement_line(c, indent=f"{' ' * len(indent)}  - ") for c in mine))
+
     def divergences(self) -> None:
         self.emit("## Divergent findings", "",
-                  "Positions the judge found to be alternatives for the same decision, or opposite findings, "
-                  "held by different counted reports. Neither position is dropped. The line in bold favours "
-                  "a position only when its support is greater (more independent families, then more "
-                  "reports); equal support reads “no consensus”.", "")
+                  "Positions the judge found to be alternatives for the same decision or opposite findings, or "
+                  "one pick that some counted reports hold for and others against, held by different counted "
+                  "reports. Neither position is dropped. The line in bold favours a position only when it has "
+                  "more independent families; equal families read “no consensus” (sources order the sides, "
+                  "report counts never do). A condition is shown beside the reports that state it.", "")
         if not self.ledger.divergences:
             self.emit("None this cycle.", "")
             return
@@ -232,10 +340,13 @@ class _Renderer:
             decision = f" — {md(divergence.decision, 120)}" if divergence.decision else ""
             self.emit(f"### {md(divergence.layer, 80)}{decision} ({kind})", "", f"**{md(divergence.line, 900)}**", "")
             for number, position in enumerate(divergence.positions, start=1):
-                single = f" · {FLAG}" if len(position.reports) == 1 else ""
-                condition = f" · condition: {md(position.condition, 200)}" if position.condition else ""
+                single = " · one report" if len(position.reports) == 1 else ""
+                condition = ""
+                if position.condition:
+                    stated = ", ".join(md(r, 200) for r in position.condition_reports)
+                    condition = f" · condition ({stated}): {md(position.condition, 200)}"
                 self.emit(f"{number}. **{md(position.label, 160)}** — "
-                          f"{self.support(position.reports, position.families)}{single}{condition}")
+                          f"{self.support(position.reports, position.families, position.sources)}{single}{condition}")
                 for claim in self.members(position.claims):
                     self.emit(self.statement_line(claim, indent="   - "))
             if divergence.ambivalent_reports:
@@ -259,7 +370,7 @@ class _Renderer:
         if not flagged:
             self.emit("None this cycle.", "")
         for cluster in sorted(flagged, key=lambda c: (c.layer.casefold(), c.key)):
-            claim = self.members(c for c in cluster.members if self.claims[c].report in cluster.reports)[0]
+            claim = self.members(c for c in cluster.members if self.claims[c].standing is Standing.COUNTED)[0]
             what = f"**{md(cluster.pick, 100)}** — " if cluster.pick else ""
             self.emit(f"- {md(cluster.layer, 80)}: {what}{self.statement_line(claim, indent='')} "
                       f"({claim.stance}, {claim.confidence} confidence)")
@@ -269,11 +380,32 @@ class _Renderer:
             self.emit("None this cycle.", "")
         ordered = sorted(other, key=lambda c: (c.layer.casefold(), c.key))
         for cluster in ordered[:MAX_OTHER_SINGLE]:
-            claim = self.members(c for c in cluster.members if self.claims[c].report in cluster.reports)[0]
+            claim = self.members(c for c in cluster.members if self.claims[c].standing is Standing.COUNTED)[0]
             self.emit(f"- {md(cluster.layer, 80)}: {self.statement_line(claim, indent='')}")
             self.contrary(cluster.contrary_excluded, indent="  - ")
         if len(ordered) > MAX_OTHER_SINGLE:
             self.emit(f"- … and {len(ordered) - MAX_OTHER_SINGLE} more in `claims.json`.")
+        self.emit("")
+
+    def not_counted(self) -> None:
+        """Findings no claim of which counts: shown with each claim's reason, never silently dropped."""
+        clusters = sorted((c for c in self.ledger.clusters if c.status == "unsupported"),
+                          key=lambda c: (c.layer.casefold(), c.key))
+        self.emit("## Not counted: claims without checked support", "",
+                  "Claims of counted reports that count towards nothing: their quote is not in the report, or no "
+                  "citation of theirs was confirmed by a judge of another family with words found in the stored "
+                  "passage (`synthesis.count_unsupported = true` counts anchored ones without such a citation).",
+                  "")
+        if not clusters:
+            self.emit("None this cycle.", "")
+            return
+        for cluster in clusters[:MAX_NOT_COUNTED]:
+            mine = [c for c in self.members(cluster.members) if self.reports[c.report].counted]
+            self.emit(f"- {md(cluster.layer, 80)}: {self.statement_line(mine[0], indent='')}")
+            for claim in mine[1:]:
+                self.emit(self.statement_line(claim, indent="  - "))
+        if len(clusters) > MAX_NOT_COUNTED:
+            self.emit(f"- … and {len(clusters) - MAX_NOT_COUNTED} more in `claims.json`.")
         self.emit("")
 
     def excluded(self) -> None:
@@ -309,8 +441,9 @@ class _Renderer:
 
     def coverage(self) -> None:
         self.emit("## Coverage and routes", "",
-                  "| Report | Topic | Author model | Family | Served model | Route | Status | Claims | Counted |",
-                  "|---|---|---|---|---|---|---|---|---|")
+                  "| Report | Topic | Author model | Family | Served model | Route | Status | Claims | Counted "
+                  "| Cost |",
+                  "|---|---|---|---|---|---|---|---|---|---|")
         for report in self.ledger.reports:
             served = ", ".join(report.served_models) or "—"
             route = report.route + ("" if report.route_verified else " ⚠")
@@ -318,12 +451,12 @@ class _Renderer:
                 "not extracted (time limit)" if report.extraction.status == "timed_out" else "extraction failed")
             self.emit(f"| {self.report_link(report.stem)} | {md(report.topic, 80)} | {md(report.requested_model, 80)} "
                       f"| {md(report.family, 40)} | {md(served, 160)} | {md(route, 40)} | {md(report.status, 20)} "
-                      f"| {claims} | {'yes' if report.counted else 'no'} |")
+                      f"| {claims} | {'yes' if report.counted else 'no'} | ${report.cost_usd:.4f} |")
         for leg in self.ledger.legs:  # planned legs the synthesis read no report of (missing, failed, ...)
             if leg.stem in self.reports:
                 continue
             self.emit(f"| {md(leg.stem, 200)} | {md(leg.topic, 80)} | {md(leg.model, 80)} | — | — | — "
-                      f"| {md(leg.state, 20)} | — | no |")
+                      f"| {md(leg.state, 20)} | — | no | — |")
         self.emit("")
 
     def limitations(self) -> None:
@@ -352,6 +485,7 @@ class _Renderer:
     def render(self) -> str:
         self.header()
         self.decision_table()
+        self.agreement_matrix()
         self.cluster_section("Convergent findings", "convergent",
                              "Supported by counted reports from at least two model families.")
         self.cluster_section("Same-family agreement (not independent)", "same_family",
@@ -359,6 +493,7 @@ class _Renderer:
                              "within a family is not independent evidence.")
         self.divergences()
         self.single_source()
+        self.not_counted()
         self.excluded()
         self.coverage()
         self.limitations()

@@ -167,6 +167,14 @@ def numbers_disagree(a: str, b: str) -> bool:
     return any(not (first[unit] & second[unit]) for unit in first.keys() & second.keys())
 
 
+_PRESENT = re.compile(r"^\s*(today|now|currently|at present)\b\W*$", re.IGNORECASE)
+
+
+def states_a_condition(condition: str | None) -> bool:
+    """Is this a condition at all? "today" or "currently" says when a pick holds now, not what it waits for."""
+    return bool(condition) and not _PRESENT.match(condition or "")
+
+
 def statement_key(statement: str) -> str:
     """Equality key of a statement: whitespace, case and punctuation do not matter."""
     return " ".join(_TOKEN.findall(statement.lower()))
