@@ -45,7 +45,7 @@ import random
 import threading
 import time
 from collections.abc import Callable, Mapping
-from dataclasses import asdict, dataclass, field
+from dataclasses import MISSING, asdict, dataclass, field, fields
 from typing import Any
 
 from research_dispatch.config import environment
@@ -56,6 +56,7 @@ from research_dispatch.core.errors import (
     AuthenticationFailed,
     CallBoundExceeded,
     CallTimedOut,
+    DeadlineReached,
     ErrorInResponse,
     GatewayCallTimedOut,
     GatewayError,
@@ -67,7 +68,7 @@ from research_dispatch.core.errors import (
     RetryableGatewayError,
     UnusableUsage,
 )
-from research_dispatch.core.records import record
+from research_dispatch.core.records import load_record, record
 from research_dispatch.core.redact import register_secrets
 from research_dispatch.gateway import endpoints as listing
 from research_dispatch.gateway import route
@@ -93,7 +94,9 @@ class CallRecord:
 
     `cost_usd` is everything the call cost. With a BYOK key it is OpenRouter's fee (`gateway_fee_usd`)
     plus the provider's charge (`provider_cost_usd`); otherwise both are None and `cost_usd` is what
-    OpenRouter charged. Fields after `verdict` have defaults so older call logs still load.
+    OpenRouter charged. Fields after `verdict` were added after the first release (0.1.0 wrote none of
+    them) and have defaults, so older call logs still load: `from_json` requires only the fields without
+    a default (tests/data/v0.1.0 is a call log of that release).
     """
 
     generation_id: str | None
@@ -129,6 +132,16 @@ class CallRecord:
     def from_dict(cls, data: dict[str, Any]) -> CallRecord:
         known = {f for f in cls.__dataclass_fields__}
         return cls(**{k: v for k, v in data.items() if k in known})
+
+    @classmethod
+    def from_json(cls, line: str) -> CallRecord:
+        """One call-log line, every field checked (`records.py`; `ValueError` names the field): a field
+        a newer version added takes its default, one the first release wrote must be there."""
+        return load_record(line, cls, required=_CALL_RECORD_REQUIRED)
+
+
+_CALL_RECORD_REQUIRED = tuple(f.name for f in fields(CallRecord)
+                              if f.default is MISSING and f.default_factory is MISSING)
 
 
 @dataclass
@@ -397,11 +410,20 @@ class Gateway:
         if isinstance(exc, Interrupted):
             return GatewayInterrupted(str(exc), error_type="interrupted")
         if isinstance(exc, CallTimedOut):
-            error: GatewayError = GatewayCallTimedOut(str(exc), status=None, error_type="timeout")
-            leg = self._leg_deadline(deadline)
-            error.retryable = leg is None or time.monotonic() < leg
-            return error
+            return self._timed_out(str(exc), deadline)
         return GatewayResponseTooLarge(str(exc), error_type="response_too_large")
+
+    def _timed_out(self, what: str, deadline: float | None) -> GatewayError:
+        """A call that ran out of time: `DeadlineReached` when the caller's own deadline (the leg's time
+        cap) has passed — a cap, never retried — else an ordinary timeout of `gateway.timeout_s`, worth
+        another attempt. Both the wall-clock bound and the HTTP client's read timeout (never set past the
+        deadline) end here, so the two can never be told apart by accident."""
+        leg = self._leg_deadline(deadline)
+        if leg is not None and time.monotonic() >= leg:
+            return DeadlineReached(f"{what}; the caller's own time limit was reached", status=None,
+                                   error_type="deadline")
+        return GatewayCallTimedOut(f"{what} (gateway.timeout_s = {self.settings.timeout_s:g} s)", status=408,
+                                   error_type="timeout")
 
     def complete(self, *, model: str, messages: list[dict[str, Any]], tools: list[dict[str, Any]] | None = None,
                  tool_choice: str | None = None, provider: str | None = None, session_id: str | None = None,
@@ -435,7 +457,7 @@ class Gateway:
             except GatewayError as exc:
                 error = exc
             except self._openai.APIError as exc:
-                error = self._translate(exc)
+                error = self._translate(exc, leg_deadline)
             error.attempts = attempt + 1
             if not error.retryable or attempt >= self.retry.max_retries:
                 raise error
@@ -517,10 +539,10 @@ class Gateway:
         kwargs["extra_body"] = extra_body
         return kwargs
 
-    def _translate(self, exc: Exception) -> GatewayError:
+    def _translate(self, exc: Exception, deadline: float | None = None) -> GatewayError:
         openai = self._openai
         if isinstance(exc, openai.APITimeoutError):
-            return RetryableGatewayError("gateway request timed out", status=408, error_type="timeout")
+            return self._timed_out("gateway request timed out", deadline)
         if isinstance(exc, openai.APIConnectionError):
             return RetryableGatewayError(f"connection to the gateway failed: {type(exc.__cause__).__name__}",
                                          error_type="connection")

@@ -33,7 +33,13 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from research_dispatch.config.settings import Budget, WordBand
-from research_dispatch.core.errors import AuthenticationFailed, GatewayError, InsufficientCredits, Interrupted
+from research_dispatch.core.errors import (
+    AuthenticationFailed,
+    DeadlineReached,
+    GatewayError,
+    InsufficientCredits,
+    Interrupted,
+)
 from research_dispatch.gateway.client import CallRecord, Completion, Gateway, Pricing
 from research_dispatch.leg import contract
 from research_dispatch.leg.contract import BAND_SENTENCE, BRIEF_LABEL, TITLE_LABEL, TOPIC_ID_LABEL
@@ -165,6 +171,26 @@ class LoopState:
     empty_replies: int = 0
 
 
+class Cap(enum.Enum):
+    """A leg's hard caps, each by the topic (or config) field that sets it. Status reasons and errors name
+    the field, so a reader knows which knob ended the leg — and a leg cut by its own time cap never reads
+    like a slow gateway (a per-call timeout names `gateway.timeout_s` instead)."""
+
+    STEPS = "budget.max_steps"
+    DOLLARS = "budget.max_cost_usd"
+    TIME = "budget.timeout_minutes"
+
+    @property
+    def budget(self) -> str:
+        """The cap in words, as the model is told it ("the step budget is reached")."""
+        return {Cap.STEPS: "step budget", Cap.DOLLARS: "dollar budget", Cap.TIME: "time budget"}[self]
+
+    def reached(self, detail: str, *, during: str | None = None) -> str:
+        """The reason a leg stopped at this cap: `step cap reached (budget.max_steps: 6 calls)`."""
+        word = self.budget.split()[0]
+        return f"{word} cap reached ({self.value}: {detail})" + (f" during {during}" if during else "")
+
+
 @dataclass(frozen=True)
 class CallAllowance:
     """The caps check before a call: whether it may start, and the output cap the money left pays for."""
@@ -264,15 +290,15 @@ class Researcher:
         left could not pay for even a minimal reply; else with the output cap the money left pays for."""
         budget = self.spec.budget
         if steps_used >= budget.max_steps:
-            return CallAllowance(f"step cap reached ({budget.max_steps} calls)")
+            return CallAllowance(Cap.STEPS.reached(f"{budget.max_steps} calls"))
         if outcome.cost_usd >= budget.max_cost_usd:
-            return CallAllowance(f"dollar cap reached (${outcome.cost_usd:.4f} of ${budget.max_cost_usd:.2f})")
+            return CallAllowance(Cap.DOLLARS.reached(f"${outcome.cost_usd:.4f} of ${budget.max_cost_usd:.2f}"))
         if now >= deadline:
-            return CallAllowance(f"time cap reached ({budget.timeout_minutes:g} min)")
+            return CallAllowance(Cap.TIME.reached(f"{budget.timeout_minutes:g} min"))
         output_limit = self._affordable_output_tokens(outcome)
         if output_limit is not None and output_limit < MIN_CALL_OUTPUT_TOKENS:
-            return CallAllowance(f"dollar cap reached (${outcome.cost_usd:.4f} spent of "
-                                 f"${budget.max_cost_usd:.2f}; the next call could not be paid for)")
+            return CallAllowance(Cap.DOLLARS.reached(f"${outcome.cost_usd:.4f} spent of ${budget.max_cost_usd:.2f}; "
+                                                     "the next call could not be paid for"))
         return CallAllowance(None, output_limit)
 
     def _force_writing_near_cap(self, state: LoopState, steps_used: int, now: float) -> None:
@@ -282,9 +308,9 @@ class Researcher:
         cap = self._approaching_cap(state.outcome, steps_used, now, state.start, state.deadline)
         if cap:
             state.writing_forced = True
-            state.outcome.reasons.append(f"{cap} reached while researching; report written from the "
-                                         "evidence gathered so far")
-            self._say(contract.STOP_RESEARCHING.format(cap=cap))
+            state.outcome.reasons.append(f"{cap.budget} ({cap.value}) reached while researching; report written "
+                                         "from the evidence gathered so far")
+            self._say(contract.STOP_RESEARCHING.format(cap=cap.budget))
 
     def _call(self, state: LoopState, now: float, output_limit: int | None) -> Completion | None:
         """One model call over the (compacted) history; None when the gateway failed (the outcome says why).
@@ -304,6 +330,10 @@ class Researcher:
             raise
         except (InsufficientCredits, AuthenticationFailed) as exc:
             outcome.failure = str(exc)
+            self.trace(GatewayErrorEvent(fatal=True, error=str(exc), status=exc.status))
+            return None
+        except DeadlineReached as exc:  # the leg's own time cap cut the call: a cap, not a gateway fault
+            outcome.reasons.append(Cap.TIME.reached(f"{spec.budget.timeout_minutes:g} min", during="a model call"))
             self.trace(GatewayErrorEvent(fatal=True, error=str(exc), status=exc.status))
             return None
         except GatewayError as exc:
@@ -402,25 +432,24 @@ class Researcher:
         return len(outcome.records) + self.tools.stats.mcp_calls
 
     def _approaching_cap(self, outcome: ResearchOutcome, steps_used: int, now: float, start: float,
-                         deadline: float) -> str | None:
-        """The budget ("step budget", "dollar budget", "time budget") too close to its cap for another
-        research step, or None (the cap heuristics above)."""
+                         deadline: float) -> Cap | None:
+        """The cap too close for another research step, or None (the cap heuristics above)."""
         budget = self.spec.budget
         if budget.max_steps - steps_used <= write_reserve(budget.max_steps):
-            return "step budget"
+            return Cap.STEPS
         pricing = self._pricing()
         if pricing is not None:
             # Another research step must still leave enough to write: its own price, plus a report
             # written over a prompt grown by that step's tool results.
             step = self._prompt_tokens_estimate() * pricing.prompt + STEP_OUTPUT_TOKENS * pricing.completion
             if outcome.cost_usd + step + self._writing_cost(pricing, STEP_GROWTH_TOKENS) >= budget.max_cost_usd:
-                return "dollar budget"
+                return Cap.DOLLARS
         elif outcome.records:
             average = outcome.cost_usd / len(outcome.records)
             if outcome.cost_usd + WRITE_RESERVE_STEPS * average >= budget.max_cost_usd:
-                return "dollar budget"
+                return Cap.DOLLARS
         if now - start >= RESEARCH_TIME_SHARE * (deadline - start):
-            return "time budget"
+            return Cap.TIME
         return None
 
     def _pricing(self) -> Pricing | None:

@@ -22,7 +22,6 @@ from research_dispatch.config.plan import companions
 from research_dispatch.config.settings import Settings
 from research_dispatch.core import sanitize
 from research_dispatch.core.errors import BadInput
-from research_dispatch.core.records import load_record
 from research_dispatch.core.tables import plain_table
 from research_dispatch.gateway import route
 from research_dispatch.gateway.client import OPENAI_COMPATIBLE, CallRecord, Gateway, credentials
@@ -68,8 +67,9 @@ MAX_CALLS_BYTES = 8 * 1024 * 1024  # a call log: ~500 bytes a call; a leg makes 
 def parse_call_record(line: str) -> CallRecord:
     """One call-log line as a `CallRecord`, every field checked (`records.py`); `ValueError` names the
     field. The log is evidence read back from disk and from CI artifacts: a damaged line must be a
-    clear error naming the line and the field, never an exception deep inside the route check."""
-    return load_record(line, CallRecord)
+    clear error naming the line and the field, never an exception deep inside the route check. A line
+    of an earlier version (without the fields added since) loads with their defaults."""
+    return CallRecord.from_json(line)
 
 
 def load_calls(path: Path, *, display: str | None = None) -> list[CallRecord]:
