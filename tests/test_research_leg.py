@@ -98,10 +98,19 @@ def test_unpinned_provider_change_stays_exact(repo: Path, fake_env: dict, gatewa
     assert research(repo, "diloco-family").exit_code == 0
 
 
-def test_recorded_fallback_attempt_is_provider_fallback(repo: Path, fake_env: dict, gateway) -> None:
+def test_recorded_fallback_attempt_with_a_pinned_provider_is_provider_fallback(repo: Path, fake_env: dict,
+                                                                               gateway) -> None:
+    write_topic(repo, "02-diloco-family.yaml", (repo / "topics" / "02-diloco-family.yaml").read_text()
+                + "    provider: deepseek\n")
     gateway.set_scenario({"rules": [{"on_call": 1, "fallback_attempt": True}]})
     assert research(repo, "diloco-family").exit_code == 3
     assert front_matter(repo / "research" / "02-diloco-family.md")["route"] == "provider_fallback"
+
+
+def test_recorded_fallback_attempt_without_a_pin_stays_exact(repo: Path, fake_env: dict, gateway) -> None:
+    gateway.set_scenario({"rules": [{"on_call": 1, "fallback_attempt": True}]})
+    assert research(repo, "diloco-family").exit_code == 0
+    assert front_matter(repo / "research" / "02-diloco-family.md")["route"] == "exact"
 
 
 def test_missing_metadata_is_unverified_and_cache_hit_is_cached(repo: Path, fake_env: dict, gateway) -> None:

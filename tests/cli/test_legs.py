@@ -133,3 +133,24 @@ def test_verify_online_catches_a_call_log_that_lies(substituted: Researched, fak
     assert online.code == 3, online.output
     assert "model_fallback ⚠" in online.stdout
     assert f"gateway says model {SUBSTITUTE}, log says {REQUESTED}" in online.stdout
+
+
+def test_an_unpinned_provider_fallback_is_verified(tmp_path: Path, fakes: Fakes) -> None:
+    """DESIGN.md § Route verdicts: no topic pins a provider, so OpenRouter serving some calls through a
+    second provider after a failed first attempt (its router metadata shows both) is load balancing:
+    `research` and `verify --online` exit 0, the route is exact, and both providers are recorded."""
+    rule = {"match": {"session": f"*:{STEM}"}, "times": 2, "fallback_attempt": True, "serve_provider": "DeepInfra"}
+    with scripted(fakes, {"rules": [rule]}):
+        leg = research(tmp_path, fakes)
+    assert leg.done.code == 0, leg.done.output
+    assert f"{STEM}: ok, route exact" in leg.done.stdout
+    calls = [json.loads(line) for line in
+             (leg.repo / "research" / f"{STEM}.calls.jsonl").read_text(encoding="utf-8").splitlines()]
+    fell_back = [c for c in calls if c["attempt"] == 2]
+    assert len(fell_back) == 2 and all(c["attempts_recorded"] == 2 and c["served_provider"] == "DeepInfra"
+                                       and c["verdict"] == "exact" for c in fell_back)
+    front = (leg.repo / "research" / f"{STEM}.md").read_text(encoding="utf-8")
+    assert "served_providers: [DeepInfra, DeepSeek]" in front and "route_verified: true" in front
+    online = run_cli("verify", "--online", "--repo", str(leg.repo), env=fakes.env())
+    assert online.code == 0, online.output
+    assert "problem:" not in online.stdout and " exact " in online.stdout.splitlines()[1]

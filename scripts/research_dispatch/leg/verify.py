@@ -108,9 +108,10 @@ def recheck(record: CallRecord, requested_model: str) -> str:
         facts = route.self_reported_verdict(requested_model=requested_model, served_model=record.served_model)
         return route.leg_verdict([facts, record.verdict])
     facts = route.call_verdict(
-        requested_model=requested_model, pinned_provider=None, served_model=record.served_model,
-        served_provider=record.served_provider, metadata_present=record.metadata_present,
-        attempt=record.attempt, attempts_recorded=record.attempts_recorded, cached=record.cached)
+        requested_model=requested_model, pinned_provider=record.requested_provider,
+        served_model=record.served_model, served_provider=record.served_provider,
+        metadata_present=record.metadata_present, attempt=record.attempt,
+        attempts_recorded=record.attempts_recorded, cached=record.cached, provider_display_names=None)
     return route.leg_verdict([facts, record.verdict])
 
 
@@ -124,8 +125,8 @@ def online_verdict(data: dict[str, Any], requested_model: str, record: CallRecor
         verdict = "cached"
     elif served and not route.same_model(requested_model, str(served)):
         verdict = "model_fallback"
-    elif isinstance(responses, list) and len(responses) > 1:
-        verdict = "provider_fallback"
+    elif record.requested_provider and isinstance(responses, list) and len(responses) > 1:
+        verdict = "provider_fallback"  # without a pin, several attempts are OpenRouter's load balancing
     elif not served or not provider:
         verdict = "unverified"
     else:
