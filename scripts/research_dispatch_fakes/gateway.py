@@ -30,7 +30,11 @@ Strict like the real services (module `strict`, docs/REAL-SERVICES.md):
     `anthropic/*`, tool results that do not answer the turn before them, and — for `google/gemini-3*` —
     tool-call turns without the `reasoning_details` thought signatures it returned (or with altered ones);
   * `google/gemini-3*` tool-call turns carry `reasoning_details` (one `reasoning.encrypted` signature per
-    call, id = the call's id).
+    call, id = the call's id);
+  * `google/*` models refuse tool `parameters` with a keyword outside Google's `Schema` subset
+    (`additionalProperties`, `exclusiveMinimum`, `$ref`, ...), a `type` list, a non-string `enum` or a
+    `format` other than `enum`/`date-time`: 400, Google's "Invalid JSON payload received. Unknown name"
+    lines in `error.metadata.raw`.
 
 Accounting (what the benchmarks rely on):
   * prompt_tokens = ceil(chars / 4) over every message `content` string, every tool-call `arguments`
@@ -521,11 +525,14 @@ class FakeGateway(FakeServer):
     @staticmethod
     def _refuse_conversation(body: dict[str, Any], model: str, provider: str) -> FakeResponse | None:
         """The serving provider's 400 for a conversation a strict server refuses (module `strict`):
-        unknown or deprecated assistant fields, `content: null`, unanswered tool calls, and for
-        `google/gemini-3*` tool-call turns without their thought signatures."""
+        unknown or deprecated assistant fields, `content: null`, unanswered tool calls, for
+        `google/gemini-3*` tool-call turns without their thought signatures, and for `google/*` tool
+        schemas with keywords Google's function declarations do not take."""
         problem = strict.message_problem(body["messages"], model)
         if problem is None and strict.requires_thought_signatures(model):
             problem = strict.signature_problem(body["messages"])
+        if problem is None and strict.takes_gemini_schemas(model):
+            problem = strict.gemini_schema_problem(body)
         if problem is None:
             return None
         envelope = error_envelope(400, "Provider returned error", raw=problem, provider_name=provider)

@@ -655,6 +655,8 @@ def test_serve_prints_one_json_line_and_stops_on_sigterm(tmp_path: Any) -> None:
 SCHEMAS = Path(__file__).resolve().parent.parent / "data" / "openrouter"
 GEMINI = "google/gemini-3.1-pro-preview"
 CALL = {"id": "c1", "type": "function", "function": {"name": "web_search", "arguments": '{"query": "x"}'}}
+GEMINI_TOOLS = json.loads(json.dumps(TOOLS).replace(', "additionalProperties": false', ""))
+"""TOOLS in Google's schema subset (Google's function declarations refuse `additionalProperties`)."""
 
 
 def refusal(excinfo: pytest.ExceptionInfo[openai.APIStatusError]) -> dict[str, Any]:
@@ -738,7 +740,7 @@ def test_scripted_unusable_cost_goes_out_as_is(client: OpenAI, gw: FakeGateway) 
 
 def test_gemini_3_returns_and_demands_thought_signatures(client: OpenAI) -> None:
     messages = opening()
-    first = client.chat.completions.create(model=GEMINI, messages=messages, tools=TOOLS)  # type: ignore[arg-type]
+    first = client.chat.completions.create(model=GEMINI, messages=messages, tools=GEMINI_TOOLS)  # type: ignore[arg-type]
     message = first.choices[0].message.to_dict()
     details = message["reasoning_details"]
     assert [d["id"] for d in details] == [c["id"] for c in message["tool_calls"]]
@@ -746,21 +748,43 @@ def test_gemini_3_returns_and_demands_thought_signatures(client: OpenAI) -> None
     answers = [{"role": "tool", "tool_call_id": c["id"], "content": "nothing"} for c in message["tool_calls"]]
     echoed = assistant_turn(message)
     assert client.chat.completions.create(model=GEMINI, messages=[*messages, echoed, *answers],  # type: ignore
-                                          tools=TOOLS).choices
+                                          tools=GEMINI_TOOLS).choices
     stripped = {k: v for k, v in echoed.items() if k != "reasoning_details"}
     with pytest.raises(openai.BadRequestError, match="Provider returned error") as missing:
         client.chat.completions.create(model=GEMINI, messages=[*messages, stripped, *answers],  # type: ignore
-                                       tools=TOOLS)
+                                       tools=GEMINI_TOOLS)
     assert "missing a thought_signature" in refusal(missing)["metadata"]["raw"]
     forged = json.loads(json.dumps(echoed))
     forged["reasoning_details"][0]["data"] = "AAAA" + forged["reasoning_details"][0]["data"][4:]
     with pytest.raises(openai.BadRequestError) as corrupted:
         client.chat.completions.create(model=GEMINI, messages=[*messages, forged, *answers],  # type: ignore
-                                       tools=TOOLS)
+                                       tools=GEMINI_TOOLS)
     assert refusal(corrupted)["metadata"]["raw"] == "Corrupted thought signature."
     other = client.chat.completions.create(model=MODEL, messages=[*messages, stripped, *answers],  # type: ignore
-                                           tools=TOOLS)
+                                           tools=GEMINI_TOOLS)
     assert other.choices and other.choices[0].message.model_extra.get("reasoning_details") is None
+
+
+def test_google_models_refuse_schema_keywords_their_function_declarations_do_not_take(client: OpenAI) -> None:
+    """Google's `Schema` is a subset of OpenAPI 3.0: `additionalProperties`, `exclusiveMinimum`, a type
+    list... are 400 for a `google/*` model, one "Unknown name" line per violation, with the path Google
+    names; the same request to another model, or without those keywords, is served."""
+    tools = json.loads(json.dumps(TOOLS))
+    tools[0]["function"]["parameters"]["properties"]["max_results"].update(exclusiveMinimum=0, type=["integer", "null"])
+    with pytest.raises(openai.BadRequestError, match="Provider returned error") as refused:
+        client.chat.completions.create(model="google/gemma-3-27b-it", messages=opening(), tools=tools)  # type: ignore
+    raw = refusal(refused)["metadata"]["raw"].splitlines()
+    assert raw == [
+        "Invalid JSON payload received. Unknown name \"additionalProperties\" at "
+        "'tools[0].function_declarations[0].parameters': Cannot find field.",
+        "Invalid JSON payload received. Unknown name \"exclusiveMinimum\" at "
+        "'tools[0].function_declarations[0].parameters.properties[1].value': Cannot find field.",
+        "Invalid value at 'tools[0].function_declarations[0].parameters.properties[1].value.type' "
+        "(TYPE_UNSPECIFIED), ['integer', 'null']",
+        "Invalid JSON payload received. Unknown name \"additionalProperties\" at "
+        "'tools[0].function_declarations[1].parameters': Cannot find field."]
+    assert client.chat.completions.create(model=MODEL, messages=opening(), tools=tools).choices  # type: ignore
+    assert client.chat.completions.create(model=GEMINI, messages=opening(), tools=GEMINI_TOOLS).choices  # type: ignore
 
 
 @pytest.mark.parametrize(("model", "turn", "complaint"), [

@@ -71,7 +71,7 @@ from research_dispatch.core.errors import (
 from research_dispatch.core.records import load_record, record
 from research_dispatch.core.redact import register_secrets
 from research_dispatch.gateway import endpoints as listing
-from research_dispatch.gateway import route
+from research_dispatch.gateway import route, schemas
 from research_dispatch.gateway.endpoints import Pricing
 
 __all__ = ["CallRecord", "Completion", "Gateway", "Pricing", "RetryPolicy", "canonical_assistant_turn",
@@ -502,6 +502,8 @@ class Gateway:
         """The keyword arguments of `create()`: only what this gateway (and, on OpenRouter, the pinned
         endpoints' `supported_parameters`) accepts."""
         kwargs: dict[str, Any] = {"model": model, "messages": messages}
+        if tools:
+            tools = schemas.tools_for_route(model, tools)  # Google's function declarations take a subset
         if self.kind == OPENAI_COMPATIBLE:
             kwargs["max_tokens"] = output_cap
             if tools:
