@@ -62,6 +62,7 @@ Scenario format (constructor `scenario=`, `set_scenario()`, or `POST /__fake__/s
      "endpoints": {"<model glob>": [{"provider": "Acme", "tag": "acme",
                                      "supported_parameters": ["max_tokens", "tools"]}]},
      "byok": false,
+     "response_formats": ["text", "json_object"],  # a local server: other response_format types are 422
      "rules": [{"match": {"model": "<glob>", "session": "<glob>", "kind": "<glob>", "schema": "<glob>"},
                 "on_call": k | "calls": [k, ...] | (omitted: every call),
                 "times": n,                  # apply at most n times
@@ -359,8 +360,10 @@ class FakeGateway(FakeServer):
         with self._state:
             return self._chat_locked(request, body)
 
-    @staticmethod
-    def _validate(body: dict[str, Any]) -> FakeResponse | None:
+    def _validate(self, body: dict[str, Any]) -> FakeResponse | None:
+        refused = self._refuse_response_format(body)
+        if refused is not None:
+            return refused
         if body.get("stream"):
             return FakeResponse.json(error_envelope(400, "streaming not supported by the fake"), 400)
         if body.get("models"):
@@ -377,6 +380,22 @@ class FakeGateway(FakeServer):
         if not isinstance(body.get("messages"), list) or not body["messages"]:
             return FakeResponse.json(error_envelope(400, "messages must be a non-empty array"), 400)
         return None
+
+    def _refuse_response_format(self, body: dict[str, Any]) -> FakeResponse | None:
+        """A local server's refusal of a `response_format` type it does not take (scenario
+        `response_formats`), as llama-cpp-python's FastAPI request models give it: HTTP 422 with
+        pydantic's `detail` list ("Input should be 'text' or 'json_object'")."""
+        accepted = self.scenario.get("response_formats")
+        response_format = body.get("response_format")
+        if not isinstance(accepted, list) or not isinstance(response_format, dict):
+            return None
+        kind = response_format.get("type")
+        if kind in accepted:
+            return None
+        allowed = " or ".join(f"'{k}'" for k in accepted)
+        return FakeResponse.json({"detail": [{"type": "literal_error", "loc": ["body", "response_format", "type"],
+                                              "msg": f"Input should be {allowed}", "input": kind,
+                                              "ctx": {"expected": allowed}}]}, 422)
 
     def _match_rule(self, body: dict[str, Any], session: str, call_no: int, kind: str) -> tuple[int, dict[str, Any]]:
         for index, rule in enumerate(self.scenario.get("rules") or []):

@@ -223,6 +223,10 @@ class GatewaySettings(_Strict):
     max_completion_tokens: int = Field(8192, ge=256, le=200_000)
     # A Retry-After longer than this is not waited out: the call fails at once and says so.
     max_retry_after_s: float = Field(120.0, ge=0, le=3600)
+    # How structured output (the synthesis' extraction and judging) is asked for: `auto` is `json_schema` on
+    # OpenRouter and, on an openai-compatible server, each form in turn until the server takes one
+    # (gateway/structured.py); or name the form the server takes.
+    structured_output: Literal["auto", "json_schema", "json_object", "tool_call"] = "auto"
     referer: str = "https://github.com/research-dispatch/research-dispatch"
     title: str = "research-dispatch"
 

@@ -38,6 +38,7 @@ is built once per process and shared by every leg's client.
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import json
 import math
@@ -45,7 +46,7 @@ import random
 import threading
 import time
 from collections.abc import Callable, Mapping
-from dataclasses import MISSING, asdict, dataclass, field, fields
+from dataclasses import MISSING, asdict, dataclass, field, fields, replace
 from typing import Any
 
 from research_dispatch.config import environment
@@ -71,7 +72,7 @@ from research_dispatch.core.errors import (
 from research_dispatch.core.records import load_record, record
 from research_dispatch.core.redact import register_secrets
 from research_dispatch.gateway import endpoints as listing
-from research_dispatch.gateway import route, schemas
+from research_dispatch.gateway import route, schemas, structured
 from research_dispatch.gateway.endpoints import Pricing
 
 __all__ = ["CallRecord", "Completion", "Gateway", "Pricing", "RetryPolicy", "canonical_assistant_turn",
@@ -265,6 +266,10 @@ def _error_facts(body: Any, fallback: str) -> _ErrorFacts:
     """
     if not isinstance(body, Mapping):
         return _ErrorFacts(fallback[:500], None, None)
+    detail = body.get("detail")  # FastAPI-based servers (llama-cpp-python): pydantic's list of problems
+    if "message" not in body and isinstance(detail, list) and detail and isinstance(detail[0], Mapping):
+        where = ".".join(str(p) for p in detail[0].get("loc") or [])
+        return _ErrorFacts(f"{where}: {detail[0].get('msg')}"[:700], "invalid_request", False)
     message = str(body.get("message") or fallback)
     metadata = _mapping(body.get("metadata"))
     raw = metadata.get("raw")
@@ -387,6 +392,7 @@ class Gateway:
             http_client=http_client,
         )
         self._listings: dict[str, list[listing.Endpoint]] = {}  # per model; [] when unavailable
+        self.forms = structured.FormMemory(self.settings.structured_output, openrouter=self.kind == OPENROUTER)
 
     def close(self) -> None:
         self._client.close()
@@ -425,13 +431,54 @@ class Gateway:
         return GatewayCallTimedOut(f"{what} (gateway.timeout_s = {self.settings.timeout_s:g} s)", status=408,
                                    error_type="timeout")
 
+    def complete_structured(self, *, model: str, messages: list[dict[str, Any]], name: str, schema: dict[str, Any],
+                            provider: str | None = None, session_id: str | None = None,
+                            max_completion_tokens: int | None = None, purpose: str = "structured",
+                            deadline: float | None = None) -> Completion:
+        """One structured-output call in the form this gateway's server takes for `model` (`structured.py`):
+        the configured form, else the learnt one, else each untried form in turn — a form the server
+        refuses is recorded and never sent again. The completion's `content` is the answer's JSON text
+        whatever the form (for a forced tool call, its arguments); pydantic validation is the caller's."""
+        # while no form is known for the model, the first call learns and parallel ones wait for it
+        probing = self.forms.probe_lock(model) if self.forms.probing(model) else contextlib.nullcontext()
+        with probing:
+            return self._structured_in(self.forms.candidates(model), model=model, messages=messages, name=name,
+                                       schema=schema, provider=provider, session_id=session_id,
+                                       max_completion_tokens=max_completion_tokens, purpose=purpose, deadline=deadline)
+
+    def _structured_in(self, forms: list[structured.StructuredForm], *, model: str, messages: list[dict[str, Any]],
+                       name: str, schema: dict[str, Any], provider: str | None, session_id: str | None,
+                       max_completion_tokens: int | None, purpose: str, deadline: float | None) -> Completion:
+        """The structured call in the first of `forms` the server takes (see `complete_structured`)."""
+        refusals: list[str] = []
+        for form in forms:
+            try:
+                completion = self.complete(model=model, messages=messages, provider=provider, session_id=session_id,
+                                           max_completion_tokens=max_completion_tokens, purpose=purpose,
+                                           deadline=deadline, probe=form if self.forms.probing(model) else None,
+                                           **structured.request_for(form, name, schema))
+            except structured.StructuredFormRefused as exc:
+                self.forms.refused(model, form)
+                refusals.append(str(exc))
+                continue
+            self.forms.accepted(model, form)
+            text = structured.answer_text(form, name, completion.content, completion.tool_calls)
+            return replace(completion, message={**completion.message, "content": text})
+        why = f" ({'; '.join(refusals)})" if refusals else " (each form was refused earlier in this run)"
+        raise GatewayError(f"{model}: the server took no form of structured output{why}; set "
+                           "[tool.research-dispatch.gateway] structured_output to the form it takes",
+                           error_type="structured_output_refused")
+
     def complete(self, *, model: str, messages: list[dict[str, Any]], tools: list[dict[str, Any]] | None = None,
-                 tool_choice: str | None = None, provider: str | None = None, session_id: str | None = None,
-                 response_format: dict[str, Any] | None = None, max_completion_tokens: int | None = None,
-                 purpose: str = "research", deadline: float | None = None) -> Completion:
+                 tool_choice: str | dict[str, Any] | None = None, provider: str | None = None,
+                 session_id: str | None = None, response_format: dict[str, Any] | None = None,
+                 max_completion_tokens: int | None = None, purpose: str = "research", deadline: float | None = None,
+                 probe: structured.StructuredForm | None = None) -> Completion:
         """One chat completion with retries; raises a `GatewayError` subclass when it cannot succeed.
 
         `max_completion_tokens` is the output cap; it goes out under the name the endpoints list.
+        `probe`: the request tries this structured-output form on a server not yet known to take it; a
+        refusal of its shape is `StructuredFormRefused` at once — never retried unchanged.
         """
         leg_deadline = self._leg_deadline(deadline)
         try:
@@ -459,6 +506,8 @@ class Gateway:
             except self._openai.APIError as exc:
                 error = self._translate(exc, leg_deadline)
             error.attempts = attempt + 1
+            if probe is not None and structured.refuses_form(error):
+                raise structured.StructuredFormRefused(probe, error) from None
             if not error.retryable or attempt >= self.retry.max_retries:
                 raise error
             retry_after = getattr(error, "retry_after_s", None)
@@ -496,7 +545,7 @@ class Gateway:
         return raw, completion
 
     def _request(self, *, model: str, messages: list[dict[str, Any]], tools: list[dict[str, Any]] | None,
-                 tool_choice: str | None, provider: str | None, session_id: str | None,
+                 tool_choice: str | dict[str, Any] | None, provider: str | None, session_id: str | None,
                  response_format: dict[str, Any] | None, output_cap: int,
                  deadline: float | None) -> dict[str, Any]:
         """The keyword arguments of `create()`: only what this gateway (and, on OpenRouter, the pinned
@@ -516,7 +565,7 @@ class Gateway:
         wanted: set[str] = set()
         if tools:
             required.add("tools")
-            wanted.add("tool_choice")
+            (required if isinstance(tool_choice, dict) else wanted).add("tool_choice")  # a forced call needs it
         if response_format:
             required.add("response_format")
             if response_format.get("type") == "json_schema":
