@@ -49,7 +49,13 @@ Accounting (what the benchmarks rely on):
     200k tokens, as listed in `pricing.overrides`);
   * with `"byok": true` the provider's charge is `usage.cost_details.upstream_inference_cost` and
     `usage.cost` is OpenRouter's 5% fee, `is_byok: true`.
-  * `max_completion_tokens` (or `max_tokens`) is honoured: longer output is cut (finish_reason `length`).
+  * `max_completion_tokens` (or `max_tokens`) is honoured: longer output is cut (finish_reason `length`);
+  * reasoning tokens share that cap and are billed as completion tokens (`completion_tokens_details.
+    reasoning_tokens`, the generation's `native_tokens_reasoning`): `thinking_tokens` — the budget of
+    `reasoning` (`max_tokens`, or the effort's share of the cap), or the whole cap for a model that
+    reasons by default (`REASONING_BY_DEFAULT`), spent up to what the turn needs (`THINKING_NEED`). What
+    the reasoning leaves is the room for the answer: a small cap yields `length` with little or no
+    content (a tool call that does not fit is dropped).
 `canonical_json` is `json.dumps(value, ensure_ascii=False, separators=(",", ":"), sort_keys=True)`.
 
 Scenario format (constructor `scenario=`, `set_scenario()`, or `POST /__fake__/scenario`)::
@@ -169,6 +175,41 @@ _STATUS_DEFAULTS: dict[int, tuple[str, str]] = {
     503: ("No available providers for this model at the moment", "provider_overloaded"),
 }
 _ENDPOINTS_PATH = re.compile(r"^/api/v1/models/([^/]+)/([^/]+)/endpoints$")
+
+
+REASONING_BY_DEFAULT = ("openai/gpt-5*", "openai/o[0-9]*", "google/gemini-2.5-pro*", "google/gemini-3*",
+                        "moonshotai/kimi-k2-thinking*", "deepseek/deepseek-r1*")
+"""Models that reason without being asked (their reasoning is mandatory or on by default)."""
+THINKING_NEED = {"search": 512, "extract": 512, "mcp": 512, "structured": 1024, "write": 2048, "revise": 2048,
+                 "continue": 2048}
+"""Reasoning tokens the fake model wants per kind of turn; it thinks that much, or its budget if smaller."""
+EFFORT_SHARE = {"max": 0.95, "xhigh": 0.95, "high": 0.8, "medium": 0.5, "low": 0.2, "minimal": 0.1, "none": 0.0}
+"""OpenRouter's documented share of `max_tokens` each `reasoning.effort` gives to reasoning."""
+
+
+def thinking_tokens(body: dict[str, Any], model: str, kind: str) -> int:
+    """How many reasoning tokens the fake model spends on this request (before the cap cuts them).
+
+    The budget is `reasoning.max_tokens`, else the effort's share of the output cap (`enabled: true` is
+    medium, effort `none` is no reasoning), else — without a `reasoning` object — the whole cap for a
+    model that reasons by default and nothing for any other; the model thinks what its turn needs
+    (`THINKING_NEED`) up to that budget. The cap then holds reasoning and answer together.
+    """
+    limit = body.get("max_completion_tokens") or body.get("max_tokens")
+    cap = limit if isinstance(limit, int) and limit > 0 else 32768
+    reasoning = body.get("reasoning")
+    if isinstance(reasoning, dict):
+        if isinstance(reasoning.get("max_tokens"), int):
+            budget = int(reasoning["max_tokens"])
+        elif reasoning.get("effort") in EFFORT_SHARE:
+            budget = int(cap * EFFORT_SHARE[str(reasoning["effort"])])
+        else:
+            budget = int(cap * EFFORT_SHARE["medium"]) if reasoning.get("enabled") else 0
+    elif any(fnmatch.fnmatchcase(model.split(":", 1)[0], glob) for glob in REASONING_BY_DEFAULT):
+        budget = cap
+    else:
+        return 0
+    return max(0, min(budget, THINKING_NEED.get(kind, 512), cap))
 
 
 def canonical_json(value: Any) -> str:
@@ -471,7 +512,8 @@ class FakeGateway(FakeServer):
 
         turn = plan_turn(body, script, short_draft=bool(rule.get("short_draft")),
                          invent_citation=bool(rule.get("invent_citation")))
-        turn, finish_reason, native = self._apply_effects(turn, rule, body)
+        thinking = thinking_tokens(body, requested, kind)
+        turn, finish_reason, native = self._apply_effects(turn, rule, body, thinking)
 
         self._gen_counter += 1
         n = self._gen_counter
@@ -481,7 +523,7 @@ class FakeGateway(FakeServer):
         error_mode = rule.get("error_in_200")
         # A failed generation is not billed and does not warm the prompt cache.
         usage = self._zero_usage() if error_mode else self._usage(body, turn, served_model, counter_key, cache_hit,
-                                                                   rule)
+                                                                   rule, thinking)
         record.update(generation_id=gen_id, served_model=served_model, served_provider=served_provider,
                       finish_reason="error" if error_mode else finish_reason, usage=usage,
                       cache_status="HIT" if cache_hit else "MISS")
@@ -649,7 +691,8 @@ class FakeGateway(FakeServer):
         space = text.rfind(" ", 0, limit)
         return text[:space if space > 0 else limit]
 
-    def _apply_effects(self, turn: Turn, rule: dict[str, Any], body: dict[str, Any]) -> tuple[Turn, str, str]:
+    def _apply_effects(self, turn: Turn, rule: dict[str, Any], body: dict[str, Any], thinking: int = 0
+                       ) -> tuple[Turn, str, str]:
         calls = list(turn.tool_calls)
         content = turn.content
         first_search = next((i for i, c in enumerate(calls) if c.name == "web_search"), None)
@@ -687,10 +730,14 @@ class FakeGateway(FakeServer):
         elif forced == "content_filter":
             calls, content = [], ""
             finish_reason, native = "content_filter", "content_filter"
-        elif isinstance(limit_tokens, int) and limit_tokens > 0 and content and not calls \
-                and math.ceil(len(content) / 4) > limit_tokens:
-            content = self._cut(content, limit_tokens * 4)
-            finish_reason, native = "length", "max_tokens"
+        elif isinstance(limit_tokens, int) and limit_tokens > 0:
+            room = max(0, limit_tokens - thinking)  # reasoning tokens share the cap with the answer
+            if calls and math.ceil(sum(len(c.arguments) for c in calls) / 4) > room:
+                calls, content = [], ""  # a tool call cut short is no call at all
+                finish_reason, native = "length", "max_tokens"
+            elif content and math.ceil(len(content) / 4) > room:
+                content = self._cut(content, room * 4) if room else ""
+                finish_reason, native = "length", "max_tokens"
         return Turn(turn.kind, content, calls, turn.plan_text), finish_reason, native
 
     # -- accounting ------------------------------------------------------------------------
@@ -735,12 +782,15 @@ class FakeGateway(FakeServer):
                                  "upstream_inference_completions_cost": 0.0}}
 
     def _usage(self, body: dict[str, Any], turn: Turn, model: str, cache_key: str, cache_hit: bool,
-               rule: dict[str, Any] | None = None) -> dict[str, Any]:
+               rule: dict[str, Any] | None = None, thinking: int = 0) -> dict[str, Any]:
         if cache_hit:
             return self._zero_usage()
         prompt_tokens = max(1, math.ceil(prompt_chars(body) / 4))
         out_chars = len(turn.content or "") + sum(len(call.arguments) for call in turn.tool_calls)
-        completion_tokens = max(1, math.ceil(out_chars / 4))
+        visible = math.ceil(out_chars / 4)
+        limit = body.get("max_completion_tokens") or body.get("max_tokens")
+        thinking = min(thinking, limit) if isinstance(limit, int) and limit > 0 else thinking
+        completion_tokens = max(1, visible + thinking)  # reasoning tokens are output tokens, billed alike
         serial = canonical_json(body.get("messages") or [])
         previous = self._last_prompt.get(cache_key, "")
         common = common_prefix_len(serial, previous) // 4
@@ -754,6 +804,7 @@ class FakeGateway(FakeServer):
                      total_tokens=prompt_tokens + completion_tokens,
                      cost=round(prompt_cost + completion_cost, 8))
         usage["prompt_tokens_details"]["cached_tokens"] = cached
+        usage["completion_tokens_details"]["reasoning_tokens"] = thinking
         usage["cost_details"].update(upstream_inference_prompt_cost=round(prompt_cost, 8),
                                      upstream_inference_completions_cost=round(completion_cost, 8))
         if self.scenario.get("byok"):  # the provider bills the user's own key; OpenRouter charges a fee
@@ -793,7 +844,8 @@ class FakeGateway(FakeServer):
             "finish_reason": finish_reason, "native_finish_reason": native, "service_tier": "default",
             "tokens_prompt": usage["prompt_tokens"], "tokens_completion": usage["completion_tokens"],
             "native_tokens_prompt": usage["prompt_tokens"], "native_tokens_completion": usage["completion_tokens"],
-            "native_tokens_reasoning": 0, "native_tokens_cached": usage["prompt_tokens_details"]["cached_tokens"],
+            "native_tokens_reasoning": usage["completion_tokens_details"]["reasoning_tokens"],
+            "native_tokens_cached": usage["prompt_tokens_details"]["cached_tokens"],
             "native_tokens_completion_images": 0, "total_cost": cost, "usage": cost,
             "upstream_inference_cost": usage["cost_details"].get("upstream_inference_cost") if byok else None,
             "cache_discount": None, "latency": latency_ms,

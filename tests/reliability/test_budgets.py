@@ -120,14 +120,14 @@ def test_time_cap_during_a_call_names_the_cap(repo, fake_env, gateway) -> None:
                     "the cap; degraded with 'dollar budget (budget.max_cost_usd) reached while researching'")
 def test_dollar_budget_forces_the_report(repo, fake_env, gateway) -> None:
     configure(repo)
-    set_topic_budget(repo, TARGET, "{max_cost_usd: 1.0}")
+    set_topic_budget(repo, TARGET, "{max_cost_usd: 1.3}")  # the writing is priced with its reasoning room
     gateway.set_scenario({"script": SLOW_SCRIPT, "pricing": {"*": {"prompt": 100.0, "completion": 100.0}}})
     run_legs(repo, fake_env, [TARGET])
     kinds = [c["kind"] for c in calls_of(gateway, TARGET)]
     assert kinds[0] == "search" and kinds[-1] == "write"
     forced_to_write(gateway, "dollar budget")
     target = view(repo, TARGET)
-    assert sum(call["cost_usd"] for call in target.calls) <= 1.0  # a hard cap: never crossed
+    assert sum(call["cost_usd"] for call in target.calls) <= 1.3  # a hard cap: never crossed
     assert target.meta is not None, target.status
     assert target.meta["status"] == "degraded"
     assert target.meta["status_reasons"] == ["dollar budget (budget.max_cost_usd) reached while researching; report "

@@ -220,7 +220,12 @@ class GatewaySettings(_Strict):
     max_retries: int = Field(3, ge=0, le=10)
     backoff_base_s: float = Field(1.0, ge=0, le=60)
     backoff_max_s: float = Field(30.0, ge=0, le=600)
+    # The visible answer's output cap. A reasoning route gets room for reasoning on top (gateway/reasoning.py):
+    # `reasoning_max_tokens` for the families that take a budget (Anthropic, Gemini, Qwen), else the share of
+    # `reasoning_effort` (minimal 10%, low 20%, medium 50%, high 80% of the whole cap).
     max_completion_tokens: int = Field(8192, ge=256, le=200_000)
+    reasoning_max_tokens: int = Field(2048, ge=1024, le=100_000)
+    reasoning_effort: Literal["minimal", "low", "medium", "high"] = "low"
     # A Retry-After longer than this is not waited out: the call fails at once and says so.
     max_retry_after_s: float = Field(120.0, ge=0, le=3600)
     # How structured output (the synthesis' extraction and judging) is asked for: `auto` is `json_schema` on

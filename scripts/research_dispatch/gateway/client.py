@@ -72,7 +72,7 @@ from research_dispatch.core.errors import (
 from research_dispatch.core.records import load_record, record
 from research_dispatch.core.redact import register_secrets
 from research_dispatch.gateway import endpoints as listing
-from research_dispatch.gateway import route, schemas, structured
+from research_dispatch.gateway import reasoning, route, schemas, structured
 from research_dispatch.gateway.endpoints import Pricing
 
 __all__ = ["CallRecord", "Completion", "Gateway", "Pricing", "RetryPolicy", "canonical_assistant_turn",
@@ -476,7 +476,8 @@ class Gateway:
                  probe: structured.StructuredForm | None = None) -> Completion:
         """One chat completion with retries; raises a `GatewayError` subclass when it cannot succeed.
 
-        `max_completion_tokens` is the output cap; it goes out under the name the endpoints list.
+        `max_completion_tokens` is the whole output cap, reasoning included (what the call may bill; None:
+        the route's reasoning plan, `reasoning_plan`); it goes out under the name the endpoints list.
         `probe`: the request tries this structured-output form on a server not yet known to take it; a
         refusal of its shape is `StructuredFormRefused` at once — never retried unchanged.
         """
@@ -484,8 +485,7 @@ class Gateway:
         try:
             kwargs = self._request(model=model, messages=messages, tools=tools, tool_choice=tool_choice,
                                    provider=provider, session_id=session_id, response_format=response_format,
-                                   output_cap=max_completion_tokens or self.settings.max_completion_tokens,
-                                   deadline=leg_deadline)
+                                   output_cap=max_completion_tokens, deadline=leg_deadline)
         except CallBoundExceeded as exc:
             raise self._bound_error(exc, leg_deadline) from None
         attempt = 0
@@ -546,15 +546,16 @@ class Gateway:
 
     def _request(self, *, model: str, messages: list[dict[str, Any]], tools: list[dict[str, Any]] | None,
                  tool_choice: str | dict[str, Any] | None, provider: str | None, session_id: str | None,
-                 response_format: dict[str, Any] | None, output_cap: int,
+                 response_format: dict[str, Any] | None, output_cap: int | None,
                  deadline: float | None) -> dict[str, Any]:
         """The keyword arguments of `create()`: only what this gateway (and, on OpenRouter, the pinned
-        endpoints' `supported_parameters`) accepts."""
+        endpoints' `supported_parameters`) accepts; the output cap and `reasoning` from the route's
+        reasoning plan (`reasoning.py`). `output_cap`: the caller's whole cap (None: the plan's)."""
         kwargs: dict[str, Any] = {"model": model, "messages": messages}
         if tools:
             tools = schemas.tools_for_route(model, tools)  # Google's function declarations take a subset
         if self.kind == OPENAI_COMPATIBLE:
-            kwargs["max_tokens"] = output_cap
+            kwargs["max_tokens"] = output_cap or self.settings.max_completion_tokens
             if tools:
                 kwargs["tools"] = tools
                 kwargs["tool_choice"] = tool_choice or "auto"
@@ -562,22 +563,21 @@ class Gateway:
                 kwargs["response_format"] = response_format
             return kwargs
         required: set[str] = set()
-        wanted: set[str] = set()
         if tools:
             required.add("tools")
-            (required if isinstance(tool_choice, dict) else wanted).add("tool_choice")  # a forced call needs it
+            if isinstance(tool_choice, dict):  # a forced call cannot do without it
+                required.add("tool_choice")
         if response_format:
             required.add("response_format")
             if response_format.get("type") == "json_schema":
                 required.add("structured_outputs")
-        endpoints = listing.candidates(self._endpoints(model, deadline=deadline), provider)
-        shape = listing.request_shape(endpoints, required=frozenset(required), wanted=frozenset(wanted),
-                                      model=model)
+        shape = self._shape(model, provider, frozenset(required), deadline=deadline)
+        plan = self._reasoning(model, shape, output_cap)
         if shape.output_cap:
-            kwargs[shape.output_cap] = output_cap
+            kwargs[shape.output_cap] = plan.output_cap
         if tools:
             kwargs["tools"] = tools
-            if "tool_choice" in shape.optional:
+            if isinstance(tool_choice, dict) or "tool_choice" in shape.optional:
                 kwargs["tool_choice"] = tool_choice or "auto"
         if response_format:
             kwargs["response_format"] = response_format
@@ -585,10 +585,37 @@ class Gateway:
             "provider": ({"order": [provider], "allow_fallbacks": False, "require_parameters": True}
                          if provider else {"require_parameters": True}),
         }
+        if plan.parameter is not None:
+            extra_body["reasoning"] = plan.parameter
         if session_id:
             extra_body["session_id"] = session_id[:256]
         kwargs["extra_body"] = extra_body
         return kwargs
+
+    def _shape(self, model: str, provider: str | None, required: frozenset[str], *,
+               deadline: float | None = None) -> listing.RequestShape:
+        """What a request needing `required` may carry on this route (OpenRouter's listing)."""
+        endpoints = listing.candidates(self._endpoints(model, deadline=deadline), provider)
+        return listing.request_shape(endpoints, required=required,
+                                     wanted=frozenset({"tool_choice", "reasoning"}), model=model)
+
+    def _reasoning(self, model: str, shape: listing.RequestShape, total_cap: int | None) -> reasoning.ReasoningPlan:
+        return reasoning.plan(model, visible_cap=self.settings.max_completion_tokens,
+                              steerable="reasoning" in shape.optional, reasons=shape.reasons,
+                              budget_tokens=self.settings.reasoning_max_tokens, effort=self.settings.reasoning_effort,
+                              total_cap=total_cap)
+
+    def reasoning_plan(self, model: str, provider: str | None = None) -> reasoning.ReasoningPlan:
+        """The reasoning plan of a tool-calling call on this route at its full cap: the output cap to
+        price a call with, and the reasoning tokens on top of the answer. Never raises (an interrupt is
+        noticed by the next call); a plain plan when the route cannot be looked up."""
+        if self.kind == OPENAI_COMPATIBLE:
+            return reasoning.ReasoningPlan(None, self.settings.max_completion_tokens, 0)
+        try:
+            shape = self._shape(model, provider, frozenset({"tools"}))
+        except (Interrupted, GatewayError):
+            return reasoning.ReasoningPlan(None, self.settings.max_completion_tokens, 0)
+        return self._reasoning(model, shape, None)
 
     def _translate(self, exc: Exception, deadline: float | None = None) -> GatewayError:
         openai = self._openai

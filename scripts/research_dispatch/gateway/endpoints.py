@@ -105,10 +105,13 @@ class Endpoint:
 
 @dataclass(frozen=True)
 class RequestShape:
-    """Which optional parameters a request may carry, and under which name its output cap goes."""
+    """Which optional parameters a request may carry, and under which name its output cap goes.
+    `reasons`: every qualifying endpoint lists `reasoning` or `include_reasoning` (the model reasons, and
+    `reasoning` in `optional` says it can be steered); False without a listing."""
 
     output_cap: str | None
     optional: frozenset[str]
+    reasons: bool = False
 
 
 def _price(value: Any) -> float | None:
@@ -184,8 +187,8 @@ def request_shape(endpoints: list[Endpoint], *, required: frozenset[str], wanted
     name most of them list (`max_tokens` on a tie), else it is left out. With no listing at all the
     request carries what it wants and the cap as `max_tokens`.
     """
-    if not endpoints:
-        return RequestShape(output_cap=FALLBACK_OUTPUT_CAP, optional=wanted)
+    if not endpoints:  # nothing known: `reasoning` could empty a require_parameters route, so it stays out
+        return RequestShape(output_cap=FALLBACK_OUTPUT_CAP, optional=wanted - {"reasoning"})
     qualifying = [e for e in endpoints if required <= e.supported_parameters]
     if not qualifying:
         missing = sorted(required - frozenset().union(*(e.supported_parameters for e in endpoints)))
@@ -198,7 +201,8 @@ def request_shape(endpoints: list[Endpoint], *, required: frozenset[str], wanted
     cap: str | None = next((name for name in OUTPUT_CAPS if counts[name] == len(qualifying)), None)
     if cap is None and max(counts.values()) > 0:
         cap = "max_tokens" if counts["max_tokens"] >= counts["max_completion_tokens"] else "max_completion_tokens"
-    return RequestShape(output_cap=cap, optional=optional)
+    reasons = all(e.supported_parameters & {"reasoning", "include_reasoning"} for e in qualifying)
+    return RequestShape(output_cap=cap, optional=optional, reasons=reasons)
 
 
 def pricing_of(endpoints: Iterable[Endpoint]) -> Pricing | None:

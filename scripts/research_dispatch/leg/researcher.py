@@ -41,6 +41,7 @@ from research_dispatch.core.errors import (
     Interrupted,
 )
 from research_dispatch.gateway.client import CallRecord, Completion, Gateway, Pricing
+from research_dispatch.gateway.reasoning import ReasoningPlan
 from research_dispatch.leg import contract
 from research_dispatch.leg.contract import BAND_SENTENCE, BRIEF_LABEL, TITLE_LABEL, TOPIC_ID_LABEL
 from research_dispatch.leg.events import (
@@ -105,6 +106,9 @@ TOKENS_PER_WORD = 1.6
 cost more than the usual 1.3."""
 STEP_OUTPUT_TOKENS = 300
 """What a tool-calling turn typically asks for (its output, when pricing one more research step)."""
+STEP_REASONING_SHARE = 0.25
+"""How much of the route's reasoning room a tool-calling turn is priced at (a choice of tool reasons less than
+a report; the writing call is priced at the whole room, and the output cap bounds every call anyway)."""
 STEP_GROWTH_TOKENS = 2500
 """How much one more tool result may add to the prompt (the search and extract budgets of `search.py`)."""
 WRITE_INSTRUCTION_TOKENS = 200
@@ -169,6 +173,8 @@ class LoopState:
     partial: str = ""  # replies cut by the output limit, awaiting their continuation
     last_full_draft: str | None = None  # the latest complete draft sent back for a band correction
     empty_replies: int = 0
+    cap_raised: bool = False  # a reply cut empty by the output cap: the next call may output twice as much
+    cap_raise_used: bool = False  # ...once per leg
 
 
 class Cap(enum.Enum):
@@ -238,6 +244,7 @@ class Researcher:
         ]
         self._compacted: set[int] = set()
         self._price: object = _UNKNOWN
+        self._reasoning: ReasoningPlan | None = None
         self._schema_tokens: int | None = None
 
     # ------------------------------------------------------------------------------------------
@@ -270,7 +277,8 @@ class Researcher:
             self._check_interrupt("between steps")
             steps_used = self._steps_used(outcome)
             now = self.clock()
-            allowance = self._caps_check(outcome, steps_used, now, state.deadline)
+            allowance = self._caps_check(outcome, steps_used, now, state.deadline, raised=state.cap_raised)
+            state.cap_raised = False
             if allowance.stop is not None:
                 outcome.reasons.append(allowance.stop)
                 break
@@ -285,9 +293,11 @@ class Researcher:
         return outcome
 
     # --- before a call --------------------------------------------------------------------------
-    def _caps_check(self, outcome: ResearchOutcome, steps_used: int, now: float, deadline: float) -> CallAllowance:
+    def _caps_check(self, outcome: ResearchOutcome, steps_used: int, now: float, deadline: float, *,
+                    raised: bool = False) -> CallAllowance:
         """May another call start? Not once a hard cap is reached (steps, dollars, time), nor when the money
-        left could not pay for even a minimal reply; else with the output cap the money left pays for."""
+        left could not pay for even a minimal reply; else with the output cap the money left pays for
+        (`raised`: up to twice the route's cap, for the one retry of a reply the cap cut empty)."""
         budget = self.spec.budget
         if steps_used >= budget.max_steps:
             return CallAllowance(Cap.STEPS.reached(f"{budget.max_steps} calls"))
@@ -295,10 +305,12 @@ class Researcher:
             return CallAllowance(Cap.DOLLARS.reached(f"${outcome.cost_usd:.4f} of ${budget.max_cost_usd:.2f}"))
         if now >= deadline:
             return CallAllowance(Cap.TIME.reached(f"{budget.timeout_minutes:g} min"))
-        output_limit = self._affordable_output_tokens(outcome)
+        output_limit = self._affordable_output_tokens(outcome, raised=raised)
         if output_limit is not None and output_limit < MIN_CALL_OUTPUT_TOKENS:
             return CallAllowance(Cap.DOLLARS.reached(f"${outcome.cost_usd:.4f} spent of ${budget.max_cost_usd:.2f}; "
                                                      "the next call could not be paid for"))
+        if output_limit is None and raised:  # no prices: the raised cap is bounded by the call count only
+            output_limit = 2 * self._plan().output_cap
         return CallAllowance(None, output_limit)
 
     def _force_writing_near_cap(self, state: LoopState, steps_used: int, now: float) -> None:
@@ -350,6 +362,8 @@ class Researcher:
         if completion.tool_calls:
             self._answer_tools(completion, closed=state.writing_forced)
             return Next.CALL
+        if completion.finish_reason == "length" and not completion.content.strip() and not state.cap_raise_used:
+            return self._raise_cap(state)
         if completion.finish_reason == "length":
             return self._continue_truncated(state, completion.content)
         if completion.finish_reason == "content_filter":
@@ -357,6 +371,12 @@ class Researcher:
         if not completion.content.strip():
             return self._empty_reply(state)
         return self._take_draft(state, completion.content)
+
+    def _raise_cap(self, state: LoopState) -> Next:
+        """Cut by the output cap before any visible word (a reasoning model spent the cap thinking): ask the
+        same again, once, with up to twice the cap — as far as the dollars left allow (`_caps_check`)."""
+        state.cap_raised = state.cap_raise_used = True  # a second such reply is a truncated report
+        return Next.CALL
 
     def _continue_truncated(self, state: LoopState, content: str) -> Next:
         """Output cut at the model's limit: keep it and ask for the rest (`MAX_CONTINUATIONS` times)."""
@@ -441,7 +461,9 @@ class Researcher:
         if pricing is not None:
             # Another research step must still leave enough to write: its own price, plus a report
             # written over a prompt grown by that step's tool results.
-            step = self._prompt_tokens_estimate() * pricing.prompt + STEP_OUTPUT_TOKENS * pricing.completion
+            step = (self._prompt_tokens_estimate() * pricing.prompt
+                    + (STEP_OUTPUT_TOKENS + int(self._plan().reasoning_tokens * STEP_REASONING_SHARE))
+                    * pricing.completion)
             if outcome.cost_usd + step + self._writing_cost(pricing, STEP_GROWTH_TOKENS) >= budget.max_cost_usd:
                 return Cap.DOLLARS
         elif outcome.records:
@@ -470,18 +492,26 @@ class Researcher:
 
     def _writing_cost(self, pricing: Pricing, extra_prompt_tokens: int = 0) -> float:
         """A pessimistic price for writing the report: the prompt plus a report at the band maximum."""
-        report_tokens = int(self.spec.words.max * TOKENS_PER_WORD)
+        report_tokens = int(self.spec.words.max * TOKENS_PER_WORD) + self._plan().reasoning_tokens
         prompt_tokens = self._prompt_tokens_estimate() + extra_prompt_tokens + WRITE_INSTRUCTION_TOKENS
         return prompt_tokens * pricing.prompt + report_tokens * pricing.completion
 
-    def _affordable_output_tokens(self, outcome: ResearchOutcome) -> int | None:
-        """The output cap that keeps the next call inside the dollar cap (None: prices unknown)."""
+    def _affordable_output_tokens(self, outcome: ResearchOutcome, *, raised: bool = False) -> int | None:
+        """The output cap (answer and reasoning: both are billed as output) that keeps the next call inside
+        the dollar cap, at most the route's own cap (twice it when `raised`); None: prices unknown."""
         pricing = self._pricing()
         if pricing is None:
             return None
         remaining = self.spec.budget.max_cost_usd - outcome.cost_usd
         affordable = (remaining - self._prompt_tokens_estimate() * pricing.prompt) / pricing.completion
-        return max(0, min(int(affordable), self.gateway.settings.max_completion_tokens))
+        ceiling = self._plan().output_cap * (2 if raised else 1)
+        return max(0, min(int(affordable), ceiling))
+
+    def _plan(self) -> ReasoningPlan:
+        """The route's reasoning plan at its full cap (looked up once per leg, like the prices)."""
+        if self._reasoning is None:
+            self._reasoning = self.gateway.reasoning_plan(self.spec.model, self.spec.provider)
+        return self._reasoning
 
     # --- the history ----------------------------------------------------------------------------
     def _say(self, text: str) -> None:

@@ -74,12 +74,14 @@ def call_structured(gateway: Gateway, *, model: str, messages: list[dict[str, An
     records: list[CallRecord] = []
     history = list(messages)
     problem = ""
+    output_cap: int | None = None  # the route's own; twice it to repair an answer the cap cut off
     for _attempt in range(MAX_ATTEMPTS):
         if deadline is not None and time.monotonic() >= deadline:
             raise TimeLimitReached(f"{subject}: not done when the synthesis time limit was reached", records=records)
         try:
             completion = gateway.complete_structured(model=model, messages=history, name=name, schema=schema,
-                                                     purpose=purpose, session_id=session_id, deadline=deadline)
+                                                     purpose=purpose, session_id=session_id, deadline=deadline,
+                                                     max_completion_tokens=output_cap)
         except GatewayError as exc:
             if deadline is not None and time.monotonic() >= deadline:
                 raise TimeLimitReached(f"{subject}: not done when the synthesis time limit was reached",
@@ -91,6 +93,8 @@ def call_structured(gateway: Gateway, *, model: str, messages: list[dict[str, An
             value = parse(completion.content, parser, context, completion.finish_reason)
         except ValueError as exc:
             problem = str(exc)
+            if completion.finish_reason == "length":  # reasoning and answer share the cap: give both more room
+                output_cap = 2 * gateway.reasoning_plan(model).output_cap
             # the rejected answer goes back as a canonical assistant turn: an empty one is left out
             # (strict servers refuse empty or null assistant content)
             rejected = ([{"role": "assistant", "content": completion.content[:20000]}]
