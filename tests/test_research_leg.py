@@ -197,4 +197,7 @@ def test_retryable_errors_are_retried_and_the_leg_completes(repo: Path, fake_env
     result = research(repo, "diloco-family")
     assert result.exit_code == 0, result.output + result.stderr
     calls = [json.loads(line) for line in (repo / "research" / "02-diloco-family.calls.jsonl").read_text().splitlines()]
-    assert sum(c["retries"] for c in calls) == 3
+    assert sum(c["retries"] for c in calls if not c["aborted"]) == 3
+    # the attempt answered with an error inside its HTTP 200 had a generation: it is in the books, at its cost
+    (given_up,) = [c for c in calls if c["aborted"]]
+    assert given_up["verdict"] == "aborted" and given_up["cost_usd"] == 0.0 and not given_up["cost_estimated"]

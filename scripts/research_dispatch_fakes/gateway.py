@@ -119,17 +119,23 @@ import math
 import os
 import re
 import threading
+import time
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
-from research_dispatch_fakes import strict
+from research_dispatch_fakes import sse, strict
 from research_dispatch_fakes.http import FakeRequest, FakeResponse, FakeServer
 from research_dispatch_fakes.script_researcher import ToolCall, Turn, classify, plan_turn
 from research_dispatch_fakes.script_structured import structured_name
 
 REQUEST_LOG_VARIABLE = "RESEARCH_DISPATCH_FAKE_GATEWAY_LOG"
+KEEPALIVE_S = 0.25  # a `: OPENROUTER PROCESSING` comment this often while a streamed answer waits
+GENERATION_404S = 1  # `/generation` answers 404 this many times per id before the record shows
+NON_CANCELLING_PROVIDERS = frozenset({"Google", "Google AI Studio", "Google Vertex"})
+"""Providers that do not support stream cancellation (OpenRouter's streaming docs list Google's): an
+abandoned stream is billed in full."""
 EPOCH = 1767225600  # 2026-01-01T00:00:00Z: `created` = EPOCH + generation number, never the wall clock
 DATED_SUFFIX = "-20260401"
 DEFAULT_PRICE_PROMPT = 1.0  # USD per 1M tokens
@@ -302,6 +308,9 @@ class FakeGateway(FakeServer):
         self._rule_uses: dict[int, int] = {}
         self._last_prompt: dict[str, str] = {}
         self._seen_models: set[str] = set()
+        self._lookups: dict[str, int] = {}
+        self._cost_split: dict[str, tuple[float, float]] = {}
+        self._pending: set[str] = set()
         self.reset()
 
     # -- public API ------------------------------------------------------------------------
@@ -316,6 +325,16 @@ class FakeGateway(FakeServer):
             self.scenario = copy.deepcopy(scenario or {})
             self._rule_uses = {}
 
+    def wait_settled(self, timeout_s: float = 30.0) -> bool:
+        """Wait until no stream is open (each abandoned one billed): for tests that read the books."""
+        ends = time.monotonic() + timeout_s
+        while time.monotonic() < ends:
+            with self._state:
+                if not self._pending:
+                    return True
+            time.sleep(0.01)
+        return False
+
     def reset(self) -> None:
         """Forget every call, generation and cache prefix, and restore the constructor's scenario."""
         with self._state:
@@ -327,6 +346,9 @@ class FakeGateway(FakeServer):
             self._rule_uses = {}
             self._last_prompt = {}
             self._seen_models = set()
+            self._lookups = {}
+            self._cost_split = {}
+            self._pending = set()
 
     # -- dispatch --------------------------------------------------------------------------
     def handle(self, request: FakeRequest) -> FakeResponse:
@@ -405,8 +427,8 @@ class FakeGateway(FakeServer):
         refused = self._refuse_response_format(body)
         if refused is not None:
             return refused
-        if body.get("stream"):
-            return FakeResponse.json(error_envelope(400, "streaming not supported by the fake"), 400)
+        if "stream" in body and not isinstance(body["stream"], bool):
+            return FakeResponse.json(error_envelope(400, "stream must be a boolean"), 400)
         if body.get("models"):
             return FakeResponse.json(error_envelope(400, "a `models` fallback list is not supported by the fake"),
                                      400)
@@ -520,7 +542,7 @@ class FakeGateway(FakeServer):
         gen_id = f"gen-{n:010d}"
         created = EPOCH + n
         cache_hit = bool(rule.get("cache_hit"))
-        error_mode = rule.get("error_in_200")
+        error_mode = rule.get("error_in_200") or ("choice" if rule.get("mid_stream_error") else None)
         # A failed generation is not billed and does not warm the prompt cache.
         usage = self._zero_usage() if error_mode else self._usage(body, turn, served_model, counter_key, cache_hit,
                                                                    rule, thinking)
@@ -573,6 +595,9 @@ class FakeGateway(FakeServer):
                 "attempts": attempts,
             }
 
+        details = usage.get("cost_details") or {}
+        self._cost_split[gen_id] = (float(details.get("upstream_inference_prompt_cost") or 0.0),
+                                    float(details.get("upstream_inference_completions_cost") or 0.0))
         latency_ms = 400 + int(delay * 1000) + usage["completion_tokens"] // 10
         self.generations[gen_id] = self._generation_record(
             gen_id, n, body, request, served_model, served_provider, attempts, cache_source,
@@ -581,7 +606,51 @@ class FakeGateway(FakeServer):
         if cache_hit:
             headers.update({"X-OpenRouter-Cache-Age": "42", "X-OpenRouter-Cache-TTL": "300",
                             "X-OpenRouter-Cache-Source-Id": cache_source or ""})
+        if body.get("stream") is True:
+            self.generations[gen_id]["streamed"] = True
+            self._pending.add(gen_id)  # settled (and shown at /generation) when the stream ends
+            return self._streamed(payload, headers, gen_id, served_provider, rule, delay,
+                                  error_obj if error_mode else None)
         return FakeResponse.json(payload, 200, headers=headers, delay_s=delay)
+
+    def _streamed(self, payload: dict[str, Any], headers: dict[str, str], gen_id: str, provider: str,
+                  rule: dict[str, Any], delay: float, error: dict[str, Any] | None) -> FakeResponse:
+        """The completion as OpenRouter streams it (module `sse`): keep-alive comments through the delay,
+        the deltas (a `stall_s` halfway), the usage chunk; with an error, the mid-stream error chunk."""
+        pieces = list(sse.chunks(payload, delay_s=delay, stall_s=float(rule.get("stall_s") or 0.0),
+                                 keepalive_s=float(self.scenario.get("keepalive_s") or KEEPALIVE_S), error=error))
+
+        def ended(sent: int, completed: bool) -> None:
+            self._stream_ended(gen_id, provider, pieces, sent, completed)
+
+        return FakeResponse(status=200, headers={**headers, "Content-Type": "text/event-stream",
+                                                 "Cache-Control": "no-cache"}, stream=pieces, on_end=ended)
+
+    def _stream_ended(self, gen_id: str, provider: str, pieces: list[bytes | float], sent: int,
+                      completed: bool) -> None:
+        """Billing of a stream the client abandoned: a provider that supports cancellation stops at what it
+        had streamed (the prompt and the output sent so far); one that does not (Google's) bills it all."""
+        try:
+            if not completed and provider not in NON_CANCELLING_PROVIDERS:
+                self._cancel(gen_id, pieces, sent)
+        finally:
+            with self._state:
+                self._pending.discard(gen_id)
+
+    def _cancel(self, gen_id: str, pieces: list[bytes | float], sent: int) -> None:
+        """The generation of an abandoned stream, billed for the prompt and the output streamed so far."""
+        events = [p for p in pieces if isinstance(p, bytes) and p.startswith(b"data: {")]
+        written = [p for p in pieces if isinstance(p, bytes)][:sent]
+        share = sum(1 for p in written if p.startswith(b"data: {")) / max(1, len(events))
+        with self._state:
+            record = self.generations.get(gen_id)
+            split = self._cost_split.get(gen_id)
+            if record is None or split is None:
+                return
+            prompt_cost, completion_cost = split
+            record["cancelled"] = True
+            record["tokens_completion"] = record["native_tokens_completion"] = int(record["tokens_completion"] * share)
+            record["total_cost"] = record["usage"] = round(prompt_cost + completion_cost * share, 8)
 
     @staticmethod
     def _refuse_conversation(body: dict[str, Any], model: str, provider: str) -> FakeResponse | None:
@@ -857,9 +926,13 @@ class FakeGateway(FakeServer):
         }
 
     def _generation(self, gen_id: str) -> FakeResponse:
+        """`GET /generation?id=`: like OpenRouter's, 404 for a while after the call — while its stream is
+        still open, and for the first `generation_404s` look-ups of each id (default 1: counted, not timed)."""
         with self._state:
             record = self.generations.get(gen_id)
-            if record is None:
+            self._lookups[gen_id] = seen = self._lookups.get(gen_id, 0) + 1
+            lag = self.scenario.get("generation_404s", GENERATION_404S)
+            if record is None or seen <= int(lag) or gen_id in self._pending:
                 return FakeResponse.json(error_envelope(404, f"Generation {gen_id} not found"), 404)
             return FakeResponse.json({"data": record})
 

@@ -154,3 +154,30 @@ def test_an_unpinned_provider_fallback_is_verified(tmp_path: Path, fakes: Fakes)
     online = run_cli("verify", "--online", "--repo", str(leg.repo), env=fakes.env())
     assert online.code == 0, online.output
     assert "problem:" not in online.stdout and " exact " in online.stdout.splitlines()[1]
+
+
+def test_a_timed_out_call_s_cost_is_in_the_call_log_and_the_leg_s_spend(tmp_path: Path, fakes: Fakes) -> None:
+    """The report's stream stalls past `gateway.timeout_s`: `research` (a process) abandons it — OpenRouter
+    stops billing a cancelled stream at what it had streamed — and retries. The abandoned call is a line
+    of the call log (`aborted: true`) at the cost the gateway's `/generation` record gives, and the
+    front matter's and the status file's spend include it."""
+    repo = make_repo(tmp_path, ("02-",))
+    with (repo / "pyproject.toml").open("w", encoding="utf-8") as config:
+        config.write('[tool.research-dispatch]\nframework_name = "composer-replication-framework"\n'
+                     "gateway = {backoff_base_s = 0.0, backoff_max_s = 0.0, timeout_s = 1.0}\n")
+    rule = {"match": {"session": f"*:{STEM}", "kind": "write"}, "times": 1, "stall_s": 10.0}
+    with scripted(fakes, {"rules": [rule]}):
+        done = run_cli("research", "diloco-family", "--repo", str(repo), env=fakes.env())
+    assert done.code == 0, done.output
+    calls = [json.loads(line) for line in
+             (repo / "research" / f"{STEM}.calls.jsonl").read_text(encoding="utf-8").splitlines()]
+    (abandoned,) = [c for c in calls if c["aborted"]]
+    billed = fakes.gateway.generations[abandoned["generation_id"]]
+    assert billed["cancelled"] and abandoned["cost_usd"] == billed["total_cost"] > 0
+    assert abandoned["verdict"] == "aborted" and not abandoned["cost_estimated"]
+    total = round(sum(c["cost_usd"] for c in calls), 6)
+    status = json.loads((repo / "build" / "legs" / f"{STEM}.json").read_text(encoding="utf-8"))
+    assert status["cost_usd"] == total and status["calls"] == len(calls)
+    front = (repo / "research" / f"{STEM}.md").read_text(encoding="utf-8")
+    assert f"cost_usd: {total}" in front and "route: exact" in front
+    assert run_cli("verify", "--repo", str(repo), env=child_env(), timeout=60).code == 0  # the log still verifies

@@ -72,7 +72,7 @@ from research_dispatch.core.errors import (
 from research_dispatch.core.records import load_record, record
 from research_dispatch.core.redact import register_secrets
 from research_dispatch.gateway import endpoints as listing
-from research_dispatch.gateway import reasoning, route, schemas, structured
+from research_dispatch.gateway import reasoning, route, schemas, stream, structured
 from research_dispatch.gateway.endpoints import Pricing
 
 __all__ = ["CallRecord", "Completion", "Gateway", "Pricing", "RetryPolicy", "canonical_assistant_turn",
@@ -86,6 +86,27 @@ LOOKUP_TIMEOUT_S = 30.0
 """Wall-clock cap of one endpoints-listing or `/generation` look-up (within the leg's deadline too)."""
 
 _ASSISTANT_KEYS = ("role", "content", "tool_calls", "reasoning_details")
+ABANDONED_LOOKUP_S = 8.0
+"""How long the `/generation` record of an abandoned attempt is waited for (it 404s for a while)."""
+INTERRUPTED_LOOKUP_S = 1.5
+"""The same after Ctrl-C: the run promised to stop within a few seconds."""
+LOOKUP_POLL_S = 0.1
+"""The first wait between two look-ups of a given-up call's record (doubling: 0.1, 0.2, 0.4... s)."""
+MAX_LOOKUPS = 12
+WORST_CHARS_PER_TOKEN = 3
+"""Prompt characters per token for a worst-case cost: fewer than any tokenizer averages on prose or JSON."""
+
+
+@dataclass
+class _Attempt:
+    """How far one attempt got: its generation id once the gateway accepted it (the header, or the
+    stream's first chunk). Without one the request never reached a provider, so it cost nothing."""
+
+    generation_id: str | None = None
+
+
+def _text(value: Any) -> str | None:
+    return str(value) if isinstance(value, str) and value else None
 
 
 @record
@@ -125,6 +146,8 @@ class CallRecord:
     is_byok: bool = False
     provider_cost_usd: float | None = None
     gateway_fee_usd: float | None = None
+    aborted: bool = False  # an attempt given up (deadline, Ctrl-C, retried): its cost counts, its route does not
+    cost_estimated: bool = False  # cost_usd is the pre-call worst case: the gateway's record was not found
 
     def to_json(self) -> str:
         return json.dumps(asdict(self), sort_keys=True, separators=(",", ":"))
@@ -434,7 +457,8 @@ class Gateway:
     def complete_structured(self, *, model: str, messages: list[dict[str, Any]], name: str, schema: dict[str, Any],
                             provider: str | None = None, session_id: str | None = None,
                             max_completion_tokens: int | None = None, purpose: str = "structured",
-                            deadline: float | None = None) -> Completion:
+                            deadline: float | None = None,
+                            spent: Callable[[CallRecord], None] | None = None) -> Completion:
         """One structured-output call in the form this gateway's server takes for `model` (`structured.py`):
         the configured form, else the learnt one, else each untried form in turn — a form the server
         refuses is recorded and never sent again. The completion's `content` is the answer's JSON text
@@ -444,11 +468,13 @@ class Gateway:
         with probing:
             return self._structured_in(self.forms.candidates(model), model=model, messages=messages, name=name,
                                        schema=schema, provider=provider, session_id=session_id,
-                                       max_completion_tokens=max_completion_tokens, purpose=purpose, deadline=deadline)
+                                       max_completion_tokens=max_completion_tokens, purpose=purpose, deadline=deadline,
+                                       spent=spent)
 
     def _structured_in(self, forms: list[structured.StructuredForm], *, model: str, messages: list[dict[str, Any]],
                        name: str, schema: dict[str, Any], provider: str | None, session_id: str | None,
-                       max_completion_tokens: int | None, purpose: str, deadline: float | None) -> Completion:
+                       max_completion_tokens: int | None, purpose: str, deadline: float | None,
+                       spent: Callable[[CallRecord], None] | None) -> Completion:
         """The structured call in the first of `forms` the server takes (see `complete_structured`)."""
         refusals: list[str] = []
         for form in forms:
@@ -456,7 +482,7 @@ class Gateway:
                 completion = self.complete(model=model, messages=messages, provider=provider, session_id=session_id,
                                            max_completion_tokens=max_completion_tokens, purpose=purpose,
                                            deadline=deadline, probe=form if self.forms.probing(model) else None,
-                                           **structured.request_for(form, name, schema))
+                                           spent=spent, **structured.request_for(form, name, schema))
             except structured.StructuredFormRefused as exc:
                 self.forms.refused(model, form)
                 refusals.append(str(exc))
@@ -473,13 +499,18 @@ class Gateway:
                  tool_choice: str | dict[str, Any] | None = None, provider: str | None = None,
                  session_id: str | None = None, response_format: dict[str, Any] | None = None,
                  max_completion_tokens: int | None = None, purpose: str = "research", deadline: float | None = None,
-                 probe: structured.StructuredForm | None = None) -> Completion:
+                 probe: structured.StructuredForm | None = None,
+                 spent: Callable[[CallRecord], None] | None = None) -> Completion:
         """One chat completion with retries; raises a `GatewayError` subclass when it cannot succeed.
 
         `max_completion_tokens` is the whole output cap, reasoning included (what the call may bill; None:
         the route's reasoning plan, `reasoning_plan`); it goes out under the name the endpoints list.
         `probe`: the request tries this structured-output form on a server not yet known to take it; a
         refusal of its shape is `StructuredFormRefused` at once — never retried unchanged.
+        `spent` receives, as it happens, the record of every attempt that was accepted by the gateway but
+        not used — abandoned at a deadline, on Ctrl-C, cut by an error mid-stream, or retried — with its
+        cost looked up at `/generation` (or its worst case when the record does not show in time): money
+        spent on the way to the answer, or to the failure, is never hidden (`aborted: true`).
         """
         leg_deadline = self._leg_deadline(deadline)
         try:
@@ -491,12 +522,13 @@ class Gateway:
         attempt = 0
         while True:
             started = time.monotonic()
+            tried = _Attempt()
             try:
                 if leg_deadline is not None and leg_deadline - started <= 0:
                     raise CallTimedOut(f"model call to {model}: the leg's deadline was reached before the call")
                 bounds = self._bounds(self.settings.timeout_s, leg_deadline)
                 bounds.check(f"model call to {model}")
-                raw, completion = self._send(kwargs, bounds, model)
+                raw, completion = self._send(kwargs, bounds, model, tried)
                 return self._finish(completion, raw.headers, model, provider, purpose,
                                     time.monotonic() - started, attempt)
             except CallBoundExceeded as exc:
@@ -505,6 +537,10 @@ class Gateway:
                 error = exc
             except self._openai.APIError as exc:
                 error = self._translate(exc, leg_deadline)
+            if tried.generation_id is not None and spent is not None:
+                spent(self._abandoned(tried.generation_id, kwargs, model=model, provider=provider, purpose=purpose,
+                                      latency=time.monotonic() - started, retries=attempt,
+                                      interrupted=isinstance(error, GatewayInterrupted)))
             error.attempts = attempt + 1
             if probe is not None and structured.refuses_form(error):
                 raise structured.StructuredFormRefused(probe, error) from None
@@ -532,10 +568,15 @@ class Gateway:
             raise GatewayInterrupted(f"model call to {model}: interrupted while waiting to retry",
                                      error_type="interrupted", attempts=attempts)
 
-    def _send(self, kwargs: dict[str, Any], bounds: CallBounds, model: str) -> tuple[Any, Any]:
+    def _send(self, kwargs: dict[str, Any], bounds: CallBounds, model: str, tried: _Attempt) -> tuple[Any, Any]:
+        """One attempt on the wire, held to `bounds`. OpenRouter calls stream (`stream.py`: an abandoned
+        stream stops being billed, and the generation id is known from the first byte); an
+        openai-compatible server gets the plain request its interop test proves."""
         from research_dispatch.core.bounded_http import bounded
 
         with bounded(bounds, f"model call to {model}"):
+            if self.kind == OPENROUTER:
+                return self._stream(kwargs, bounds, tried)
             raw = self._client.chat.completions.with_raw_response.create(
                 **kwargs, timeout=bounds.read_timeout(self.settings.timeout_s))
             try:
@@ -543,6 +584,84 @@ class Gateway:
             except ValueError as exc:  # not JSON at all (json.JSONDecodeError is a ValueError)
                 raise _malformed(f"not JSON ({type(exc).__name__})") from None
         return raw, completion
+
+    def _stream(self, kwargs: dict[str, Any], bounds: CallBounds, tried: _Attempt) -> tuple[Any, Any]:
+        """The streamed call read to its end (inside the caller's `bounded` block: every chunk is held to
+        the deadline, the size cap and the interrupt) and assembled into a completion."""
+        raw = self._client.chat.completions.with_raw_response.create(
+            **kwargs, stream=True, timeout=bounds.read_timeout(self.settings.timeout_s))
+        tried.generation_id = raw.headers.get("x-generation-id") or None
+        assembler = stream.Assembler()
+        events = raw.parse()
+        try:
+            for chunk in events:
+                assembler.add(chunk.to_dict())
+                tried.generation_id = tried.generation_id or assembler.generation_id
+        finally:
+            events.close()
+        if not assembler.chunks:  # a 200 whose body held no event: an HTML page, a truncated stream
+            raise _malformed("the stream held no event")
+        return raw, self._openai.types.chat.ChatCompletion.construct(**assembler.completion())
+
+    def _abandoned(self, generation_id: str, kwargs: dict[str, Any], *, model: str, provider: str | None,
+                   purpose: str, latency: float, retries: int, interrupted: bool) -> CallRecord:
+        """The record of an attempt the gateway accepted but the call did not use, with its cost: what
+        `/generation` says (looked up through its 404-for-a-while lag, within a small budget of its own —
+        the leg's deadline may be what ended the attempt; shorter after Ctrl-C), else the worst case the
+        request could have cost (its prompt and its whole output cap at the endpoint's prices, overrides
+        included), marked `cost_estimated`."""
+        try:
+            data: dict[str, Any] | None = self.generation(
+                generation_id, within_s=INTERRUPTED_LOOKUP_S if interrupted else ABANDONED_LOOKUP_S)
+        except GatewayError:
+            data = None
+        try:
+            return self._abandoned_record(generation_id, kwargs, data, model=model, provider=provider,
+                                          purpose=purpose, latency=latency, retries=retries)
+        except UnusableUsage:  # the record's numbers cannot be counted: the worst case is
+            return self._abandoned_record(generation_id, kwargs, None, model=model, provider=provider,
+                                          purpose=purpose, latency=latency, retries=retries)
+
+    def _abandoned_record(self, generation_id: str, kwargs: dict[str, Any], data: dict[str, Any] | None, *,
+                          model: str, provider: str | None, purpose: str, latency: float,
+                          retries: int) -> CallRecord:
+        """The abandoned attempt's record from its `/generation` data, or (None) at its worst case."""
+        common: dict[str, Any] = dict(
+            generation_id=generation_id, requested_model=model, requested_provider=provider, metadata_present=False,
+            attempt=None, attempts_recorded=0, strategy=None, cached=False, latency_s=round(latency, 3),
+            retries=retries, purpose=purpose, verdict=route.ABORTED, gateway_kind=self.kind, aborted=True)
+        if data is None:
+            return CallRecord(served_model=None, served_provider=None, finish_reason=None, native_finish_reason=None,
+                              prompt_tokens=0, completion_tokens=0, cached_tokens=0, reasoning_tokens=0,
+                              cost_usd=self._worst_case(kwargs, model, provider), cost_estimated=True, **common)
+        byok = data.get("is_byok") is True
+        fee = _money(data.get("total_cost"), "generation total_cost", generation_id) or 0.0
+        upstream = (_money(data.get("upstream_inference_cost"), "generation upstream_inference_cost",
+                           generation_id) or 0.0) if byok else None
+        return CallRecord(
+            served_model=_text(data.get("model")), served_provider=_text(data.get("provider_name")),
+            finish_reason=_text(data.get("finish_reason")),
+            native_finish_reason=_text(data.get("native_finish_reason")),
+            prompt_tokens=_tokens(data.get("tokens_prompt"), "generation tokens_prompt", generation_id),
+            completion_tokens=_tokens(data.get("tokens_completion"), "generation tokens_completion", generation_id),
+            cached_tokens=_tokens(data.get("native_tokens_cached"), "generation native_tokens_cached", generation_id),
+            reasoning_tokens=_tokens(data.get("native_tokens_reasoning"), "generation native_tokens_reasoning",
+                                     generation_id),
+            cost_usd=round(fee + (upstream or 0.0), 10), is_byok=byok, provider_cost_usd=upstream,
+            gateway_fee_usd=fee if byok else None, **common)
+
+    def _worst_case(self, kwargs: dict[str, Any], model: str, provider: str | None) -> float:
+        """What the request could have cost at most: its prompt (characters / `WORST_CHARS_PER_TOKEN`) and
+        its whole output cap, at the dearest candidate endpoint's prices for a prompt that long."""
+        pricing = self.pricing(model, provider)
+        if pricing is None:
+            return 0.0
+        prompt = len(json.dumps([kwargs.get("messages"), kwargs.get("tools")], ensure_ascii=False))
+        prompt_tokens = prompt // WORST_CHARS_PER_TOKEN + 1
+        cap = next((kwargs[name] for name in listing.OUTPUT_CAPS if isinstance(kwargs.get(name), int)),
+                   self.settings.max_completion_tokens)
+        price = pricing.at(prompt_tokens)
+        return round(prompt_tokens * price.prompt + cap * price.completion, 10)
 
     def _request(self, *, model: str, messages: list[dict[str, Any]], tools: list[dict[str, Any]] | None,
                  tool_choice: str | dict[str, Any] | None, provider: str | None, session_id: str | None,
@@ -644,12 +763,15 @@ class Gateway:
                 return RetryableGatewayError(text, status=status, error_type=facts.error_type,
                                              retry_after_s=_parse_retry_after(headers))
             return GatewayError(text, status=status, error_type=facts.error_type)
-        if isinstance(exc, openai.APIError):  # e.g. a mid-stream error: no status code
+        if isinstance(exc, openai.APIError):  # a mid-stream `error` chunk, after the HTTP 200: no status code
             body = getattr(exc, "body", None)
             facts = _error_facts(body, str(exc))
             status = _status_of(body.get("code")) if isinstance(body, dict) else None
-            cls = RetryableGatewayError if status in _RETRYABLE_STATUS else GatewayError
-            return cls(f"gateway error: {facts.message}", status=status, error_type=facts.error_type)
+            if status in _RETRYABLE_STATUS:
+                return RetryableGatewayError(f"gateway returned an error in an HTTP 200 body: {facts.message}",
+                                             status=status, error_type=facts.error_type)
+            return ErrorInResponse(f"gateway returned an error in an HTTP 200 body: {facts.message}", status=status,
+                                   error_type=facts.error_type)
         return GatewayError(f"gateway error: {exc}")  # pragma: no cover
 
     def _finish(self, completion: Any, headers: Any, model: str, provider: str | None, purpose: str,
@@ -807,16 +929,24 @@ class Gateway:
         pinned = listing.candidates(endpoints, provider_slug) if provider_slug else endpoints
         return listing.pricing_of(pinned or endpoints)
 
-    def generation(self, generation_id: str, *, attempts: int = 4) -> dict[str, Any]:
-        """`GET /generation?id=`: the gateway's own record of a call (polled briefly: it may lag)."""
+    def generation(self, generation_id: str, *, attempts: int = 4, within_s: float | None = None) -> dict[str, Any]:
+        """`GET /generation?id=`: the gateway's own record of a call (polled briefly: it 404s for a while).
+
+        `within_s`: the whole look-up (polls and waits) ends within this many seconds, bounded by nothing
+        else — not the leg's deadline, not the interrupt: the books of a call already given up are kept
+        even after the cap or Ctrl-C that gave it up, but never for long."""
         if self.kind != OPENROUTER:
             raise GatewayError("an openai-compatible gateway keeps no /generation record; its calls are "
                                "self-reported and cannot be re-checked online", error_type="unsupported")
         from research_dispatch.core.bounded_http import bounded
 
+        ends = None if within_s is None else time.monotonic() + within_s
         last: GatewayError | None = None
-        for attempt in range(attempts):
-            bounds = self._bounds(min(self.settings.timeout_s, LOOKUP_TIMEOUT_S), None)
+        for attempt in range(attempts if ends is None else MAX_LOOKUPS):
+            if ends is None:
+                bounds = self._bounds(min(self.settings.timeout_s, LOOKUP_TIMEOUT_S), None)
+            else:
+                bounds = CallBounds(deadline=ends)
             try:
                 with bounded(bounds, f"generation record {generation_id}"):
                     payload = self._client.get("/generation", cast_to=object,
@@ -838,7 +968,12 @@ class Gateway:
                 last = self._translate(exc)
                 if not last.retryable:
                     raise last from None
-            if attempt + 1 < attempts:
+            if ends is not None:  # a given-up call's record: polled in real time until its budget ends
+                wait = min(LOOKUP_POLL_S * 2 ** attempt, ends - time.monotonic())
+                if wait <= 0:
+                    break
+                time.sleep(wait)
+            elif attempt + 1 < attempts:
                 self.retry.sleep(min(0.5 * 2 ** attempt, self.retry.backoff_max_s))
         assert last is not None
         raise last

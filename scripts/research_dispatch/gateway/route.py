@@ -25,6 +25,10 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable
 
+ABORTED = "aborted"
+"""The verdict logged for an attempt given up on the way (a deadline, Ctrl-C, a retry): its cost counts, but
+it served nothing the leg used, so it takes no part in the route verdict."""
+
 # Best first: a leg takes the worst verdict of its calls.
 VERDICTS = ("exact", "self_reported", "cached", "unverified", "provider_fallback", "model_fallback")
 _SEVERITY = {verdict: rank for rank, verdict in enumerate(VERDICTS)}
@@ -101,8 +105,8 @@ def fell_back(attempt: int | None, attempts_recorded: int) -> bool:
 
 
 def leg_verdict(call_verdicts: Iterable[str]) -> str:
-    """The worst call verdict; a leg with no calls is unverified."""
-    verdicts = list(call_verdicts)
+    """The worst call verdict of the calls that served (aborted attempts aside); none is unverified."""
+    verdicts = [verdict for verdict in call_verdicts if verdict != ABORTED]
     if not verdicts:
         return "unverified"
     return max(verdicts, key=lambda v: _SEVERITY.get(v, _SEVERITY["unverified"]))

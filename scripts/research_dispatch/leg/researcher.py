@@ -337,7 +337,8 @@ class Researcher:
                 tool_choice="none" if state.writing_forced else "auto", provider=spec.provider,
                 session_id=spec.session_id, purpose="research", max_completion_tokens=output_limit,
                 # the gateway measures on time.monotonic; our clock may be injected: pass what is left
-                deadline=time.monotonic() + max(0.0, state.deadline - now))
+                deadline=time.monotonic() + max(0.0, state.deadline - now),
+                spent=lambda record: self._record(outcome, record, {}))
         except Interrupted:
             raise
         except (InsufficientCredits, AuthenticationFailed) as exc:
@@ -353,9 +354,14 @@ class Researcher:
             self.trace(GatewayErrorEvent(fatal=False, error=str(exc), status=exc.status))
             return None
 
-        outcome.records.append(completion.record)
-        self.trace(CallEvent(step=len(outcome.records), record=completion.record, message=completion.message))
+        self._record(outcome, completion.record, completion.message)
         return completion
+
+    def _record(self, outcome: ResearchOutcome, record: CallRecord, message: dict[str, Any]) -> None:
+        """A call in the leg's books (its call log, its spend, its caps) — also an attempt given up on the
+        way (`aborted`: no message), whose money counts like any other."""
+        outcome.records.append(record)
+        self.trace(CallEvent(step=len(outcome.records), record=record, message=message))
 
     # --- after a call: one handler per kind of reply ---------------------------------------------
     def _handle_reply(self, state: LoopState, completion: Completion) -> Next:
@@ -448,8 +454,9 @@ class Researcher:
 
     # --- budgets --------------------------------------------------------------------------------
     def _steps_used(self, outcome: ResearchOutcome) -> int:
-        """Model calls, plus MCP tool calls: a documentation server's calls spend the step budget too."""
-        return len(outcome.records) + self.tools.stats.mcp_calls
+        """Model calls, plus MCP tool calls: a documentation server's calls spend the step budget too. An
+        attempt given up and retried is part of its call's step (its money counts, not its step)."""
+        return sum(1 for r in outcome.records if not r.aborted) + self.tools.stats.mcp_calls
 
     def _approaching_cap(self, outcome: ResearchOutcome, steps_used: int, now: float, start: float,
                          deadline: float) -> Cap | None:

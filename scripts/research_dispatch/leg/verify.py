@@ -101,9 +101,12 @@ def parse_calls(text: str, *, display: str) -> list[CallRecord]:
 
 
 def recheck(record: CallRecord, requested_model: str) -> str:
-    """A call's verdict from its logged facts, never better than the verdict logged at call time."""
+    """A call's verdict from its logged facts, never better than the verdict logged at call time (an
+    aborted attempt stays aborted: it served nothing, so it takes no part in the route)."""
     if record.requested_model != requested_model:
         return "unverified"
+    if record.aborted:
+        return route.ABORTED
     if record.gateway_kind == OPENAI_COMPATIBLE:
         facts = route.self_reported_verdict(requested_model=requested_model, served_model=record.served_model)
         return route.leg_verdict([facts, record.verdict])
@@ -182,6 +185,8 @@ def verify_records(report: Report, records: list[CallRecord] | None, *, gateway:
         row.problems.append(f"front matter says {meta.calls} calls, the log has {len(records)}")
     if gateway is not None:
         for record in records:
+            if record.aborted:
+                continue  # its cost was looked up when it was given up; it served nothing to verify
             if record.gateway_kind == OPENAI_COMPATIBLE:
                 verdicts.append("unverified")
                 row.problems.append(f"{record.generation_id or 'a call'}: made through an openai-compatible "

@@ -81,7 +81,7 @@ def call_structured(gateway: Gateway, *, model: str, messages: list[dict[str, An
         try:
             completion = gateway.complete_structured(model=model, messages=history, name=name, schema=schema,
                                                      purpose=purpose, session_id=session_id, deadline=deadline,
-                                                     max_completion_tokens=output_cap)
+                                                     max_completion_tokens=output_cap, spent=records.append)
         except GatewayError as exc:
             if deadline is not None and time.monotonic() >= deadline:
                 raise TimeLimitReached(f"{subject}: not done when the synthesis time limit was reached",
