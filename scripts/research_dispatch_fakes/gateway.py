@@ -40,10 +40,18 @@ Accounting (what the benchmarks rely on):
   * prompt_tokens = ceil(chars / 4) over every message `content` string, every tool-call `arguments`
     string, and `canonical_json(tools)` and `canonical_json(response_format)` when present;
   * completion_tokens = max(1, ceil(chars of output content + tool-call arguments) / 4));
-  * cached_tokens: per `session_id` (else per requested model), the longest common prefix in characters
-    of `canonical_json(messages)` of this request and of the previous successful one, // 4, counted only
-    when >= 1024 tokens (and never above prompt_tokens);
-  * cost = uncached prompt x price + cached x price x 0.25 + completion x price, rounded to 8 decimals;
+  * cached_tokens, for models that cache by themselves (OpenAI, DeepSeek, Moonshot, Gemini...): per
+    `session_id` (else per requested model), the longest common prefix in characters of
+    `canonical_json(messages)` of this request and of the previous successful one, // 4, counted only
+    when >= 1024 tokens (and never above prompt_tokens); read at 0.25x the input price;
+  * `anthropic/*` caches only at `cache_control` breakpoints (at most four count): a request reads the
+    longest prefix the session cached ending at one of its breakpoints or up to 20 messages before one
+    (0.1x the input price, `cached_tokens`), and writes the prefix up to each breakpoint that reaches the
+    model's minimum (1,024 tokens for Sonnet 4.x; 1.25x for what goes beyond the read,
+    `cache_write_tokens`); without breakpoints nothing is cached. The listing says so (`input_cache_read`,
+    `input_cache_write`);
+  * cost = uncached prompt x price + cached x price x read factor + written x price x write factor +
+    completion x price, rounded to 8 decimals;
     default prices $1/M prompt and $4/M completion, overridable per model glob in the scenario; past an
     override's `min_prompt_tokens` its prices apply (google/* models: 2x prompt, 1.5x completion past
     200k tokens, as listed in `pricing.overrides`);
@@ -218,6 +226,47 @@ def thinking_tokens(body: dict[str, Any], model: str, kind: str) -> int:
     return max(0, min(budget, THINKING_NEED.get(kind, 512), cap))
 
 
+ANTHROPIC_CACHE_READ_FACTOR = 0.1
+ANTHROPIC_CACHE_WRITE_FACTOR = 1.25
+CACHE_LOOKBACK = 20
+"""Anthropic looks for a cached prefix at each breakpoint and up to 20 blocks before it."""
+
+
+def breakpoint_cached(model: str) -> bool:
+    """Does the model cache only at `cache_control` breakpoints (Anthropic's), not by itself?"""
+    return model.strip().lower().startswith("anthropic/")
+
+
+def anthropic_min_tokens(model: str) -> int:
+    """The shortest prefix Anthropic caches for a model (its published cache limitations)."""
+    name = model.lower()
+    if re.search(r"opus-4\.[56]\b|haiku-4\.5\b", name):
+        return 4096
+    if re.search(r"opus-4\.7\b|haiku-3\.5\b", name):
+        return 2048
+    if re.search(r"(sonnet|opus|haiku|fable)-5(\.\d+)?\b", name):
+        return 512
+    return 1024
+
+
+def has_breakpoint(message: dict[str, Any]) -> bool:
+    content = message.get("content")
+    return isinstance(content, list) and any(isinstance(p, dict) and isinstance(p.get("cache_control"), dict)
+                                             for p in content)
+
+
+def plain_message(message: dict[str, Any]) -> dict[str, Any]:
+    """The message as the provider caches it: breakpoint markers are not content (a one-block text list is
+    the same text as the string)."""
+    content = message.get("content")
+    if not isinstance(content, list):
+        return message
+    parts = [{k: v for k, v in p.items() if k != "cache_control"} if isinstance(p, dict) else p for p in content]
+    if len(parts) == 1 and isinstance(parts[0], dict) and parts[0].get("type") == "text":
+        return {**message, "content": parts[0].get("text")}
+    return {**message, "content": parts}
+
+
 def canonical_json(value: Any) -> str:
     """The serialisation token accounting and the cache prefix are computed on (see module doc)."""
     return json.dumps(value, ensure_ascii=False, separators=(",", ":"), sort_keys=True)
@@ -311,6 +360,7 @@ class FakeGateway(FakeServer):
         self._lookups: dict[str, int] = {}
         self._cost_split: dict[str, tuple[float, float]] = {}
         self._pending: set[str] = set()
+        self._breakpoints: dict[str, set[str]] = {}
         self.reset()
 
     # -- public API ------------------------------------------------------------------------
@@ -349,6 +399,7 @@ class FakeGateway(FakeServer):
             self._lookups = {}
             self._cost_split = {}
             self._pending = set()
+            self._breakpoints = {}
 
     # -- dispatch --------------------------------------------------------------------------
     def handle(self, request: FakeRequest) -> FakeResponse:
@@ -860,19 +911,26 @@ class FakeGateway(FakeServer):
         limit = body.get("max_completion_tokens") or body.get("max_tokens")
         thinking = min(thinking, limit) if isinstance(limit, int) and limit > 0 else thinking
         completion_tokens = max(1, visible + thinking)  # reasoning tokens are output tokens, billed alike
-        serial = canonical_json(body.get("messages") or [])
-        previous = self._last_prompt.get(cache_key, "")
-        common = common_prefix_len(serial, previous) // 4
-        cached = min(common, prompt_tokens) if common >= CACHE_MIN_TOKENS else 0
-        self._last_prompt[cache_key] = serial
+        if breakpoint_cached(model):
+            cached, written = self._breakpoint_cache(body, cache_key, prompt_tokens)
+            read_factor, write_factor = ANTHROPIC_CACHE_READ_FACTOR, ANTHROPIC_CACHE_WRITE_FACTOR
+        else:
+            serial = canonical_json(body.get("messages") or [])
+            previous = self._last_prompt.get(cache_key, "")
+            common = common_prefix_len(serial, previous) // 4
+            cached = min(common, prompt_tokens) if common >= CACHE_MIN_TOKENS else 0
+            self._last_prompt[cache_key] = serial
+            written, read_factor, write_factor = 0, CACHED_PRICE_FACTOR, 1.0
         price_in, price_out = self._prices_at(model, prompt_tokens)
-        prompt_cost = ((prompt_tokens - cached) * price_in + cached * price_in * CACHED_PRICE_FACTOR) / 1e6
+        plain = prompt_tokens - cached - written
+        prompt_cost = (plain * price_in + cached * price_in * read_factor + written * price_in * write_factor) / 1e6
         completion_cost = completion_tokens * price_out / 1e6
         usage = self._zero_usage()
         usage.update(prompt_tokens=prompt_tokens, completion_tokens=completion_tokens,
                      total_tokens=prompt_tokens + completion_tokens,
                      cost=round(prompt_cost + completion_cost, 8))
         usage["prompt_tokens_details"]["cached_tokens"] = cached
+        usage["prompt_tokens_details"]["cache_write_tokens"] = written
         usage["completion_tokens_details"]["reasoning_tokens"] = thinking
         usage["cost_details"].update(upstream_inference_prompt_cost=round(prompt_cost, 8),
                                      upstream_inference_completions_cost=round(completion_cost, 8))
@@ -884,6 +942,39 @@ class FakeGateway(FakeServer):
             value = rule["usage_cost"]
             usage["cost"] = float(value) if value in ("NaN", "Infinity", "-Infinity") else value
         return usage
+
+    def _breakpoint_cache(self, body: dict[str, Any], cache_key: str, prompt_tokens: int) -> tuple[int, int]:
+        """(read, written) prompt tokens of a model that caches only at breakpoints (Anthropic's rules):
+        the longest prefix cached earlier in the session that ends at one of this request's breakpoints or
+        up to `CACHE_LOOKBACK` messages before one is read; the prefix up to each breakpoint that reaches
+        the model's minimum is written (billed for what goes beyond the read). No breakpoint, no cache."""
+        messages = [m for m in body.get("messages") or [] if isinstance(m, dict)]
+        marks = [i for i, m in enumerate(messages) if has_breakpoint(m)][-4:]  # at most four count
+        if not marks:
+            return 0, 0
+        tools = body.get("tools")
+        plain_messages = [plain_message(m) for m in messages]
+        cached_prefixes = self._breakpoints.setdefault(cache_key, set())
+
+        def prefix(end: int) -> tuple[str, int]:
+            part = plain_messages[:end + 1]
+            return canonical_json([tools, part]), math.ceil(prompt_chars({"messages": part, "tools": tools}) / 4)
+
+        read = 0
+        for mark in marks:
+            for end in range(mark, max(-1, mark - CACHE_LOOKBACK), -1):
+                key, tokens = prefix(end)
+                if key in cached_prefixes:
+                    read = max(read, tokens)
+                    break
+        longest = 0
+        for mark in marks:
+            key, tokens = prefix(mark)
+            if tokens >= anthropic_min_tokens(str(body.get("model"))):
+                cached_prefixes.add(key)
+                longest = max(longest, tokens)
+        read = min(read, prompt_tokens)
+        return read, min(max(0, longest - read), prompt_tokens - read)
 
     def _cache_source(self, session: str) -> str:
         """The generation a response-cache hit claims to replay: the session's latest, else a fixed id."""
@@ -951,6 +1042,9 @@ class FakeGateway(FakeServer):
         pricing: dict[str, Any] = {
             "prompt": self._usd_per_token(price_in), "completion": self._usd_per_token(price_out),
             "input_cache_read": self._usd_per_token(price_in * CACHED_PRICE_FACTOR), "request": "0", "image": "0"}
+        if breakpoint_cached(model):
+            pricing.update(input_cache_read=self._usd_per_token(price_in * ANTHROPIC_CACHE_READ_FACTOR),
+                           input_cache_write=self._usd_per_token(price_in * ANTHROPIC_CACHE_WRITE_FACTOR))
         overrides = []
         for entry in self._overrides(model):
             override: dict[str, Any] = {"min_prompt_tokens": entry.get("min_prompt_tokens", 0)}

@@ -232,6 +232,9 @@ class GatewaySettings(_Strict):
     # OpenRouter and, on an openai-compatible server, each form in turn until the server takes one
     # (gateway/structured.py); or name the form the server takes.
     structured_output: Literal["auto", "json_schema", "json_object", "tool_call"] = "auto"
+    # Prompt-cache breakpoints (`cache_control`) for the models that cache only where told (Anthropic; Gemini
+    # explicitly): gateway/caching.py. Off: every prompt token of such a leg is billed at full input price.
+    cache_breakpoints: bool = True
     referer: str = "https://github.com/research-dispatch/research-dispatch"
     title: str = "research-dispatch"
 

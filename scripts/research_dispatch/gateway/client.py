@@ -71,8 +71,8 @@ from research_dispatch.core.errors import (
 )
 from research_dispatch.core.records import load_record, record
 from research_dispatch.core.redact import register_secrets
+from research_dispatch.gateway import caching, reasoning, route, schemas, stream, structured
 from research_dispatch.gateway import endpoints as listing
-from research_dispatch.gateway import reasoning, route, schemas, stream, structured
 from research_dispatch.gateway.endpoints import Pricing
 
 __all__ = ["CallRecord", "Completion", "Gateway", "Pricing", "RetryPolicy", "canonical_assistant_turn",
@@ -146,6 +146,7 @@ class CallRecord:
     is_byok: bool = False
     provider_cost_usd: float | None = None
     gateway_fee_usd: float | None = None
+    cache_write_tokens: int = 0  # prompt tokens written to the provider's cache (billed above the input price)
     aborted: bool = False  # an attempt given up (deadline, Ctrl-C, retried): its cost counts, its route does not
     cost_estimated: bool = False  # cost_usd is the pre-call worst case: the gateway's record was not found
 
@@ -500,7 +501,7 @@ class Gateway:
                  session_id: str | None = None, response_format: dict[str, Any] | None = None,
                  max_completion_tokens: int | None = None, purpose: str = "research", deadline: float | None = None,
                  probe: structured.StructuredForm | None = None,
-                 spent: Callable[[CallRecord], None] | None = None) -> Completion:
+                 spent: Callable[[CallRecord], None] | None = None, cache_boundary: int | None = None) -> Completion:
         """One chat completion with retries; raises a `GatewayError` subclass when it cannot succeed.
 
         `max_completion_tokens` is the whole output cap, reasoning included (what the call may bill; None:
@@ -511,12 +512,15 @@ class Gateway:
         not used — abandoned at a deadline, on Ctrl-C, cut by an error mid-stream, or retried — with its
         cost looked up at `/generation` (or its worst case when the record does not show in time): money
         spent on the way to the answer, or to the failure, is never hidden (`aborted: true`).
+        `cache_boundary`: the last message of the history that stays byte-identical for the next calls
+        (the last compacted one), where a model that caches only at breakpoints gets one (`caching.py`).
         """
         leg_deadline = self._leg_deadline(deadline)
         try:
             kwargs = self._request(model=model, messages=messages, tools=tools, tool_choice=tool_choice,
                                    provider=provider, session_id=session_id, response_format=response_format,
-                                   output_cap=max_completion_tokens, deadline=leg_deadline)
+                                   output_cap=max_completion_tokens, deadline=leg_deadline,
+                                   cache_boundary=cache_boundary)
         except CallBoundExceeded as exc:
             raise self._bound_error(exc, leg_deadline) from None
         attempt = 0
@@ -666,7 +670,7 @@ class Gateway:
     def _request(self, *, model: str, messages: list[dict[str, Any]], tools: list[dict[str, Any]] | None,
                  tool_choice: str | dict[str, Any] | None, provider: str | None, session_id: str | None,
                  response_format: dict[str, Any] | None, output_cap: int | None,
-                 deadline: float | None) -> dict[str, Any]:
+                 deadline: float | None, cache_boundary: int | None = None) -> dict[str, Any]:
         """The keyword arguments of `create()`: only what this gateway (and, on OpenRouter, the pinned
         endpoints' `supported_parameters`) accepts; the output cap and `reasoning` from the route's
         reasoning plan (`reasoning.py`). `output_cap`: the caller's whole cap (None: the plan's)."""
@@ -681,6 +685,8 @@ class Gateway:
             if response_format:
                 kwargs["response_format"] = response_format
             return kwargs
+        if self.settings.cache_breakpoints:  # Anthropic (and Gemini explicitly) cache only where told
+            kwargs["messages"] = caching.with_breakpoints(model, messages, tools, stable_until=cache_boundary)
         required: set[str] = set()
         if tools:
             required.add("tools")
@@ -820,6 +826,8 @@ class Gateway:
                                          generation_id),
             "cached_tokens": _tokens(getattr(prompt_details, "cached_tokens", None),
                                      "usage.prompt_tokens_details.cached_tokens", generation_id),
+            "cache_write_tokens": _tokens(getattr(prompt_details, "cache_write_tokens", None),
+                                          "usage.prompt_tokens_details.cache_write_tokens", generation_id),
             "reasoning_tokens": _tokens(getattr(completion_details, "reasoning_tokens", None),
                                         "usage.completion_tokens_details.reasoning_tokens", generation_id),
             "is_byok": is_byok, "provider_cost_usd": None, "gateway_fee_usd": None,

@@ -48,15 +48,18 @@ class PriceOverride:
 
 @dataclass(frozen=True)
 class EndpointPrice:
-    """The price schedule of one endpoint."""
+    """The price schedule of one endpoint. `cache_write` (`input_cache_write`): what a prompt token written
+    to the provider's cache costs — above the input price on Anthropic's (1.25x)."""
 
     prompt: float
     completion: float
     overrides: tuple[PriceOverride, ...] = ()
+    cache_write: float | None = None
 
     def at(self, prompt_tokens: int) -> tuple[float, float]:
         """(prompt, completion) USD per token for a prompt of this many tokens: the dearer of the
-        schedule with and without its time-windowed entries, so the bound holds at any hour."""
+        schedule with and without its time-windowed entries, so the bound holds at any hour; a prompt
+        token at the dearer of input and cache write (a breakpoint may make every one a write)."""
 
         def resolve(include_timed: bool) -> tuple[float, float]:
             prompt, completion = self.prompt, self.completion
@@ -68,7 +71,10 @@ class EndpointPrice:
             return prompt, completion
 
         with_timed, without = resolve(True), resolve(False)
-        return max(with_timed[0], without[0]), max(with_timed[1], without[1])
+        prompt = max(with_timed[0], without[0])
+        if self.cache_write is not None and self.prompt > 0:  # the write premium scales with the input price
+            prompt *= max(1.0, self.cache_write / self.prompt)
+        return prompt, max(with_timed[1], without[1])
 
 
 @dataclass(frozen=True)
@@ -146,7 +152,8 @@ def parse_price(raw: Any) -> EndpointPrice | None:
             prompt=_price(entry.get("prompt")), completion=_price(entry.get("completion")),
             min_prompt_tokens=_threshold(entry.get("min_prompt_tokens")),
             timed=entry.get("utc_start") is not None or entry.get("utc_end") is not None))
-    return EndpointPrice(prompt=prompt, completion=completion, overrides=tuple(overrides))
+    return EndpointPrice(prompt=prompt, completion=completion, overrides=tuple(overrides),
+                         cache_write=_price(raw.get("input_cache_write")))
 
 
 def parse_endpoints(payload: Any) -> list[Endpoint]:

@@ -338,7 +338,8 @@ class Researcher:
                 session_id=spec.session_id, purpose="research", max_completion_tokens=output_limit,
                 # the gateway measures on time.monotonic; our clock may be injected: pass what is left
                 deadline=time.monotonic() + max(0.0, state.deadline - now),
-                spent=lambda record: self._record(outcome, record, {}))
+                spent=lambda record: self._record(outcome, record, {}),
+                cache_boundary=max(self._compacted) if self._compacted else None)
         except Interrupted:
             raise
         except (InsufficientCredits, AuthenticationFailed) as exc:
