@@ -8,6 +8,7 @@ read and write prices; and a leg routed to Claude that reads most of its prompt 
 
 from __future__ import annotations
 
+import itertools
 import json
 from pathlib import Path
 from typing import Any
@@ -92,7 +93,7 @@ def test_anthropic_caches_only_at_breakpoints_others_by_themselves() -> None:
         assert all(r.cache_write_tokens == 0 for r in without)
         told = calls(fake, "anthropic/claude-sonnet-4.5", breakpoints=True)
         assert told[0].cache_write_tokens == told[0].prompt_tokens and told[0].cached_tokens == 0
-        assert all(r.cached_tokens == previous.prompt_tokens for previous, r in zip(told, told[1:], strict=False))
+        assert all(r.cached_tokens == previous.prompt_tokens for previous, r in itertools.pairwise(told))
         assert sum(r.cost_usd for r in told[1:]) < sum(r.cost_usd for r in without[1:])  # reads are cheaper
         automatic = calls(fake, "deepseek/deepseek-v4-pro", breakpoints=True)
         assert not any(isinstance(m.get("content"), list) for m in fake.completions[-1]["request"]["messages"])
