@@ -107,6 +107,7 @@ Actions (combinable where sensible):
   * `no_metadata`: no `openrouter_metadata` and no top-level `provider`.
   * `delay_s`: extra delay; `short_draft`: the report is 40% of the band minimum; `invent_citation`: the
     report also cites `[S99]` next to an invented URL.
+  * `usage_fields: {NAME: VALUE}`: those `usage` fields are VALUE as is (a key where a count belongs...);
   * `usage_cost: VALUE`: `usage.cost` is VALUE as is (a broken or hostile gateway): "NaN" and
     "Infinity" go out as those JSON number tokens, any other value verbatim.
 
@@ -938,6 +939,8 @@ class FakeGateway(FakeServer):
             upstream = round(prompt_cost + completion_cost, 8)
             usage.update(is_byok=True, cost=round(upstream * BYOK_FEE_SHARE, 8))
             usage["cost_details"]["upstream_inference_cost"] = upstream
+        for key, field_value in ((rule or {}).get("usage_fields") or {}).items():  # a hostile gateway's usage
+            usage[str(key)] = field_value
         if rule and "usage_cost" in rule:  # a hostile or broken gateway's cost
             value = rule["usage_cost"]
             usage["cost"] = float(value) if value in ("NaN", "Infinity", "-Infinity") else value

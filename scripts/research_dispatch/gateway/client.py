@@ -598,8 +598,8 @@ class Gateway:
         assembler = stream.Assembler()
         events = raw.parse()
         try:
-            for chunk in events:
-                assembler.add(chunk.to_dict())
+            for chunk in events:  # a hostile value (a string for a count) is ours to refuse, not to warn about
+                assembler.add(chunk.to_dict(warnings=False))
                 tried.generation_id = tried.generation_id or assembler.generation_id
         finally:
             events.close()
@@ -809,7 +809,7 @@ class Gateway:
         if choice.message is None:
             raise _malformed("choices[0] has no message")
         record = self._record(completion, headers, model, provider, purpose, latency, retries)
-        message = canonical_assistant_turn(choice.message.to_dict(),
+        message = canonical_assistant_turn(choice.message.to_dict(warnings=False),
                                            tool_turn_content="" if self.kind == OPENAI_COMPATIBLE else None)
         return Completion(message=message, finish_reason=choice.finish_reason, record=record)
 
