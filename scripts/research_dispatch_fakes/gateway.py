@@ -92,6 +92,8 @@ Actions (combinable where sensible):
     `message`); 404 carries `availability.code` "no_endpoints".
   * `reset`: close the connection without answering (the client sees a connection error).
   * `raw_body`: answer HTTP 200 with exactly this text as a JSON-typed body (garbage, truncated JSON).
+  * `answer`: a whole chat completion (a dict) to answer with, as is — streamed as its chunks when the
+    request streams (the fake's own routing, accounting and records are skipped).
   * `error_in_200`: "choice" (finish_reason "error" + `choices[0].error`) or "top_level" (`error`, no
     `choices`); `code` default 502, `metadata.error_type` "provider_unavailable"; usage is zero.
   * `finish_reason`: "length" (writing output cut to ~60% on a space, native "max_tokens"; a tool turn
@@ -557,6 +559,14 @@ class FakeGateway(FakeServer):
             record["status"] = "raw"
             return FakeResponse(status=200, body=str(rule["raw_body"]).encode("utf-8"),
                                 headers={"Content-Type": "application/json"}, delay_s=delay)
+        if isinstance(rule.get("answer"), dict):  # a scripted chat completion, in the form the request asked for
+            record["status"] = "answer"
+            answer: dict[str, Any] = rule["answer"]
+            headers = {"X-Generation-Id": str(answer.get("id") or "")}
+            if body.get("stream") is True:
+                return self._streamed(answer, headers, str(answer.get("id") or ""), str(answer.get("provider") or ""),
+                                      rule, delay, None)
+            return FakeResponse.json(answer, 200, headers=headers, delay_s=delay)
         if rule.get("status"):
             status = int(rule["status"])
             record["status"] = status

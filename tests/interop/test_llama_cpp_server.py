@@ -142,7 +142,7 @@ def test_synthesize_through_the_real_server(llama_server: LlamaServer, tmp_path:
         assert leg.returncode == 0, leg.stdout + leg.stderr
     (repo / "pyproject.toml").write_text(
         '[tool.research-dispatch]\nframework_name = "interop"\n'
-        'gateway = {kind = "openai-compatible", max_completion_tokens = 512, max_retries = 0}\n'
+        'gateway = {kind = "openai-compatible", max_completion_tokens = 256, max_retries = 0, timeout_s = 900}\n'
         f'synthesis = {{extractor_model = "{MODEL_ALIAS}", judge_models = ["{MODEL_ALIAS}"], concurrency = 1, '
         "timeout_minutes = 20}\n", encoding="utf-8")
     local = {**fakes, "OPENAI_API_KEY": llama_server.key, "OPENAI_BASE_URL": llama_server.base_url}
