@@ -53,7 +53,8 @@ $(INTEROP_STAMP):
 $(INTEROP_MODEL): scripts/dev/interop_model.py $(STAMP)
 	$(BIN)/python scripts/dev/interop_model.py $@
 
-# A leg with kind = "openai-compatible" against llama-cpp-python's server (tests/interop), bound to 127.0.0.1.
+# A leg and a synthesis with kind = "openai-compatible" against llama-cpp-python's server (tests/interop),
+# bound to 127.0.0.1.
 interop: $(STAMP) $(INTEROP_STAMP) $(INTEROP_MODEL)
 	INTEROP_PYTHON=$(INTEROP_VENV)/bin/python INTEROP_MODEL=$(INTEROP_MODEL) \
 		$(BIN)/python -m pytest -p no:cacheprovider tests/interop

@@ -98,10 +98,19 @@ def test_unpinned_provider_change_stays_exact(repo: Path, fake_env: dict, gatewa
     assert research(repo, "diloco-family").exit_code == 0
 
 
-def test_recorded_fallback_attempt_is_provider_fallback(repo: Path, fake_env: dict, gateway) -> None:
+def test_recorded_fallback_attempt_with_a_pinned_provider_is_provider_fallback(repo: Path, fake_env: dict,
+                                                                               gateway) -> None:
+    write_topic(repo, "02-diloco-family.yaml", (repo / "topics" / "02-diloco-family.yaml").read_text()
+                + "    provider: deepseek\n")
     gateway.set_scenario({"rules": [{"on_call": 1, "fallback_attempt": True}]})
     assert research(repo, "diloco-family").exit_code == 3
     assert front_matter(repo / "research" / "02-diloco-family.md")["route"] == "provider_fallback"
+
+
+def test_recorded_fallback_attempt_without_a_pin_stays_exact(repo: Path, fake_env: dict, gateway) -> None:
+    gateway.set_scenario({"rules": [{"on_call": 1, "fallback_attempt": True}]})
+    assert research(repo, "diloco-family").exit_code == 0
+    assert front_matter(repo / "research" / "02-diloco-family.md")["route"] == "exact"
 
 
 def test_missing_metadata_is_unverified_and_cache_hit_is_cached(repo: Path, fake_env: dict, gateway) -> None:
@@ -190,4 +199,7 @@ def test_retryable_errors_are_retried_and_the_leg_completes(repo: Path, fake_env
     result = research(repo, "diloco-family")
     assert result.exit_code == 0, result.output + result.stderr
     calls = [json.loads(line) for line in (repo / "research" / "02-diloco-family.calls.jsonl").read_text().splitlines()]
-    assert sum(c["retries"] for c in calls) == 3
+    assert sum(c["retries"] for c in calls if not c["aborted"]) == 3
+    # the attempt answered with an error inside its HTTP 200 had a generation: it is in the books, at its cost
+    (given_up,) = [c for c in calls if c["aborted"]]
+    assert given_up["verdict"] == "aborted" and given_up["cost_usd"] == 0.0 and not given_up["cost_estimated"]

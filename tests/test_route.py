@@ -50,12 +50,28 @@ def test_model_fallback_beats_everything() -> None:
 
 def test_provider_fallback_when_pinned_provider_differs_or_attempts_recorded() -> None:
     assert verdict(pinned_provider="deepseek", served_provider="DeepInfra") == "provider_fallback"
-    assert verdict(attempt=2) == "provider_fallback"
-    assert verdict(attempts_recorded=2) == "provider_fallback"
+    assert verdict(pinned_provider="deepseek", attempt=2) == "provider_fallback"
+    assert verdict(pinned_provider="deepseek", attempts_recorded=2) == "provider_fallback"
 
 
 def test_unpinned_provider_change_is_not_a_fallback() -> None:
     assert verdict(served_provider="DeepInfra") == "exact"
+
+
+def test_unpinned_fallbacks_among_the_models_providers_stay_exact() -> None:
+    """DESIGN.md § Route verdicts: without a pin the route is "this model, any provider"; OpenRouter's
+    own fallbacks are its load balancing, whatever the number of attempts."""
+    assert verdict(attempt=2) == "exact"
+    assert verdict(attempt=5, attempts_recorded=5, served_provider="DeepInfra") == "exact"
+    assert verdict(attempt=3, served_model="deepseek/deepseek-v3") == "model_fallback"  # never another model
+
+
+def test_offline_recheck_without_the_listing_still_sees_a_pinned_fallback() -> None:
+    """With no endpoints listing at hand (None) the pinned provider's display name is not compared — the
+    verdict logged at call time did that — but a recorded fallback attempt still counts."""
+    assert verdict(pinned_provider="novita", served_provider="NovitaAI", provider_display_names=None) == "exact"
+    assert verdict(pinned_provider="novita", served_provider="NovitaAI", attempt=2,
+                   provider_display_names=None) == "provider_fallback"
 
 
 def test_cached_and_unverified() -> None:

@@ -290,10 +290,18 @@ def bench_cli_start(reps: int) -> dict[str, Any]:
 # 4 and 7. Token accounting on the wire
 
 
-def _billed_chars(message: dict[str, Any]) -> int:
-    """Characters of one message as the fake bills them: content plus tool-call arguments."""
+def _text(message: dict[str, Any]) -> str:
+    """A message's text: its content string, or its text blocks (a message carrying a prompt-cache
+    breakpoint has them)."""
     content = message.get("content")
-    chars = len(content) if isinstance(content, str) else 0
+    if isinstance(content, list):
+        return "".join(str(part.get("text") or "") for part in content if isinstance(part, dict))
+    return content if isinstance(content, str) else ""
+
+
+def _billed_chars(message: dict[str, Any]) -> int:
+    """Characters of one message as the fake bills them: its text plus tool-call arguments."""
+    chars = len(_text(message))
     for call in message.get("tool_calls") or []:
         chars += len(str((call.get("function") or {}).get("arguments") or ""))
     return chars
@@ -324,7 +332,7 @@ def wire_accounting(completions: list[dict[str, Any]]) -> dict[str, Any]:
         chars = len(canonical_json(record["request"]["tools"])) if record["request"].get("tools") else 0
         for message in record["request"]["messages"]:
             if message.get("role") == "tool":
-                chars += sum(len(tag) for tag in _SKELETON.findall(message.get("content") or ""))
+                chars += sum(len(tag) for tag in _SKELETON.findall(_text(message)))
             else:
                 chars += _billed_chars(message)
         floor += math.ceil(chars / 4)
@@ -346,7 +354,8 @@ def wire_accounting(completions: list[dict[str, Any]]) -> dict[str, Any]:
             "floor_amplification": round(floor / distinct, 3) if distinct else None}
 
 
-def run_product_leg(script: dict[str, Any], topic_file: str, topic_text: str, extra: str = "") -> dict[str, Any]:
+def run_product_leg(script: dict[str, Any], topic_file: str, topic_text: str, extra: str = "",
+                    pyproject: str = "[tool.research-dispatch]\n") -> dict[str, Any]:
     """One leg through `run_leg` on in-process fakes; its wire accounting, status and evidence."""
     from research_dispatch.config.plan import plan_legs
     from research_dispatch.config.settings import load_settings
@@ -355,7 +364,7 @@ def run_product_leg(script: dict[str, Any], topic_file: str, topic_text: str, ex
     from research_dispatch.leg.run import run_leg
 
     with tempfile.TemporaryDirectory(prefix="bench-leg-") as tmp, inprocess_fakes(script) as (gateway, _, env):
-        repo = make_repo(Path(tmp), {topic_file: topic_text + (extra + "\n" if extra else "")})
+        repo = make_repo(Path(tmp), {topic_file: topic_text + (extra + "\n" if extra else "")}, pyproject)
         settings = load_settings(repo)
         (leg,) = plan_legs(load_topics(repo, settings), settings)
         result = run_leg(repo, settings, leg, env=env, cycle=CYCLE)
@@ -433,6 +442,28 @@ def bench_amplification() -> list[dict[str, Any]]:
                  "every call still sends the fixed prompt and the headers of the sources found so far."
                  if evidence_kept else "the capped leg cites fewer sources than the naive one.")))
     return rows
+
+
+def bench_prompt_cache() -> dict[str, Any]:
+    """8. A 30-step leg routed to Claude, with the prompt-cache breakpoints and without them."""
+    topics = {t[1]: t for t in real_topics()}
+    name, _, text = topics["verl-trl"]  # routed to anthropic/claude-sonnet-4.6
+    ours = run_product_leg(SEARCHING_LEG, name, text, LONG_BUDGET)
+    plain = run_product_leg(SEARCHING_LEG, name, text, LONG_BUDGET,
+                            "[tool.research-dispatch]\ngateway = {cache_breakpoints = false}\n")
+    share = ours["cached_tokens"] / ours["prompt_tokens"] if ours["prompt_tokens"] else 0.0
+    saving = 1 - ours["cost_usd"] / plain["cost_usd"] if plain["cost_usd"] else 0.0
+    return figure(
+        "8", "prompt_cache", "Prompt cache, 30-step leg routed to Claude: prompt tokens read from the cache",
+        round(share, 3), f"{share:.0%} ({ours['calls']} calls); cost ${ours['cost_usd']:.4f} with breakpoints, "
+                         f"${plain['cost_usd']:.4f} without ({saving:.0%} less)",
+        "≥ 70 % read from the cache", share >= 0.7,
+        f"one leg of the verl-trl topic (anthropic/claude-sonnet-4.6) through `run_leg` with `{LONG_BUDGET}` and "
+        f"the fake-gateway script `{json.dumps(SEARCHING_LEG)}`, once with the `cache_control` breakpoints "
+        "(`gateway/caching.py`) and once with `gateway.cache_breakpoints = false`; cached tokens and cost as the "
+        "fake bills an Anthropic model (it caches only at breakpoints: reads 0.1x the input price, writes 1.25x).",
+        {"ours": ours, "without_breakpoints": plain, "script": SEARCHING_LEG},
+        why="the prompt grows faster than the cached prefix: each step's new tool results are written, not read.")
 
 
 def bench_tokens_per_report() -> dict[str, Any]:
@@ -742,6 +773,7 @@ def main(argv: list[str] | None = None) -> int:
         ("6", "matrix scale", lambda: bench_matrix(3)),
         ("7", "tokens per report", bench_tokens_per_report),
         ("8", "citation checks", bench_verification),
+        ("9", "prompt cache", bench_prompt_cache),
     ]
     started = time.perf_counter()
     figures: list[dict[str, Any]] = []

@@ -108,9 +108,18 @@ def _section_tokens(f: dict[str, Any]) -> list[str]:
     return lines
 
 
+def _section_prompt_cache(f: dict[str, Any]) -> list[str]:
+    d = f["details"]
+    return ["| leg | calls | prompt tokens | read from cache | cost |", "|---|---|---|---|---|",
+            *(f"| {label} | {leg['calls']} | {_n(leg['prompt_tokens'])} | {_n(leg['cached_tokens'])} "
+              f"({_pct(leg['cached_tokens'], leg['prompt_tokens'])}) | ${leg['cost_usd']:.4f} |"
+              for label, leg in (("with breakpoints", d["ours"]), ("without", d["without_breakpoints"])))]
+
+
 SECTIONS = {"parallel": _section_parallel, "overhead": _section_overhead, "cli_start": _section_cli,
             "amplification_reading": _section_amplification, "amplification_searching": _section_amplification,
-            "synthesis": _section_synthesis, "matrix": _section_matrix, "tokens_per_report": _section_tokens}
+            "synthesis": _section_synthesis, "matrix": _section_matrix, "tokens_per_report": _section_tokens,
+            "prompt_cache": _section_prompt_cache}
 
 
 def _what_it_would_take(f: dict[str, Any]) -> str:
@@ -149,6 +158,8 @@ def _what_it_would_take(f: dict[str, Any]) -> str:
         "matrix": "Profile `plan` on the 1,000-leg repository (topic loading dominates).",
         "tokens_per_report": "Tighten the per-search snippet budget or the per-read passage budget, or compact "
                              "search leads once their pages have been read.",
+        "prompt_cache": "Compact less often (each compaction rewrites the history after it), or place the "
+                        "rolling breakpoint further back so that more of each step's prompt is a read.",
     }
     return generic.get(key, "")
 

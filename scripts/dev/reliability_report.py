@@ -41,6 +41,7 @@ AREAS: tuple[tuple[str, str], ...] = (
     ("hostile", "Hostile content"),
     ("secrets", "Secrets"),
     ("input", "Bad input"),
+    ("records", "Records of earlier versions"),
 )
 
 

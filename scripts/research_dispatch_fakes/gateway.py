@@ -30,22 +30,40 @@ Strict like the real services (module `strict`, docs/REAL-SERVICES.md):
     `anthropic/*`, tool results that do not answer the turn before them, and — for `google/gemini-3*` —
     tool-call turns without the `reasoning_details` thought signatures it returned (or with altered ones);
   * `google/gemini-3*` tool-call turns carry `reasoning_details` (one `reasoning.encrypted` signature per
-    call, id = the call's id).
+    call, id = the call's id);
+  * `google/*` models refuse tool `parameters` with a keyword outside Google's `Schema` subset
+    (`additionalProperties`, `exclusiveMinimum`, `$ref`, ...), a `type` list, a non-string `enum` or a
+    `format` other than `enum`/`date-time`: 400, Google's "Invalid JSON payload received. Unknown name"
+    lines in `error.metadata.raw`.
 
 Accounting (what the benchmarks rely on):
   * prompt_tokens = ceil(chars / 4) over every message `content` string, every tool-call `arguments`
     string, and `canonical_json(tools)` and `canonical_json(response_format)` when present;
   * completion_tokens = max(1, ceil(chars of output content + tool-call arguments) / 4));
-  * cached_tokens: per `session_id` (else per requested model), the longest common prefix in characters
-    of `canonical_json(messages)` of this request and of the previous successful one, // 4, counted only
-    when >= 1024 tokens (and never above prompt_tokens);
-  * cost = uncached prompt x price + cached x price x 0.25 + completion x price, rounded to 8 decimals;
+  * cached_tokens, for models that cache by themselves (OpenAI, DeepSeek, Moonshot, Gemini...): per
+    `session_id` (else per requested model), the longest common prefix in characters of
+    `canonical_json(messages)` of this request and of the previous successful one, // 4, counted only
+    when >= 1024 tokens (and never above prompt_tokens); read at 0.25x the input price;
+  * `anthropic/*` caches only at `cache_control` breakpoints (at most four count): a request reads the
+    longest prefix the session cached ending at one of its breakpoints or up to 20 messages before one
+    (0.1x the input price, `cached_tokens`), and writes the prefix up to each breakpoint that reaches the
+    model's minimum (1,024 tokens for Sonnet 4.x; 1.25x for what goes beyond the read,
+    `cache_write_tokens`); without breakpoints nothing is cached. The listing says so (`input_cache_read`,
+    `input_cache_write`);
+  * cost = uncached prompt x price + cached x price x read factor + written x price x write factor +
+    completion x price, rounded to 8 decimals;
     default prices $1/M prompt and $4/M completion, overridable per model glob in the scenario; past an
     override's `min_prompt_tokens` its prices apply (google/* models: 2x prompt, 1.5x completion past
     200k tokens, as listed in `pricing.overrides`);
   * with `"byok": true` the provider's charge is `usage.cost_details.upstream_inference_cost` and
     `usage.cost` is OpenRouter's 5% fee, `is_byok: true`.
-  * `max_completion_tokens` (or `max_tokens`) is honoured: longer output is cut (finish_reason `length`).
+  * `max_completion_tokens` (or `max_tokens`) is honoured: longer output is cut (finish_reason `length`);
+  * reasoning tokens share that cap and are billed as completion tokens (`completion_tokens_details.
+    reasoning_tokens`, the generation's `native_tokens_reasoning`): `thinking_tokens` — the budget of
+    `reasoning` (`max_tokens`, or the effort's share of the cap), or the whole cap for a model that
+    reasons by default (`REASONING_BY_DEFAULT`), spent up to what the turn needs (`THINKING_NEED`). What
+    the reasoning leaves is the room for the answer: a small cap yields `length` with little or no
+    content (a tool call that does not fit is dropped).
 `canonical_json` is `json.dumps(value, ensure_ascii=False, separators=(",", ":"), sort_keys=True)`.
 
 Scenario format (constructor `scenario=`, `set_scenario()`, or `POST /__fake__/scenario`)::
@@ -59,6 +77,7 @@ Scenario format (constructor `scenario=`, `set_scenario()`, or `POST /__fake__/s
                                      "supported_parameters": ["max_tokens", "tools"]}]},
      "byok": false,
      "models": ["x-ai/grok-4"],              # more ids for `GET /models` to list (besides KNOWN_MODELS)
+     "response_formats": ["text", "json_object"],  # a local server: other response_format types are 422
      "rules": [{"match": {"model": "<glob>", "session": "<glob>", "kind": "<glob>", "schema": "<glob>"},
                 "on_call": k | "calls": [k, ...] | (omitted: every call),
                 "times": n,                  # apply at most n times
@@ -74,6 +93,8 @@ Actions (combinable where sensible):
     `message`); 404 carries `availability.code` "no_endpoints".
   * `reset`: close the connection without answering (the client sees a connection error).
   * `raw_body`: answer HTTP 200 with exactly this text as a JSON-typed body (garbage, truncated JSON).
+  * `answer`: a whole chat completion (a dict) to answer with, as is — streamed as its chunks when the
+    request streams (the fake's own routing, accounting and records are skipped).
   * `error_in_200`: "choice" (finish_reason "error" + `choices[0].error`) or "top_level" (`error`, no
     `choices`); `code` default 502, `metadata.error_type` "provider_unavailable"; usage is zero.
   * `finish_reason`: "length" (writing output cut to ~60% on a space, native "max_tokens"; a tool turn
@@ -89,6 +110,7 @@ Actions (combinable where sensible):
   * `no_metadata`: no `openrouter_metadata` and no top-level `provider`.
   * `delay_s`: extra delay; `short_draft`: the report is 40% of the band minimum; `invent_citation`: the
     report also cites `[S99]` next to an invented URL.
+  * `usage_fields: {NAME: VALUE}`: those `usage` fields are VALUE as is (a key where a count belongs...);
   * `usage_cost: VALUE`: `usage.cost` is VALUE as is (a broken or hostile gateway): "NaN" and
     "Infinity" go out as those JSON number tokens, any other value verbatim.
   * `overstate` (claim extraction: the first claim's quote is not in the report) and `misquote` (citation
@@ -112,17 +134,23 @@ import math
 import os
 import re
 import threading
+import time
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
-from research_dispatch_fakes import strict
+from research_dispatch_fakes import sse, strict
 from research_dispatch_fakes.http import FakeRequest, FakeResponse, FakeServer
 from research_dispatch_fakes.script_researcher import ToolCall, Turn, classify, plan_turn
 from research_dispatch_fakes.script_structured import STRUCTURED_QUIRKS, structured_name
 
 REQUEST_LOG_VARIABLE = "RESEARCH_DISPATCH_FAKE_GATEWAY_LOG"
+KEEPALIVE_S = 0.25  # a `: OPENROUTER PROCESSING` comment this often while a streamed answer waits
+GENERATION_404S = 1  # `/generation` answers 404 this many times per id before the record shows
+NON_CANCELLING_PROVIDERS = frozenset({"Google", "Google AI Studio", "Google Vertex"})
+"""Providers that do not support stream cancellation (OpenRouter's streaming docs list Google's): an
+abandoned stream is billed in full."""
 EPOCH = 1767225600  # 2026-01-01T00:00:00Z: `created` = EPOCH + generation number, never the wall clock
 DATED_SUFFIX = "-20260401"
 DEFAULT_PRICE_PROMPT = 1.0  # USD per 1M tokens
@@ -179,6 +207,82 @@ _STATUS_DEFAULTS: dict[int, tuple[str, str]] = {
     503: ("No available providers for this model at the moment", "provider_overloaded"),
 }
 _ENDPOINTS_PATH = re.compile(r"^/api/v1/models/([^/]+)/([^/]+)/endpoints$")
+
+
+REASONING_BY_DEFAULT = ("openai/gpt-5*", "openai/o[0-9]*", "google/gemini-2.5-pro*", "google/gemini-3*",
+                        "moonshotai/kimi-k2-thinking*", "deepseek/deepseek-r1*")
+"""Models that reason without being asked (their reasoning is mandatory or on by default)."""
+THINKING_NEED = {"search": 512, "extract": 512, "mcp": 512, "structured": 1024, "write": 2048, "revise": 2048,
+                 "continue": 2048}
+"""Reasoning tokens the fake model wants per kind of turn; it thinks that much, or its budget if smaller."""
+EFFORT_SHARE = {"max": 0.95, "xhigh": 0.95, "high": 0.8, "medium": 0.5, "low": 0.2, "minimal": 0.1, "none": 0.0}
+"""OpenRouter's documented share of `max_tokens` each `reasoning.effort` gives to reasoning."""
+
+
+def thinking_tokens(body: dict[str, Any], model: str, kind: str) -> int:
+    """How many reasoning tokens the fake model spends on this request (before the cap cuts them).
+
+    The budget is `reasoning.max_tokens`, else the effort's share of the output cap (`enabled: true` is
+    medium, effort `none` is no reasoning), else — without a `reasoning` object — the whole cap for a
+    model that reasons by default and nothing for any other; the model thinks what its turn needs
+    (`THINKING_NEED`) up to that budget. The cap then holds reasoning and answer together.
+    """
+    limit = body.get("max_completion_tokens") or body.get("max_tokens")
+    cap = limit if isinstance(limit, int) and limit > 0 else 32768
+    reasoning = body.get("reasoning")
+    if isinstance(reasoning, dict):
+        if isinstance(reasoning.get("max_tokens"), int):
+            budget = int(reasoning["max_tokens"])
+        elif reasoning.get("effort") in EFFORT_SHARE:
+            budget = int(cap * EFFORT_SHARE[str(reasoning["effort"])])
+        else:
+            budget = int(cap * EFFORT_SHARE["medium"]) if reasoning.get("enabled") else 0
+    elif any(fnmatch.fnmatchcase(model.split(":", 1)[0], glob) for glob in REASONING_BY_DEFAULT):
+        budget = cap
+    else:
+        return 0
+    return max(0, min(budget, THINKING_NEED.get(kind, 512), cap))
+
+
+ANTHROPIC_CACHE_READ_FACTOR = 0.1
+ANTHROPIC_CACHE_WRITE_FACTOR = 1.25
+CACHE_LOOKBACK = 20
+"""Anthropic looks for a cached prefix at each breakpoint and up to 20 blocks before it."""
+
+
+def breakpoint_cached(model: str) -> bool:
+    """Does the model cache only at `cache_control` breakpoints (Anthropic's), not by itself?"""
+    return model.strip().lower().startswith("anthropic/")
+
+
+def anthropic_min_tokens(model: str) -> int:
+    """The shortest prefix Anthropic caches for a model (its published cache limitations)."""
+    name = model.lower()
+    if re.search(r"opus-4\.[56]\b|haiku-4\.5\b", name):
+        return 4096
+    if re.search(r"opus-4\.7\b|haiku-3\.5\b", name):
+        return 2048
+    if re.search(r"(sonnet|opus|haiku|fable)-5(\.\d+)?\b", name):
+        return 512
+    return 1024
+
+
+def has_breakpoint(message: dict[str, Any]) -> bool:
+    content = message.get("content")
+    return isinstance(content, list) and any(isinstance(p, dict) and isinstance(p.get("cache_control"), dict)
+                                             for p in content)
+
+
+def plain_message(message: dict[str, Any]) -> dict[str, Any]:
+    """The message as the provider caches it: breakpoint markers are not content (a one-block text list is
+    the same text as the string)."""
+    content = message.get("content")
+    if not isinstance(content, list):
+        return message
+    parts = [{k: v for k, v in p.items() if k != "cache_control"} if isinstance(p, dict) else p for p in content]
+    if len(parts) == 1 and isinstance(parts[0], dict) and parts[0].get("type") == "text":
+        return {**message, "content": parts[0].get("text")}
+    return {**message, "content": parts}
 
 
 def canonical_json(value: Any) -> str:
@@ -271,6 +375,10 @@ class FakeGateway(FakeServer):
         self._rule_uses: dict[int, int] = {}
         self._last_prompt: dict[str, str] = {}
         self._seen_models: set[str] = set()
+        self._lookups: dict[str, int] = {}
+        self._cost_split: dict[str, tuple[float, float]] = {}
+        self._pending: set[str] = set()
+        self._breakpoints: dict[str, set[str]] = {}
         self.reset()
 
     # -- public API ------------------------------------------------------------------------
@@ -285,6 +393,16 @@ class FakeGateway(FakeServer):
             self.scenario = copy.deepcopy(scenario or {})
             self._rule_uses = {}
 
+    def wait_settled(self, timeout_s: float = 30.0) -> bool:
+        """Wait until no stream is open (each abandoned one billed): for tests that read the books."""
+        ends = time.monotonic() + timeout_s
+        while time.monotonic() < ends:
+            with self._state:
+                if not self._pending:
+                    return True
+            time.sleep(0.01)
+        return False
+
     def reset(self) -> None:
         """Forget every call, generation and cache prefix, and restore the constructor's scenario."""
         with self._state:
@@ -296,6 +414,10 @@ class FakeGateway(FakeServer):
             self._rule_uses = {}
             self._last_prompt = {}
             self._seen_models = set()
+            self._lookups = {}
+            self._cost_split = {}
+            self._pending = set()
+            self._breakpoints = {}
 
     # -- dispatch --------------------------------------------------------------------------
     def handle(self, request: FakeRequest) -> FakeResponse:
@@ -371,10 +493,12 @@ class FakeGateway(FakeServer):
         with self._state:
             return self._chat_locked(request, body)
 
-    @staticmethod
-    def _validate(body: dict[str, Any]) -> FakeResponse | None:
-        if body.get("stream"):
-            return FakeResponse.json(error_envelope(400, "streaming not supported by the fake"), 400)
+    def _validate(self, body: dict[str, Any]) -> FakeResponse | None:
+        refused = self._refuse_response_format(body)
+        if refused is not None:
+            return refused
+        if "stream" in body and not isinstance(body["stream"], bool):
+            return FakeResponse.json(error_envelope(400, "stream must be a boolean"), 400)
         if body.get("models"):
             return FakeResponse.json(error_envelope(400, "a `models` fallback list is not supported by the fake"),
                                      400)
@@ -389,6 +513,22 @@ class FakeGateway(FakeServer):
         if not isinstance(body.get("messages"), list) or not body["messages"]:
             return FakeResponse.json(error_envelope(400, "messages must be a non-empty array"), 400)
         return None
+
+    def _refuse_response_format(self, body: dict[str, Any]) -> FakeResponse | None:
+        """A local server's refusal of a `response_format` type it does not take (scenario
+        `response_formats`), as llama-cpp-python's FastAPI request models give it: HTTP 422 with
+        pydantic's `detail` list ("Input should be 'text' or 'json_object'")."""
+        accepted = self.scenario.get("response_formats")
+        response_format = body.get("response_format")
+        if not isinstance(accepted, list) or not isinstance(response_format, dict):
+            return None
+        kind = response_format.get("type")
+        if kind in accepted:
+            return None
+        allowed = " or ".join(f"'{k}'" for k in accepted)
+        return FakeResponse.json({"detail": [{"type": "literal_error", "loc": ["body", "response_format", "type"],
+                                              "msg": f"Input should be {allowed}", "input": kind,
+                                              "ctx": {"expected": allowed}}]}, 422)
 
     def _match_rule(self, body: dict[str, Any], session: str, call_no: int, kind: str) -> tuple[int, dict[str, Any]]:
         for index, rule in enumerate(self.scenario.get("rules") or []):
@@ -435,6 +575,14 @@ class FakeGateway(FakeServer):
             record["status"] = "raw"
             return FakeResponse(status=200, body=str(rule["raw_body"]).encode("utf-8"),
                                 headers={"Content-Type": "application/json"}, delay_s=delay)
+        if isinstance(rule.get("answer"), dict):  # a scripted chat completion, in the form the request asked for
+            record["status"] = "answer"
+            answer: dict[str, Any] = rule["answer"]
+            headers = {"X-Generation-Id": str(answer.get("id") or "")}
+            if body.get("stream") is True:
+                return self._streamed(answer, headers, str(answer.get("id") or ""), str(answer.get("provider") or ""),
+                                      rule, delay, None)
+            return FakeResponse.json(answer, 200, headers=headers, delay_s=delay)
         if rule.get("status"):
             status = int(rule["status"])
             record["status"] = status
@@ -465,17 +613,18 @@ class FakeGateway(FakeServer):
         turn = plan_turn(body, script, short_draft=bool(rule.get("short_draft")),
                          invent_citation=bool(rule.get("invent_citation")),
                          quirks=frozenset(q for q in STRUCTURED_QUIRKS if rule.get(q)))
-        turn, finish_reason, native = self._apply_effects(turn, rule, body)
+        thinking = thinking_tokens(body, requested, kind)
+        turn, finish_reason, native = self._apply_effects(turn, rule, body, thinking)
 
         self._gen_counter += 1
         n = self._gen_counter
         gen_id = f"gen-{n:010d}"
         created = EPOCH + n
         cache_hit = bool(rule.get("cache_hit"))
-        error_mode = rule.get("error_in_200")
+        error_mode = rule.get("error_in_200") or ("choice" if rule.get("mid_stream_error") else None)
         # A failed generation is not billed and does not warm the prompt cache.
         usage = self._zero_usage() if error_mode else self._usage(body, turn, served_model, counter_key, cache_hit,
-                                                                   rule)
+                                                                   rule, thinking)
         record.update(generation_id=gen_id, served_model=served_model, served_provider=served_provider,
                       finish_reason="error" if error_mode else finish_reason, usage=usage,
                       cache_status="HIT" if cache_hit else "MISS")
@@ -525,6 +674,9 @@ class FakeGateway(FakeServer):
                 "attempts": attempts,
             }
 
+        details = usage.get("cost_details") or {}
+        self._cost_split[gen_id] = (float(details.get("upstream_inference_prompt_cost") or 0.0),
+                                    float(details.get("upstream_inference_completions_cost") or 0.0))
         latency_ms = 400 + int(delay * 1000) + usage["completion_tokens"] // 10
         self.generations[gen_id] = self._generation_record(
             gen_id, n, body, request, served_model, served_provider, attempts, cache_source,
@@ -533,16 +685,63 @@ class FakeGateway(FakeServer):
         if cache_hit:
             headers.update({"X-OpenRouter-Cache-Age": "42", "X-OpenRouter-Cache-TTL": "300",
                             "X-OpenRouter-Cache-Source-Id": cache_source or ""})
+        if body.get("stream") is True:
+            self.generations[gen_id]["streamed"] = True
+            self._pending.add(gen_id)  # settled (and shown at /generation) when the stream ends
+            return self._streamed(payload, headers, gen_id, served_provider, rule, delay,
+                                  error_obj if error_mode else None)
         return FakeResponse.json(payload, 200, headers=headers, delay_s=delay)
+
+    def _streamed(self, payload: dict[str, Any], headers: dict[str, str], gen_id: str, provider: str,
+                  rule: dict[str, Any], delay: float, error: dict[str, Any] | None) -> FakeResponse:
+        """The completion as OpenRouter streams it (module `sse`): keep-alive comments through the delay,
+        the deltas (a `stall_s` halfway), the usage chunk; with an error, the mid-stream error chunk."""
+        pieces = list(sse.chunks(payload, delay_s=delay, stall_s=float(rule.get("stall_s") or 0.0),
+                                 keepalive_s=float(self.scenario.get("keepalive_s") or KEEPALIVE_S), error=error))
+
+        def ended(sent: int, completed: bool) -> None:
+            self._stream_ended(gen_id, provider, pieces, sent, completed)
+
+        return FakeResponse(status=200, headers={**headers, "Content-Type": "text/event-stream",
+                                                 "Cache-Control": "no-cache"}, stream=pieces, on_end=ended)
+
+    def _stream_ended(self, gen_id: str, provider: str, pieces: list[bytes | float], sent: int,
+                      completed: bool) -> None:
+        """Billing of a stream the client abandoned: a provider that supports cancellation stops at what it
+        had streamed (the prompt and the output sent so far); one that does not (Google's) bills it all."""
+        try:
+            if not completed and provider not in NON_CANCELLING_PROVIDERS:
+                self._cancel(gen_id, pieces, sent)
+        finally:
+            with self._state:
+                self._pending.discard(gen_id)
+
+    def _cancel(self, gen_id: str, pieces: list[bytes | float], sent: int) -> None:
+        """The generation of an abandoned stream, billed for the prompt and the output streamed so far."""
+        events = [p for p in pieces if isinstance(p, bytes) and p.startswith(b"data: {")]
+        written = [p for p in pieces if isinstance(p, bytes)][:sent]
+        share = sum(1 for p in written if p.startswith(b"data: {")) / max(1, len(events))
+        with self._state:
+            record = self.generations.get(gen_id)
+            split = self._cost_split.get(gen_id)
+            if record is None or split is None:
+                return
+            prompt_cost, completion_cost = split
+            record["cancelled"] = True
+            record["tokens_completion"] = record["native_tokens_completion"] = int(record["tokens_completion"] * share)
+            record["total_cost"] = record["usage"] = round(prompt_cost + completion_cost * share, 8)
 
     @staticmethod
     def _refuse_conversation(body: dict[str, Any], model: str, provider: str) -> FakeResponse | None:
         """The serving provider's 400 for a conversation a strict server refuses (module `strict`):
-        unknown or deprecated assistant fields, `content: null`, unanswered tool calls, and for
-        `google/gemini-3*` tool-call turns without their thought signatures."""
+        unknown or deprecated assistant fields, `content: null`, unanswered tool calls, for
+        `google/gemini-3*` tool-call turns without their thought signatures, and for `google/*` tool
+        schemas with keywords Google's function declarations do not take."""
         problem = strict.message_problem(body["messages"], model)
         if problem is None and strict.requires_thought_signatures(model):
             problem = strict.signature_problem(body["messages"])
+        if problem is None and strict.takes_gemini_schemas(model):
+            problem = strict.gemini_schema_problem(body)
         if problem is None:
             return None
         envelope = error_envelope(400, "Provider returned error", raw=problem, provider_name=provider)
@@ -640,7 +839,8 @@ class FakeGateway(FakeServer):
         space = text.rfind(" ", 0, limit)
         return text[:space if space > 0 else limit]
 
-    def _apply_effects(self, turn: Turn, rule: dict[str, Any], body: dict[str, Any]) -> tuple[Turn, str, str]:
+    def _apply_effects(self, turn: Turn, rule: dict[str, Any], body: dict[str, Any], thinking: int = 0
+                       ) -> tuple[Turn, str, str]:
         calls = list(turn.tool_calls)
         content = turn.content
         first_search = next((i for i, c in enumerate(calls) if c.name == "web_search"), None)
@@ -678,10 +878,14 @@ class FakeGateway(FakeServer):
         elif forced == "content_filter":
             calls, content = [], ""
             finish_reason, native = "content_filter", "content_filter"
-        elif isinstance(limit_tokens, int) and limit_tokens > 0 and content and not calls \
-                and math.ceil(len(content) / 4) > limit_tokens:
-            content = self._cut(content, limit_tokens * 4)
-            finish_reason, native = "length", "max_tokens"
+        elif isinstance(limit_tokens, int) and limit_tokens > 0:
+            room = max(0, limit_tokens - thinking)  # reasoning tokens share the cap with the answer
+            if calls and math.ceil(sum(len(c.arguments) for c in calls) / 4) > room:
+                calls, content = [], ""  # a tool call cut short is no call at all
+                finish_reason, native = "length", "max_tokens"
+            elif content and math.ceil(len(content) / 4) > room:
+                content = self._cut(content, room * 4) if room else ""
+                finish_reason, native = "length", "max_tokens"
         return Turn(turn.kind, content, calls, turn.plan_text), finish_reason, native
 
     # -- accounting ------------------------------------------------------------------------
@@ -726,35 +930,81 @@ class FakeGateway(FakeServer):
                                  "upstream_inference_completions_cost": 0.0}}
 
     def _usage(self, body: dict[str, Any], turn: Turn, model: str, cache_key: str, cache_hit: bool,
-               rule: dict[str, Any] | None = None) -> dict[str, Any]:
+               rule: dict[str, Any] | None = None, thinking: int = 0) -> dict[str, Any]:
         if cache_hit:
             return self._zero_usage()
         prompt_tokens = max(1, math.ceil(prompt_chars(body) / 4))
         out_chars = len(turn.content or "") + sum(len(call.arguments) for call in turn.tool_calls)
-        completion_tokens = max(1, math.ceil(out_chars / 4))
-        serial = canonical_json(body.get("messages") or [])
-        previous = self._last_prompt.get(cache_key, "")
-        common = common_prefix_len(serial, previous) // 4
-        cached = min(common, prompt_tokens) if common >= CACHE_MIN_TOKENS else 0
-        self._last_prompt[cache_key] = serial
+        visible = math.ceil(out_chars / 4)
+        limit = body.get("max_completion_tokens") or body.get("max_tokens")
+        thinking = min(thinking, limit) if isinstance(limit, int) and limit > 0 else thinking
+        completion_tokens = max(1, visible + thinking)  # reasoning tokens are output tokens, billed alike
+        if breakpoint_cached(model):
+            cached, written = self._breakpoint_cache(body, cache_key, prompt_tokens)
+            read_factor, write_factor = ANTHROPIC_CACHE_READ_FACTOR, ANTHROPIC_CACHE_WRITE_FACTOR
+        else:
+            serial = canonical_json(body.get("messages") or [])
+            previous = self._last_prompt.get(cache_key, "")
+            common = common_prefix_len(serial, previous) // 4
+            cached = min(common, prompt_tokens) if common >= CACHE_MIN_TOKENS else 0
+            self._last_prompt[cache_key] = serial
+            written, read_factor, write_factor = 0, CACHED_PRICE_FACTOR, 1.0
         price_in, price_out = self._prices_at(model, prompt_tokens)
-        prompt_cost = ((prompt_tokens - cached) * price_in + cached * price_in * CACHED_PRICE_FACTOR) / 1e6
+        plain = prompt_tokens - cached - written
+        prompt_cost = (plain * price_in + cached * price_in * read_factor + written * price_in * write_factor) / 1e6
         completion_cost = completion_tokens * price_out / 1e6
         usage = self._zero_usage()
         usage.update(prompt_tokens=prompt_tokens, completion_tokens=completion_tokens,
                      total_tokens=prompt_tokens + completion_tokens,
                      cost=round(prompt_cost + completion_cost, 8))
         usage["prompt_tokens_details"]["cached_tokens"] = cached
+        usage["prompt_tokens_details"]["cache_write_tokens"] = written
+        usage["completion_tokens_details"]["reasoning_tokens"] = thinking
         usage["cost_details"].update(upstream_inference_prompt_cost=round(prompt_cost, 8),
                                      upstream_inference_completions_cost=round(completion_cost, 8))
         if self.scenario.get("byok"):  # the provider bills the user's own key; OpenRouter charges a fee
             upstream = round(prompt_cost + completion_cost, 8)
             usage.update(is_byok=True, cost=round(upstream * BYOK_FEE_SHARE, 8))
             usage["cost_details"]["upstream_inference_cost"] = upstream
+        for key, field_value in ((rule or {}).get("usage_fields") or {}).items():  # a hostile gateway's usage
+            usage[str(key)] = field_value
         if rule and "usage_cost" in rule:  # a hostile or broken gateway's cost
             value = rule["usage_cost"]
             usage["cost"] = float(value) if value in ("NaN", "Infinity", "-Infinity") else value
         return usage
+
+    def _breakpoint_cache(self, body: dict[str, Any], cache_key: str, prompt_tokens: int) -> tuple[int, int]:
+        """(read, written) prompt tokens of a model that caches only at breakpoints (Anthropic's rules):
+        the longest prefix cached earlier in the session that ends at one of this request's breakpoints or
+        up to `CACHE_LOOKBACK` messages before one is read; the prefix up to each breakpoint that reaches
+        the model's minimum is written (billed for what goes beyond the read). No breakpoint, no cache."""
+        messages = [m for m in body.get("messages") or [] if isinstance(m, dict)]
+        marks = [i for i, m in enumerate(messages) if has_breakpoint(m)][-4:]  # at most four count
+        if not marks:
+            return 0, 0
+        tools = body.get("tools")
+        plain_messages = [plain_message(m) for m in messages]
+        cached_prefixes = self._breakpoints.setdefault(cache_key, set())
+
+        def prefix(end: int) -> tuple[str, int]:
+            part = plain_messages[:end + 1]
+            return canonical_json([tools, part]), math.ceil(prompt_chars({"messages": part, "tools": tools}) / 4)
+
+        read = 0
+        for mark in marks:
+            for end in range(mark, max(-1, mark - CACHE_LOOKBACK), -1):
+                key, tokens = prefix(end)
+                if key in cached_prefixes:
+                    read = max(read, tokens)
+                    break
+        longest = 0
+        for mark in marks:
+            key, tokens = prefix(mark)
+            if tokens >= anthropic_min_tokens(str(body.get("model"))):
+                cached_prefixes.add(key)
+                longest = max(longest, tokens)
+        read = min(read, prompt_tokens)
+        return read, min(max(0, longest - read), prompt_tokens - read)
 
     def _cache_source(self, session: str) -> str:
         """The generation a response-cache hit claims to replay: the session's latest, else a fixed id."""
@@ -784,7 +1034,8 @@ class FakeGateway(FakeServer):
             "finish_reason": finish_reason, "native_finish_reason": native, "service_tier": "default",
             "tokens_prompt": usage["prompt_tokens"], "tokens_completion": usage["completion_tokens"],
             "native_tokens_prompt": usage["prompt_tokens"], "native_tokens_completion": usage["completion_tokens"],
-            "native_tokens_reasoning": 0, "native_tokens_cached": usage["prompt_tokens_details"]["cached_tokens"],
+            "native_tokens_reasoning": usage["completion_tokens_details"]["reasoning_tokens"],
+            "native_tokens_cached": usage["prompt_tokens_details"]["cached_tokens"],
             "native_tokens_completion_images": 0, "total_cost": cost, "usage": cost,
             "upstream_inference_cost": usage["cost_details"].get("upstream_inference_cost") if byok else None,
             "cache_discount": None, "latency": latency_ms,
@@ -796,9 +1047,13 @@ class FakeGateway(FakeServer):
         }
 
     def _generation(self, gen_id: str) -> FakeResponse:
+        """`GET /generation?id=`: like OpenRouter's, 404 for a while after the call — while its stream is
+        still open, and for the first `generation_404s` look-ups of each id (default 1: counted, not timed)."""
         with self._state:
             record = self.generations.get(gen_id)
-            if record is None:
+            self._lookups[gen_id] = seen = self._lookups.get(gen_id, 0) + 1
+            lag = self.scenario.get("generation_404s", GENERATION_404S)
+            if record is None or seen <= int(lag) or gen_id in self._pending:
                 return FakeResponse.json(error_envelope(404, f"Generation {gen_id} not found"), 404)
             return FakeResponse.json({"data": record})
 
@@ -819,6 +1074,9 @@ class FakeGateway(FakeServer):
         pricing: dict[str, Any] = {
             "prompt": self._usd_per_token(price_in), "completion": self._usd_per_token(price_out),
             "input_cache_read": self._usd_per_token(price_in * CACHED_PRICE_FACTOR), "request": "0", "image": "0"}
+        if breakpoint_cached(model):
+            pricing.update(input_cache_read=self._usd_per_token(price_in * ANTHROPIC_CACHE_READ_FACTOR),
+                           input_cache_write=self._usd_per_token(price_in * ANTHROPIC_CACHE_WRITE_FACTOR))
         overrides = []
         for entry in self._overrides(model):
             override: dict[str, Any] = {"min_prompt_tokens": entry.get("min_prompt_tokens", 0)}

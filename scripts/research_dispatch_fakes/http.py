@@ -9,10 +9,12 @@ from __future__ import annotations
 
 import contextlib
 import json
+import select
 import socket
 import sys
 import threading
 import time
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any, TypeVar
@@ -44,6 +46,11 @@ class FakeResponse:
     headers: dict[str, str] = field(default_factory=dict)
     delay_s: float = 0.0
     reset_connection: bool = False  # close the socket without answering (a "connection reset")
+    # A streamed body (server-sent events): written piece by piece with chunked transfer encoding; a float
+    # item is a pause of that many seconds. `on_end(sent, completed)` is told how many pieces reached the
+    # socket, and whether all did (False: the client hung up first).
+    stream: Iterable[bytes | float] | None = None
+    on_end: Callable[[int, bool], None] | None = None
 
     @classmethod
     def json(cls, payload: Any, status: int = 200, headers: dict[str, str] | None = None,
@@ -91,10 +98,51 @@ class _Handler(BaseHTTPRequestHandler):
         self.send_response(response.status)
         for name, value in response.headers.items():
             self.send_header(name, value)
+        if response.stream is not None:
+            self._write_stream(response)
+            return
         self.send_header("Content-Length", str(len(response.body)))
         self.end_headers()
         if self.command != "HEAD":
             self.wfile.write(response.body)
+
+    def _hung_up_within(self, seconds: float) -> bool:
+        """Wait `seconds`, watching the socket: a client that closed its end (a deadline, Ctrl-C) is seen
+        at once, as a real server sees the connection drop, instead of at the next write."""
+        ends = time.monotonic() + seconds
+        while (left := ends - time.monotonic()) > 0:
+            readable, _, _ = select.select([self.connection], [], [], min(left, 0.02))
+            if readable:
+                try:
+                    if not self.connection.recv(1, socket.MSG_PEEK):
+                        return True
+                except OSError:
+                    return True
+                time.sleep(min(left, 0.02))  # a pipelined request waiting: not a hang-up
+        return False
+
+    def _write_stream(self, response: FakeResponse) -> None:
+        """The body piece by piece (chunked), flushed as it goes, as a streaming server sends events."""
+        self.send_header("Transfer-Encoding", "chunked")
+        self.end_headers()
+        sent, completed = 0, False
+        try:
+            for piece in response.stream or ():
+                if isinstance(piece, float):
+                    if self._hung_up_within(piece):
+                        raise ConnectionResetError("the client hung up")
+                    continue
+                self.wfile.write(b"%x\r\n%s\r\n" % (len(piece), piece))
+                self.wfile.flush()
+                sent += 1
+            self.wfile.write(b"0\r\n\r\n")
+            self.wfile.flush()
+            completed = True
+        except OSError:  # the client hung up mid-stream (a deadline, a size cap, Ctrl-C)
+            self.close_connection = True
+        finally:
+            if response.on_end is not None:
+                response.on_end(sent, completed)
 
     do_GET = do_POST = do_PUT = do_PATCH = do_DELETE = do_HEAD = _dispatch
 

@@ -31,8 +31,9 @@ STRUCTURED_QUIRKS = ("overstate", "misquote")  # scenario-rule flags passed to t
 def structured_name(body: dict[str, Any]) -> str | None:
     """The schema name a request asks for, or None when it is not a structured-output request.
 
-    `response_format` json_schema wins; `json_object` has no name (empty string); a forced function
-    tool call that is not one of the researcher's own tools counts as structured output too.
+    `response_format` json_schema wins; `json_object` is named by its `schema.title` (empty string
+    without one); a forced function tool call that is not one of the researcher's own tools counts as
+    structured output too.
     """
     response_format = body.get("response_format")
     if isinstance(response_format, dict):
@@ -41,8 +42,10 @@ def structured_name(body: dict[str, Any]) -> str | None:
             schema = response_format.get("json_schema") or {}
             name = schema.get("name") if isinstance(schema, dict) else None
             return name if isinstance(name, str) else ""
-        if kind == "json_object":
-            return ""
+        if kind == "json_object":  # llama-cpp-python's form: the schema rides along; its title names it
+            schema = response_format.get("schema")
+            title = schema.get("title") if isinstance(schema, dict) else None
+            return title if isinstance(title, str) else ""
     tool_choice = body.get("tool_choice")
     if isinstance(tool_choice, dict):
         function = tool_choice.get("function") or {}

@@ -19,6 +19,13 @@ real services as they are documented"). Each rule cites where it comes from:
   Gemini 3 models return `reasoning_details` with an encrypted signature per tool call, and refuse the
   next request unless each assistant tool-call turn carries them back verbatim.
 
+* Google's function declarations (Gemini API and Vertex AI references, `Schema`: "a select subset of an
+  OpenAPI 3.0 schema object"; the refusal text as public issue threads of many projects quote it): a
+  `google/*` model's tool `parameters` may carry only the `Schema` fields (`GEMINI_SCHEMA_FIELDS`), a
+  `type` that is one string, string `enum` values and a `format` of `enum` or `date-time`; anything else
+  is 400 `Invalid JSON payload received. Unknown name "additionalProperties" at
+  'tools[0].function_declarations[0].parameters': Cannot find field.`, one line per violation.
+
 Pure functions over the parsed request; imports nothing of the product.
 """
 
@@ -186,3 +193,59 @@ def message_problem(messages: list[Any], model: str) -> str | None:
                 f"'tool_call_id'. The following tool_call_ids did not have response messages: "
                 f"{', '.join(sorted(pending))}")
     return None
+
+
+GEMINI_SCHEMA_MODELS = "google/*"
+GEMINI_SCHEMA_FIELDS = frozenset({
+    "anyOf", "default", "description", "enum", "example", "format", "items", "maximum", "maxItems",
+    "maxLength", "maxProperties", "minimum", "minItems", "minLength", "minProperties", "nullable", "pattern",
+    "properties", "propertyOrdering", "required", "title", "type"})
+"""The fields of Google's `Schema` object (its API references and official SDKs list exactly these)."""
+GEMINI_FORMATS = frozenset({"enum", "date-time"})
+GEMINI_UNKNOWN_NAME = "Invalid JSON payload received. Unknown name \"%s\" at '%s': Cannot find field."
+GEMINI_INVALID_VALUE = "Invalid value at '%s' (%s), %s"
+
+
+def takes_gemini_schemas(model: str) -> bool:
+    return fnmatch.fnmatchcase(model.split(":", 1)[0].lower(), GEMINI_SCHEMA_MODELS)
+
+
+def _gemini_violations(schema: Any, where: str) -> list[str]:
+    if not isinstance(schema, Mapping):
+        return [GEMINI_INVALID_VALUE % (where, "type.googleapis.com/google.ai.generativelanguage.v1beta.Schema",
+                                        _shown(schema))]
+    problems = [GEMINI_UNKNOWN_NAME % (key, where) for key in schema if key not in GEMINI_SCHEMA_FIELDS]
+    kind = schema.get("type")
+    if "type" in schema and not isinstance(kind, str):
+        problems.append(GEMINI_INVALID_VALUE % (f"{where}.type", "TYPE_UNSPECIFIED", _shown(kind)))
+    enum = schema.get("enum")
+    if isinstance(enum, list) and not all(isinstance(v, str) for v in enum):
+        problems.append(GEMINI_INVALID_VALUE % (f"{where}.enum[0]", "TYPE_STRING", _shown(enum)))
+    if "format" in schema and schema["format"] not in GEMINI_FORMATS:
+        problems.append(GEMINI_INVALID_VALUE % (f"{where}.format", "TYPE_STRING", "only 'enum' and 'date-time' "
+                                                f"are supported, not {_shown(schema['format'])}"))
+    properties = schema.get("properties")
+    if isinstance(properties, Mapping):
+        for index, value in enumerate(properties.values()):
+            problems += _gemini_violations(value, f"{where}.properties[{index}].value")
+    if "items" in schema:
+        problems += _gemini_violations(schema["items"], f"{where}.items")
+    for index, branch in enumerate(schema.get("anyOf") or [] if isinstance(schema.get("anyOf"), list) else []):
+        problems += _gemini_violations(branch, f"{where}.any_of[{index}]")
+    return problems
+
+
+def _shown(value: Any) -> str:
+    return repr(value)[:80]
+
+
+def gemini_schema_problem(body: Mapping[str, Any]) -> str | None:
+    """Why Google refuses the request's tool schemas (one line per violation), or None."""
+    tools = body.get("tools")
+    problems: list[str] = []
+    for index, tool in enumerate(tools if isinstance(tools, list) else []):
+        function = tool.get("function") if isinstance(tool, Mapping) else None
+        if isinstance(function, Mapping) and "parameters" in function:
+            problems += _gemini_violations(function["parameters"],
+                                           f"tools[0].function_declarations[{index}].parameters")
+    return "\n".join(problems) or None

@@ -3,7 +3,8 @@
 The fake gateway's scripted researcher writes a well-formed report in the word band. A real model can
 loop and write the same sections over and over (issue 11 saw a 2.3 MB report). This proxy forwards
 every request to the fake unchanged and, when the answer is a report (a final assistant message of
-more than a few thousand characters), repeats its sections until the body is `target_bytes` long.
+more than a few thousand characters, plain or streamed), repeats its sections until the body is
+`target_bytes` long.
 Everything else — headers, generation ids, provider metadata, `/generation` — is the fake's own, so
 route fidelity still verifies. The inflated text is remembered and swapped back for the original in
 later requests, so the fake's accounting and scripted turns see the conversation they wrote.
@@ -88,6 +89,32 @@ class InflatingProxy:
         content = message.get("content")
         if not isinstance(content, str) or len(content) < REPORT_MIN_CHARS or message.get("tool_calls"):
             return body
+        message["content"] = self._repeat(content)
+        return json.dumps(data).encode()
+
+    def _inflate_stream(self, body: bytes) -> bytes:
+        """The same for a streamed answer (server-sent events): the report's content deltas become one
+        delta carrying the repeated report; every other event passes as it came."""
+        blocks = body.decode("utf-8").split("\n\n")
+        chunks: list[tuple[int, dict[str, Any]]] = []
+        for index, block in enumerate(blocks):
+            if block.startswith("data: {"):
+                chunk = json.loads(block[6:])
+                delta = (chunk.get("choices") or [{}])[0].get("delta") or {}
+                if "content" in delta or "tool_calls" in delta:
+                    chunks.append((index, chunk))
+        deltas = [chunk["choices"][0]["delta"] for _, chunk in chunks]
+        content = "".join(str(d.get("content") or "") for d in deltas)
+        if any("tool_calls" in d for d in deltas) or len(content) < REPORT_MIN_CHARS:
+            return body
+        inflated = self._repeat(content)
+        for position, (index, chunk) in enumerate(chunks):
+            chunk["choices"][0]["delta"]["content"] = inflated if position == len(chunks) - 1 else ""
+            blocks[index] = "data: " + json.dumps(chunk)
+        return "\n\n".join(blocks).encode("utf-8")
+
+    def _repeat(self, content: str) -> str:
+        """The report with its sections repeated until it is `target_bytes` long (remembered, to swap back)."""
         sections = content.split("\n## ")
         head, rest = sections[0], ["## " + s for s in sections[1:]] or [content]
         parts = [head, *rest]
@@ -100,8 +127,7 @@ class InflatingProxy:
         with self._lock:
             self.originals[inflated] = content
             self.inflated += 1
-        message["content"] = inflated
-        return json.dumps(data).encode()
+        return inflated
 
     def _forward(self, handler: BaseHTTPRequestHandler, body: bytes | None) -> None:
         if body is not None:
@@ -114,7 +140,8 @@ class InflatingProxy:
         response = connection.getresponse()
         payload = response.read()
         if handler.command == "POST" and handler.path.endswith("/chat/completions") and response.status == 200:
-            payload = self._inflate(payload)
+            streamed = (response.getheader("content-type") or "").startswith("text/event-stream")
+            payload = self._inflate_stream(payload) if streamed else self._inflate(payload)
         handler.send_response(response.status)
         for key, value in response.getheaders():
             if key.lower() not in ("content-length", "transfer-encoding", "connection", "date", "server"):

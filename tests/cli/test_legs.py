@@ -133,3 +133,51 @@ def test_verify_online_catches_a_call_log_that_lies(substituted: Researched, fak
     assert online.code == 3, online.output
     assert "model_fallback ⚠" in online.stdout
     assert f"gateway says model {SUBSTITUTE}, log says {REQUESTED}" in online.stderr
+
+
+def test_an_unpinned_provider_fallback_is_verified(tmp_path: Path, fakes: Fakes) -> None:
+    """DESIGN.md § Route verdicts: no topic pins a provider, so OpenRouter serving some calls through a
+    second provider after a failed first attempt (its router metadata shows both) is load balancing:
+    `research` and `verify --online` exit 0, the route is exact, and both providers are recorded."""
+    rule = {"match": {"session": f"*:{STEM}"}, "times": 2, "fallback_attempt": True, "serve_provider": "DeepInfra"}
+    with scripted(fakes, {"rules": [rule]}):
+        leg = research(tmp_path, fakes)
+    assert leg.done.code == 0, leg.done.output
+    assert f"{STEM}: ok, route exact" in leg.done.stdout
+    calls = [json.loads(line) for line in
+             (leg.repo / "research" / f"{STEM}.calls.jsonl").read_text(encoding="utf-8").splitlines()]
+    fell_back = [c for c in calls if c["attempt"] == 2]
+    assert len(fell_back) == 2 and all(c["attempts_recorded"] == 2 and c["served_provider"] == "DeepInfra"
+                                       and c["verdict"] == "exact" for c in fell_back)
+    front = (leg.repo / "research" / f"{STEM}.md").read_text(encoding="utf-8")
+    assert "served_providers: [DeepInfra, DeepSeek]" in front and "route_verified: true" in front
+    online = run_cli("verify", "--online", "--repo", str(leg.repo), env=fakes.env())
+    assert online.code == 0, online.output
+    assert "problem:" not in online.output and " exact " in online.stdout.splitlines()[1]
+
+
+def test_a_timed_out_call_s_cost_is_in_the_call_log_and_the_leg_s_spend(tmp_path: Path, fakes: Fakes) -> None:
+    """The report's stream stalls past `gateway.timeout_s`: `research` (a process) abandons it — OpenRouter
+    stops billing a cancelled stream at what it had streamed — and retries. The abandoned call is a line
+    of the call log (`aborted: true`) at the cost the gateway's `/generation` record gives, and the
+    front matter's and the status file's spend include it."""
+    repo = make_repo(tmp_path, ("02-",))
+    with (repo / "pyproject.toml").open("w", encoding="utf-8") as config:
+        config.write('[tool.research-dispatch]\nframework_name = "composer-replication-framework"\n'
+                     "gateway = {backoff_base_s = 0.0, backoff_max_s = 0.0, timeout_s = 1.0}\n")
+    rule = {"match": {"session": f"*:{STEM}", "kind": "write"}, "times": 1, "stall_s": 10.0}
+    with scripted(fakes, {"rules": [rule]}):
+        done = run_cli("research", "diloco-family", "--repo", str(repo), env=fakes.env())
+    assert done.code == 0, done.output
+    calls = [json.loads(line) for line in
+             (repo / "research" / f"{STEM}.calls.jsonl").read_text(encoding="utf-8").splitlines()]
+    (abandoned,) = [c for c in calls if c["aborted"]]
+    billed = fakes.gateway.generations[abandoned["generation_id"]]
+    assert billed["cancelled"] and abandoned["cost_usd"] == billed["total_cost"] > 0
+    assert abandoned["verdict"] == "aborted" and not abandoned["cost_estimated"]
+    total = round(sum(c["cost_usd"] for c in calls), 6)
+    status = json.loads((repo / "build" / "legs" / f"{STEM}.json").read_text(encoding="utf-8"))
+    assert status["cost_usd"] == total and status["calls"] == len(calls)
+    front = (repo / "research" / f"{STEM}.md").read_text(encoding="utf-8")
+    assert f"cost_usd: {total}" in front and "route: exact" in front
+    assert run_cli("verify", "--repo", str(repo), env=child_env(), timeout=60).code == 0  # the log still verifies

@@ -14,6 +14,7 @@ import re
 import signal
 import subprocess
 import sys
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -181,9 +182,17 @@ def chat(client: OpenAI, content: str = "Say hi.", **kwargs: Any) -> Any:
 
 
 def generation(client: OpenAI, gen_id: str) -> dict[str, Any]:
-    result = client.get("/generation", cast_to=object, options={"params": {"id": gen_id}})
-    assert isinstance(result, dict)
-    return result["data"]
+    """The generation record, asked for as a client must: again after the 404 it gives for a while."""
+    for attempt in range(3):
+        try:
+            result = client.get("/generation", cast_to=object, options={"params": {"id": gen_id}})
+        except openai.NotFoundError:
+            if attempt == 2:
+                raise
+            continue
+        assert isinstance(result, dict)
+        return dict(result["data"])
+    raise AssertionError("unreachable")
 
 
 # ---------------------------------------------------------------------------------------------
@@ -528,8 +537,8 @@ def test_pinned_unknown_provider_is_a_404(client: OpenAI) -> None:
 
 
 def test_rejected_requests(client: OpenAI) -> None:
-    with pytest.raises(openai.BadRequestError, match="streaming not supported"):
-        chat(client, stream=True)
+    with pytest.raises(openai.BadRequestError, match="stream must be a boolean"):
+        chat(client, extra_body={"session_id": "s1", "stream": "yes"})
     with pytest.raises(openai.BadRequestError):
         chat(client, model="openrouter/auto")
     with pytest.raises(openai.BadRequestError):
@@ -655,6 +664,8 @@ def test_serve_prints_one_json_line_and_stops_on_sigterm(tmp_path: Any) -> None:
 SCHEMAS = Path(__file__).resolve().parent.parent / "data" / "openrouter"
 GEMINI = "google/gemini-3.1-pro-preview"
 CALL = {"id": "c1", "type": "function", "function": {"name": "web_search", "arguments": '{"query": "x"}'}}
+GEMINI_TOOLS = json.loads(json.dumps(TOOLS).replace(', "additionalProperties": false', ""))
+"""TOOLS in Google's schema subset (Google's function declarations refuse `additionalProperties`)."""
 
 
 def refusal(excinfo: pytest.ExceptionInfo[openai.APIStatusError]) -> dict[str, Any]:
@@ -738,7 +749,7 @@ def test_scripted_unusable_cost_goes_out_as_is(client: OpenAI, gw: FakeGateway) 
 
 def test_gemini_3_returns_and_demands_thought_signatures(client: OpenAI) -> None:
     messages = opening()
-    first = client.chat.completions.create(model=GEMINI, messages=messages, tools=TOOLS)  # type: ignore[arg-type]
+    first = client.chat.completions.create(model=GEMINI, messages=messages, tools=GEMINI_TOOLS)  # type: ignore[arg-type]
     message = first.choices[0].message.to_dict()
     details = message["reasoning_details"]
     assert [d["id"] for d in details] == [c["id"] for c in message["tool_calls"]]
@@ -746,21 +757,43 @@ def test_gemini_3_returns_and_demands_thought_signatures(client: OpenAI) -> None
     answers = [{"role": "tool", "tool_call_id": c["id"], "content": "nothing"} for c in message["tool_calls"]]
     echoed = assistant_turn(message)
     assert client.chat.completions.create(model=GEMINI, messages=[*messages, echoed, *answers],  # type: ignore
-                                          tools=TOOLS).choices
+                                          tools=GEMINI_TOOLS).choices
     stripped = {k: v for k, v in echoed.items() if k != "reasoning_details"}
     with pytest.raises(openai.BadRequestError, match="Provider returned error") as missing:
         client.chat.completions.create(model=GEMINI, messages=[*messages, stripped, *answers],  # type: ignore
-                                       tools=TOOLS)
+                                       tools=GEMINI_TOOLS)
     assert "missing a thought_signature" in refusal(missing)["metadata"]["raw"]
     forged = json.loads(json.dumps(echoed))
     forged["reasoning_details"][0]["data"] = "AAAA" + forged["reasoning_details"][0]["data"][4:]
     with pytest.raises(openai.BadRequestError) as corrupted:
         client.chat.completions.create(model=GEMINI, messages=[*messages, forged, *answers],  # type: ignore
-                                       tools=TOOLS)
+                                       tools=GEMINI_TOOLS)
     assert refusal(corrupted)["metadata"]["raw"] == "Corrupted thought signature."
     other = client.chat.completions.create(model=MODEL, messages=[*messages, stripped, *answers],  # type: ignore
-                                           tools=TOOLS)
+                                           tools=GEMINI_TOOLS)
     assert other.choices and other.choices[0].message.model_extra.get("reasoning_details") is None
+
+
+def test_google_models_refuse_schema_keywords_their_function_declarations_do_not_take(client: OpenAI) -> None:
+    """Google's `Schema` is a subset of OpenAPI 3.0: `additionalProperties`, `exclusiveMinimum`, a type
+    list... are 400 for a `google/*` model, one "Unknown name" line per violation, with the path Google
+    names; the same request to another model, or without those keywords, is served."""
+    tools = json.loads(json.dumps(TOOLS))
+    tools[0]["function"]["parameters"]["properties"]["max_results"].update(exclusiveMinimum=0, type=["integer", "null"])
+    with pytest.raises(openai.BadRequestError, match="Provider returned error") as refused:
+        client.chat.completions.create(model="google/gemma-3-27b-it", messages=opening(), tools=tools)  # type: ignore
+    raw = refusal(refused)["metadata"]["raw"].splitlines()
+    assert raw == [
+        "Invalid JSON payload received. Unknown name \"additionalProperties\" at "
+        "'tools[0].function_declarations[0].parameters': Cannot find field.",
+        "Invalid JSON payload received. Unknown name \"exclusiveMinimum\" at "
+        "'tools[0].function_declarations[0].parameters.properties[1].value': Cannot find field.",
+        "Invalid value at 'tools[0].function_declarations[0].parameters.properties[1].value.type' "
+        "(TYPE_UNSPECIFIED), ['integer', 'null']",
+        "Invalid JSON payload received. Unknown name \"additionalProperties\" at "
+        "'tools[0].function_declarations[1].parameters': Cannot find field."]
+    assert client.chat.completions.create(model=MODEL, messages=opening(), tools=tools).choices  # type: ignore
+    assert client.chat.completions.create(model=GEMINI, messages=opening(), tools=GEMINI_TOOLS).choices  # type: ignore
 
 
 @pytest.mark.parametrize(("model", "turn", "complaint"), [
@@ -803,3 +836,90 @@ def test_request_log_keeps_every_body(tmp_path: Path, monkeypatch: pytest.Monkey
         chat(c, "two")
     bodies = [json.loads(line) for line in log.read_text(encoding="utf-8").splitlines()]
     assert [b["messages"][0]["content"] for b in bodies] == ["one", "two"]
+
+
+# ---------------------------------------------------------------------------------------------
+# streaming (server-sent events), /generation lag, billing of abandoned calls
+# ---------------------------------------------------------------------------------------------
+def raw_stream(gw: FakeGateway, body: dict[str, Any], *, read_s: float | None = None) -> list[str]:
+    """The lines of a streamed answer as they come over the wire (`read_s`: hang up after that long)."""
+    lines: list[str] = []
+    started = time.monotonic()
+    with httpx2.Client(timeout=30) as http, http.stream(
+            "POST", gw.base_url + "/chat/completions", json={"stream": True, **body},
+            headers={"Authorization": "Bearer k", "X-OpenRouter-Metadata": "enabled"}) as response:
+        assert response.status_code == 200 and response.headers["content-type"] == "text/event-stream"
+        assert re.fullmatch(r"gen-\d{10}", response.headers["x-generation-id"])
+        for line in response.iter_lines():
+            lines.append(line)
+            if read_s is not None and time.monotonic() - started > read_s:
+                break
+    return lines
+
+
+def data_events(lines: list[str]) -> list[Any]:
+    return [json.loads(line[6:]) if line != "data: [DONE]" else "[DONE]" for line in lines if line.startswith("data: ")]
+
+
+def test_a_stream_is_spelled_as_openrouter_documents_it(gw: FakeGateway) -> None:
+    gw.set_scenario({"latency_s": 0.3})
+    lines = raw_stream(gw, {"model": MODEL, "messages": opening(), "tools": TOOLS, "session_id": "s"})
+    assert lines[0] == ": OPENROUTER PROCESSING" and lines.count(": OPENROUTER PROCESSING") >= 2  # keep-alives
+    events = data_events(lines)
+    assert events[-1] == "[DONE]"
+    *chunks, final, _ = events
+    assert all(set(c) >= {"id", "object", "created", "model", "provider", "choices"} for c in [*chunks, final])
+    assert {c["object"] for c in chunks} == {"chat.completion.chunk"} and len({c["id"] for c in events[:-1]}) == 1
+    assert chunks[0]["choices"][0]["delta"] == {"role": "assistant", "content": ""}
+    pieces = [c["choices"][0]["delta"]["tool_calls"][0] for c in chunks if "tool_calls" in c["choices"][0]["delta"]]
+    assert pieces[0].keys() == {"index", "id", "type", "function"} and pieces[1].keys() == {"index", "function"}
+    assert chunks[-1]["choices"][0]["finish_reason"] == "tool_calls"
+    assert final["choices"] == [] and final["usage"]["cost"] > 0 and final["openrouter_metadata"]["attempt"] == 1
+
+
+def test_a_mid_stream_error_is_one_error_chunk_and_the_end(gw: FakeGateway) -> None:
+    gw.set_scenario({"rules": [{"on_call": 1, "mid_stream_error": True, "code": 429,
+                                "message": "Rate limit exceeded"}]})
+    events = data_events(raw_stream(gw, {"model": MODEL, "messages": opening(), "session_id": "e"}))
+    last = events[-1]
+    assert last != "[DONE]" and last["error"]["code"] == 429 and last["error"]["message"] == "Rate limit exceeded"
+    assert last["choices"] == [{"index": 0, "delta": {"content": ""}, "finish_reason": "error",
+                                "native_finish_reason": "error"}]
+    assert not any(isinstance(e, dict) and "usage" in e for e in events)  # no usage chunk after an error
+    with OpenAI(base_url=gw.base_url, api_key="k", max_retries=0) as client, \
+            pytest.raises(openai.APIError) as raised:  # the official client raises it: not a status error
+        gw.set_scenario({"rules": [{"on_call": 2, "mid_stream_error": True, "code": 502}]})
+        list(client.chat.completions.create(model=MODEL, messages=opening(), stream=True,  # type: ignore[arg-type]
+                                            extra_body={"session_id": "e"}))
+    assert not isinstance(raised.value, openai.APIStatusError) and raised.value.body["code"] == 502  # type: ignore
+
+
+def test_generation_records_404_for_a_while(client: OpenAI, gw: FakeGateway) -> None:
+    completion = chat(client)
+    for _ in range(2):  # the default lag is one look-up; a scenario may make it longer
+        with pytest.raises(openai.NotFoundError):
+            client.get("/generation", cast_to=object, options={"params": {"id": completion.id}})
+        gw.set_scenario({"generation_404s": 2})
+    assert client.get("/generation", cast_to=object, options={"params": {"id": completion.id}})
+
+
+def test_an_abandoned_call_is_billed_as_the_provider_bills_it(gw: FakeGateway) -> None:
+    """Non-streamed: the provider finishes and bills it all. Streamed: a provider that supports
+    cancellation stops at what it streamed (`cancelled`); Google's does not, and bills it all."""
+    gw.set_scenario({"latency_s": 0.6, "generation_404s": 0})
+    with OpenAI(base_url=gw.base_url, api_key="k", max_retries=0, timeout=0.2) as impatient, \
+            pytest.raises(openai.APITimeoutError):
+        impatient.chat.completions.create(model=MODEL, messages=opening(),  # type: ignore[arg-type]
+                                          extra_body={"session_id": "a1"})
+    gw.set_scenario({"rules": [{"stall_s": 2.0}], "generation_404s": 0})
+    for model in (MODEL, GEMINI):
+        lines = raw_stream(gw, {"model": model, "messages": [*opening(), {"role": "user", "content":
+                           "Stop researching: the step budget is reached. Write the complete report now."}],
+                                "tools": GEMINI_TOOLS, "session_id": f"a-{model}"}, read_s=0.3)
+        assert not lines or lines[-1] != "data: [DONE]"
+    assert gw.wait_settled()  # every stream has ended (the fake sees a hang-up at once) and is billed
+    plain, deepseek, gemini = (gw.generations[g] for g in sorted(gw.generations))
+    full = {g: gw.completions[i]["usage"]["cost"] for i, g in enumerate(sorted(gw.generations))}
+    assert not plain["streamed"] and not plain["cancelled"] and plain["total_cost"] == full[plain["id"]]
+    assert deepseek["streamed"] and deepseek["cancelled"] and deepseek["total_cost"] < full[deepseek["id"]]
+    assert gemini["streamed"] and not gemini["cancelled"] and gemini["total_cost"] == full[gemini["id"]]

@@ -115,3 +115,43 @@ def test_a_research_leg_ends_with_a_documented_exit_code_and_an_honest_status(
         verify = subprocess.run([sys.executable, "-m", "research_dispatch", "verify", "--repo", str(repo)],
                                 capture_output=True, text=True, env=env, timeout=120)
         assert verify.returncode == 3 and "self_reported" in verify.stdout
+
+
+def test_synthesize_through_the_real_server(llama_server: LlamaServer, tmp_path: Path, gateway: Any,
+                                            tavily: Any) -> None:
+    """`synthesize` (a process) through llama-cpp-python's server, which refuses `response_format`
+    json_schema and takes json_object with the schema: the gateway learns that once for the model and
+    every later structured request is accepted. Two short reports are researched first on the fakes
+    (their content is not the point); a 135M model's claims may well not validate, so the test asserts
+    the protocol: at least one structured request accepted, the refused form sent once, a documented exit."""
+    repo = tmp_path / "repo"
+    (repo / "topics").mkdir(parents=True)
+    for name in ("02-diloco-family.yaml", "04-verl-trl.yaml"):
+        text = (Path(__file__).resolve().parents[2] / "topics" / name).read_text(encoding="utf-8")
+        (repo / "topics" / name).write_text(text + "words: {min: 150, max: 400}\n", encoding="utf-8")
+    base = ('[tool.research-dispatch]\nframework_name = "interop"\n'
+            "gateway = {backoff_base_s = 0.0, backoff_max_s = 0.0}\n")
+    (repo / "pyproject.toml").write_text(base, encoding="utf-8")
+    subprocess.run(["git", "init", "-q", str(repo)], check=True)
+    fakes = {"PATH": "/usr/bin:/bin", "HOME": str(tmp_path), "NO_PROXY": "127.0.0.1,localhost",
+             "OPENROUTER_API_KEY": "sk-or-interop", "OPENROUTER_BASE_URL": gateway.base_url,
+             "TAVILY_API_KEY": "tvly-interop", "TAVILY_BASE_URL": tavily.base_url, "RESEARCH_DISPATCH_CYCLE": "2026-H2"}
+    for topic in ("diloco-family", "verl-trl"):
+        leg = subprocess.run([sys.executable, "-m", "research_dispatch", "research", topic, "--repo", str(repo)],
+                             capture_output=True, text=True, env=fakes, timeout=600)
+        assert leg.returncode == 0, leg.stdout + leg.stderr
+    (repo / "pyproject.toml").write_text(
+        '[tool.research-dispatch]\nframework_name = "interop"\n'
+        'gateway = {kind = "openai-compatible", max_completion_tokens = 256, max_retries = 0, timeout_s = 900}\n'
+        f'synthesis = {{extractor_model = "{MODEL_ALIAS}", judge_models = ["{MODEL_ALIAS}"], concurrency = 1, '
+        "timeout_minutes = 20}\n", encoding="utf-8")
+    local = {**fakes, "OPENAI_API_KEY": llama_server.key, "OPENAI_BASE_URL": llama_server.base_url}
+    before = len(llama_server.chat_statuses())
+    done = subprocess.run([sys.executable, "-m", "research_dispatch", "synthesize", "--repo", str(repo)],
+                          capture_output=True, text=True, env=local, timeout=1500)
+    statuses = llama_server.chat_statuses()[before:]
+    print(f"\nsynthesize exit {done.returncode}; statuses {statuses}\n{done.stdout[-1500:]}\n{done.stderr[-1500:]}")
+    assert "Traceback" not in done.stderr, done.stderr
+    assert done.returncode in (0, 1), done.returncode  # ok, or a runtime failure said in one line
+    assert statuses.count(200) >= 1, statuses  # at least one structured request accepted
+    assert len([s for s in statuses if s != 200]) <= 1, statuses  # the refused form: once, for the one model

@@ -27,6 +27,7 @@ import pytest
 from research_dispatch.config.settings import GatewaySettings
 from research_dispatch.core.bounded_http import BoundedTransport, bounded_client
 from research_dispatch.core.errors import (
+    DeadlineReached,
     GatewayCallTimedOut,
     GatewayError,
     GatewayInterrupted,
@@ -144,6 +145,7 @@ def test_dribbling_server_is_cut_at_the_deadline() -> None:
             gw.complete(model="deepseek/deepseek-v4-pro", messages=USER, deadline=time.monotonic() + 2.0)
         elapsed = time.monotonic() - started
     assert not timed_out.value.retryable  # the leg's time is spent
+    assert isinstance(timed_out.value, DeadlineReached)  # the caller's cap, not gateway.timeout_s
     assert elapsed < 60  # the full response would take ~20 minutes at this pace
 
 
@@ -174,6 +176,7 @@ def test_a_quiet_call_without_a_leg_deadline_is_an_ordinary_retryable_timeout() 
             pytest.raises(GatewayError, match=r"timed out|deadline") as caught:
         gw.complete(model="deepseek/deepseek-v4-pro", messages=USER)
     assert caught.value.retryable and caught.value.error_type == "timeout"
+    assert not isinstance(caught.value, DeadlineReached) and "(gateway.timeout_s = 1 s)" in str(caught.value)
 
 
 @reliability(area="gateway", case="usage.cost NaN, negative or not a number",

@@ -30,6 +30,16 @@ from tests.reliability.conftest import (
 reliability = pytest.mark.reliability
 
 
+def served(leg) -> list[dict]:
+    """The call-log lines of calls that served (the route is theirs)."""
+    return [c for c in leg.calls if not c["aborted"]]
+
+
+def given_up(leg) -> list[dict]:
+    """The call-log lines of attempts given up on the way (their money counts)."""
+    return [c for c in leg.calls if c["aborted"]]
+
+
 def failed_cleanly(repo, previous: str, error_start: str) -> None:
     """The target failed with a clear message, wrote no report over the previous one, and the control is ok."""
     target = view(repo, TARGET)
@@ -135,8 +145,12 @@ def test_client_timeout_is_retried(repo, fake_env, gateway) -> None:
     gateway.set_scenario({"rules": [on_target(on_call=2, times=1, delay_s=5.0)]})
     run_legs(repo, fake_env)
     target = assert_clean(repo, TARGET)
-    assert target.calls[1]["retries"] >= 1
+    assert served(target)[1]["retries"] >= 1
     assert [c["call"] for c in calls_of(gateway, TARGET)][:3] == [1, 2, 3]
+    (abandoned,) = given_up(target)  # the hung call is in the books at what the gateway billed for it
+    assert abandoned["generation_id"] == calls_of(gateway, TARGET)[1]["generation_id"]
+    assert abandoned["cost_usd"] == gateway.generations[abandoned["generation_id"]]["total_cost"] > 0
+    assert not abandoned["cost_estimated"]
     assert_clean(repo, CONTROL)
 
 
@@ -225,7 +239,8 @@ def test_error_in_200_choice_is_retried(repo, fake_env, gateway) -> None:
     gateway.set_scenario({"rules": [on_target(on_call=2, times=1, error_in_200="choice", code=502)]})
     run_legs(repo, fake_env)
     target = assert_clean(repo, TARGET)
-    assert target.calls[1]["retries"] == 1 and target.calls[1]["finish_reason"] != "error"
+    assert served(target)[1]["retries"] == 1 and served(target)[1]["finish_reason"] != "error"
+    assert [c["cost_usd"] for c in given_up(target)] == [0.0]  # a failed generation is not billed
     assert_clean(repo, CONTROL)
 
 
@@ -266,14 +281,51 @@ def test_garbage_200_persistent_fails(repo, fake_env, gateway, tavily) -> None:
     failed_cleanly(repo, previous, "gateway returned a malformed response")
 
 
-@reliability(area="gateway", case="mid-stream error",
-             expect="not applicable by construction: no request ever sets stream (checked on every request of a "
-                    "full leg)")
-def test_requests_never_stream(repo, fake_env, gateway) -> None:
+@reliability(area="gateway", case="mid-stream error (retryable code 502)",
+             expect="every call streams; the error chunk after the HTTP 200 is a retryable gateway error: retried; "
+                    "the abandoned attempt is in the call log (aborted, its generation's cost); leg ok; other leg ok")
+def test_mid_stream_error_is_retried_and_recorded(repo, fake_env, gateway) -> None:
     configure(repo)
+    gateway.set_scenario({"rules": [on_target(on_call=2, times=1, mid_stream_error=True, code=502)]})
     run_legs(repo, fake_env)
-    assert gateway.completions and all(not c["request"].get("stream") for c in gateway.completions)
-    assert_clean(repo, TARGET)
+    assert gateway.completions and all(c["request"].get("stream") is True for c in gateway.completions)
+    target = assert_clean(repo, TARGET)
+    (abandoned,) = given_up(target)
+    assert abandoned["generation_id"] == calls_of(gateway, TARGET)[1]["generation_id"]
+    assert abandoned["verdict"] == "aborted" and abandoned["cost_usd"] == 0.0 and not abandoned["cost_estimated"]
+    assert served(target)[1]["retries"] == 1
+    assert_clean(repo, CONTROL)
+
+
+@reliability(area="gateway", case="mid-stream error (non-retryable code 400)",
+             expect="not retried; failed: 'gateway returned an error in an HTTP 200 body: …'; the attempt is in "
+                    "the status file's calls and cost; previous report intact; other leg ok")
+def test_mid_stream_error_that_cannot_succeed_fails(repo, fake_env, gateway, tavily) -> None:
+    configure(repo)
+    previous = seed_previous(repo, fake_env, gateway, tavily)
+    gateway.set_scenario({"rules": [on_target(on_call=2, mid_stream_error=True, code=400,
+                                              message="prompt is too long")]})
+    run_legs(repo, fake_env)
+    assert len(calls_of(gateway, TARGET)) == 2
+    target = view(repo, TARGET)
+    assert target.status["calls"] == 2  # the one that served, and the abandoned one
+    failed_cleanly(repo, previous, "gateway returned an error in an HTTP 200 body: prompt is too long")
+
+
+@reliability(area="gateway", case="stream stalls halfway past the call's deadline",
+             expect="cut at gateway.timeout_s although keep-alive comments arrive; retried; the stalled attempt "
+                    "is in the call log at its generation's cost (a provider that supports cancellation bills "
+                    "what it streamed); leg ok")
+def test_a_stalled_stream_is_cut_retried_and_billed(repo, fake_env, gateway) -> None:
+    configure(repo, gateway="timeout_s = 0.5")
+    gateway.set_scenario({"rules": [on_target(match={"kind": "write"}, times=1, stall_s=5.0)]})
+    run_legs(repo, fake_env, [TARGET])
+    target = assert_clean(repo, TARGET)
+    (abandoned,) = given_up(target)
+    record = gateway.generations[abandoned["generation_id"]]
+    assert record["streamed"] and record["cancelled"]
+    assert abandoned["cost_usd"] == record["total_cost"] > 0 and not abandoned["cost_estimated"]
+    assert abandoned["completion_tokens"] < served(target)[-1]["completion_tokens"]  # billed for half a report
 
 
 # -- finish reasons ------------------------------------------------------------------------------

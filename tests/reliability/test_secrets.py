@@ -112,10 +112,8 @@ def test_search_error_echoing_the_key(repo, gateway, tavily) -> None:
                     "and the key [REDACTED]; the other leg ok")
 def test_crash_with_the_key_in_the_exception(repo, gateway, tavily) -> None:
     configure(repo)
-    body = ('{"id": "gen-x", "model": "deepseek/deepseek-v4-pro", "choices": [{"index": 0, "finish_reason": "stop", '
-            '"message": {"role": "assistant", "content": "x"}}], "usage": {"prompt_tokens": "'
-            + CANARY["OPENROUTER_API_KEY"] + '", "completion_tokens": 1}}')
-    gateway.set_scenario({"rules": [on_target(on_call=2, raw_body=body)]})
+    key_as_a_count = {"prompt_tokens": CANARY["OPENROUTER_API_KEY"]}
+    gateway.set_scenario({"rules": [on_target(on_call=2, usage_fields=key_as_a_count)]})
     run_legs(repo, canary_env(gateway, tavily))
     target = view(repo, TARGET)
     assert target.status["status"] == "failed"

@@ -7,7 +7,7 @@ the structure of the synthesis is known in advance.
 
 Where the extractor's output itself matters (the scenarios of issue 12), a test scripts it: the fake
 gateway answers one report's extraction call with a chosen structured answer (`scripted_extraction`, a
-`raw_body` rule matched by the report's session), and the real `synthesize` command runs in a fresh
+`answer` rule matched by the report's session), and the real `synthesize` command runs in a fresh
 interpreter against it (`synthesize_cli`). The judge is the fake's, which follows the prompt: it
 groups recommendations by the decision the extractor says they answer.
 """
@@ -247,7 +247,7 @@ def scripted_extraction(stem: str, claims: list[dict[str, Any]], model: str = "o
             "choices": [{"index": 0, "finish_reason": "stop", "native_finish_reason": "stop",
                          "message": {"role": "assistant", "content": content}}],
             "usage": {"prompt_tokens": 100, "completion_tokens": 50, "total_tokens": 150, "cost": 0.0001}}
-    return {"match": {"schema": "claim_extraction", "session": f"*:synthesis:{stem}"}, "raw_body": json.dumps(body)}
+    return {"match": {"schema": "claim_extraction", "session": f"*:synthesis:{stem}"}, "answer": body}
 
 
 def scenario_repo(tmp_path: Path, name: str, reports: dict[str, tuple[str, str]], extra: str = "") -> Path:

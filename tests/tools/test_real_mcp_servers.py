@@ -9,6 +9,7 @@
 
 from __future__ import annotations
 
+import json
 import sys
 import threading
 import time
@@ -26,6 +27,7 @@ from research_dispatch.tools.mcp_servers import McpError, McpToolset
 from tests.tools.conftest import fault_server, live_processes, make_repo, mcp_server_table, run_one_leg
 
 BIN = Path(sys.executable).parent
+AWS_FIXTURE = Path(__file__).resolve().parents[1] / "data" / "mcp" / "aws-documentation-mcp-server.tools.json"
 PAGES = {
     "/diloco-notes.html": ("DiLoCo operations notes",
                            "DiLoCo runs eight workers that each take 500 inner AdamW steps before one outer "
@@ -102,6 +104,11 @@ def test_aws_documentation_server_starts_and_lists_its_tools() -> None:
         read = tools["aws-docs__read_documentation"]
         assert read.listed and "url" in read.schema["properties"] and "url" in read.schema["required"]
         assert read.openai_schema()["function"]["name"] == "aws-docs__read_documentation"
+        # tests/data/mcp holds these schemas (the Gemini conversion is tested on them): still what it lists
+        captured = {t["name"]: t for t in json.loads(AWS_FIXTURE.read_text(encoding="utf-8"))["tools"]}
+        for tool in tools.values():
+            assert (tool.description, tool.schema) == (captured[tool.name]["description"],
+                                                       captured[tool.name]["inputSchema"]), tool.name
 
 
 def test_an_unlisted_allowed_tool_is_reported_not_offered() -> None:

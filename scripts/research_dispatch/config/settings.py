@@ -220,9 +220,21 @@ class GatewaySettings(_Strict):
     max_retries: int = Field(3, ge=0, le=10)
     backoff_base_s: float = Field(1.0, ge=0, le=60)
     backoff_max_s: float = Field(30.0, ge=0, le=600)
+    # The visible answer's output cap. A reasoning route gets room for reasoning on top (gateway/reasoning.py):
+    # `reasoning_max_tokens` for the families that take a budget (Anthropic, Gemini, Qwen), else the share of
+    # `reasoning_effort` (minimal 10%, low 20%, medium 50%, high 80% of the whole cap).
     max_completion_tokens: int = Field(8192, ge=256, le=200_000)
+    reasoning_max_tokens: int = Field(2048, ge=1024, le=100_000)
+    reasoning_effort: Literal["minimal", "low", "medium", "high"] = "low"
     # A Retry-After longer than this is not waited out: the call fails at once and says so.
     max_retry_after_s: float = Field(120.0, ge=0, le=3600)
+    # How structured output (the synthesis' extraction and judging) is asked for: `auto` is `json_schema` on
+    # OpenRouter and, on an openai-compatible server, each form in turn until the server takes one
+    # (gateway/structured.py); or name the form the server takes.
+    structured_output: Literal["auto", "json_schema", "json_object", "tool_call"] = "auto"
+    # Prompt-cache breakpoints (`cache_control`) for the models that cache only where told (Anthropic; Gemini
+    # explicitly): gateway/caching.py. Off: every prompt token of such a leg is billed at full input price.
+    cache_breakpoints: bool = True
     referer: str = "https://github.com/research-dispatch/research-dispatch"
     title: str = "research-dispatch"
 

@@ -133,7 +133,18 @@ class Interrupted(CallBoundExceeded):
 
 class GatewayCallTimedOut(CallTimedOut, GatewayError):
     """A model call ran past its wall-clock deadline: both a bound error and a gateway error, so a
-    caller that handles either stops the leg honestly. Retryable only while the leg has time left."""
+    caller that handles either stops the leg honestly. Retryable: the leg still has time left (else it
+    is `DeadlineReached`)."""
+
+    retryable = True
+
+
+class DeadlineReached(GatewayCallTimedOut):
+    """A model call cut by its caller's own deadline (a leg's `budget.timeout_minutes`, the synthesis'
+    time limit), not by the call's `gateway.timeout_s`: a cap was reached, nothing is wrong with the
+    gateway, and no retry can help."""
+
+    retryable = False
 
 
 class GatewayResponseTooLarge(ResponseTooLarge, GatewayError):

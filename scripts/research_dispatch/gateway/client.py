@@ -38,6 +38,7 @@ is built once per process and shared by every leg's client.
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import json
 import math
@@ -45,7 +46,7 @@ import random
 import threading
 import time
 from collections.abc import Callable, Mapping
-from dataclasses import asdict, dataclass, field
+from dataclasses import MISSING, asdict, dataclass, field, fields, replace
 from typing import Any
 
 from research_dispatch.config import environment
@@ -56,6 +57,7 @@ from research_dispatch.core.errors import (
     AuthenticationFailed,
     CallBoundExceeded,
     CallTimedOut,
+    DeadlineReached,
     ErrorInResponse,
     GatewayCallTimedOut,
     GatewayError,
@@ -67,10 +69,10 @@ from research_dispatch.core.errors import (
     RetryableGatewayError,
     UnusableUsage,
 )
-from research_dispatch.core.records import record
+from research_dispatch.core.records import load_record, record
 from research_dispatch.core.redact import register_secrets
+from research_dispatch.gateway import caching, reasoning, route, schemas, stream, structured
 from research_dispatch.gateway import endpoints as listing
-from research_dispatch.gateway import route
 from research_dispatch.gateway.endpoints import Pricing
 
 __all__ = ["CallRecord", "Completion", "Gateway", "Pricing", "RetryPolicy", "canonical_assistant_turn",
@@ -84,6 +86,27 @@ LOOKUP_TIMEOUT_S = 30.0
 """Wall-clock cap of one endpoints-listing or `/generation` look-up (within the leg's deadline too)."""
 
 _ASSISTANT_KEYS = ("role", "content", "tool_calls", "reasoning_details")
+ABANDONED_LOOKUP_S = 8.0
+"""How long the `/generation` record of an abandoned attempt is waited for (it 404s for a while)."""
+INTERRUPTED_LOOKUP_S = 1.5
+"""The same after Ctrl-C: the run promised to stop within a few seconds."""
+LOOKUP_POLL_S = 0.1
+"""The first wait between two look-ups of a given-up call's record (doubling: 0.1, 0.2, 0.4... s)."""
+MAX_LOOKUPS = 12
+WORST_CHARS_PER_TOKEN = 3
+"""Prompt characters per token for a worst-case cost: fewer than any tokenizer averages on prose or JSON."""
+
+
+@dataclass
+class _Attempt:
+    """How far one attempt got: its generation id once the gateway accepted it (the header, or the
+    stream's first chunk). Without one the request never reached a provider, so it cost nothing."""
+
+    generation_id: str | None = None
+
+
+def _text(value: Any) -> str | None:
+    return str(value) if isinstance(value, str) and value else None
 
 
 @record
@@ -93,7 +116,9 @@ class CallRecord:
 
     `cost_usd` is everything the call cost. With a BYOK key it is OpenRouter's fee (`gateway_fee_usd`)
     plus the provider's charge (`provider_cost_usd`); otherwise both are None and `cost_usd` is what
-    OpenRouter charged. Fields after `verdict` have defaults so older call logs still load.
+    OpenRouter charged. Fields after `verdict` were added after the first release (0.1.0 wrote none of
+    them) and have defaults, so older call logs still load: `from_json` requires only the fields without
+    a default (tests/data/v0.1.0 is a call log of that release).
     """
 
     generation_id: str | None
@@ -121,6 +146,9 @@ class CallRecord:
     is_byok: bool = False
     provider_cost_usd: float | None = None
     gateway_fee_usd: float | None = None
+    cache_write_tokens: int = 0  # prompt tokens written to the provider's cache (billed above the input price)
+    aborted: bool = False  # an attempt given up (deadline, Ctrl-C, retried): its cost counts, its route does not
+    cost_estimated: bool = False  # cost_usd is the pre-call worst case: the gateway's record was not found
 
     def to_json(self) -> str:
         return json.dumps(asdict(self), sort_keys=True, separators=(",", ":"))
@@ -129,6 +157,16 @@ class CallRecord:
     def from_dict(cls, data: dict[str, Any]) -> CallRecord:
         known = {f for f in cls.__dataclass_fields__}
         return cls(**{k: v for k, v in data.items() if k in known})
+
+    @classmethod
+    def from_json(cls, line: str) -> CallRecord:
+        """One call-log line, every field checked (`records.py`; `ValueError` names the field): a field
+        a newer version added takes its default, one the first release wrote must be there."""
+        return load_record(line, cls, required=_CALL_RECORD_REQUIRED)
+
+
+_CALL_RECORD_REQUIRED = tuple(f.name for f in fields(CallRecord)
+                              if f.default is MISSING and f.default_factory is MISSING)
 
 
 @dataclass
@@ -256,6 +294,10 @@ def _error_facts(body: Any, fallback: str) -> _ErrorFacts:
     """
     if not isinstance(body, Mapping):
         return _ErrorFacts(fallback[:500], None, None)
+    detail = body.get("detail")  # FastAPI-based servers (llama-cpp-python): pydantic's list of problems
+    if "message" not in body and isinstance(detail, list) and detail and isinstance(detail[0], Mapping):
+        where = ".".join(str(p) for p in detail[0].get("loc") or [])
+        return _ErrorFacts(f"{where}: {detail[0].get('msg')}"[:700], "invalid_request", False)
     message = str(body.get("message") or fallback)
     metadata = _mapping(body.get("metadata"))
     raw = metadata.get("raw")
@@ -378,6 +420,7 @@ class Gateway:
             http_client=http_client,
         )
         self._listings: dict[str, list[listing.Endpoint]] = {}  # per model; [] when unavailable
+        self.forms = structured.FormMemory(self.settings.structured_output, openrouter=self.kind == OPENROUTER)
 
     def close(self) -> None:
         self._client.close()
@@ -401,37 +444,99 @@ class Gateway:
         if isinstance(exc, Interrupted):
             return GatewayInterrupted(str(exc), error_type="interrupted")
         if isinstance(exc, CallTimedOut):
-            error: GatewayError = GatewayCallTimedOut(str(exc), status=None, error_type="timeout")
-            leg = self._leg_deadline(deadline)
-            error.retryable = leg is None or time.monotonic() < leg
-            return error
+            return self._timed_out(str(exc), deadline)
         return GatewayResponseTooLarge(str(exc), error_type="response_too_large")
 
+    def _timed_out(self, what: str, deadline: float | None) -> GatewayError:
+        """A call that ran out of time: `DeadlineReached` when the caller's own deadline (the leg's time
+        cap) has passed — a cap, never retried — else an ordinary timeout of `gateway.timeout_s`, worth
+        another attempt. Both the wall-clock bound and the HTTP client's read timeout (never set past the
+        deadline) end here, so the two can never be told apart by accident."""
+        leg = self._leg_deadline(deadline)
+        if leg is not None and time.monotonic() >= leg:
+            return DeadlineReached(f"{what}; the caller's own time limit was reached", status=None,
+                                   error_type="deadline")
+        return GatewayCallTimedOut(f"{what} (gateway.timeout_s = {self.settings.timeout_s:g} s)", status=408,
+                                   error_type="timeout")
+
+    def complete_structured(self, *, model: str, messages: list[dict[str, Any]], name: str, schema: dict[str, Any],
+                            provider: str | None = None, session_id: str | None = None,
+                            max_completion_tokens: int | None = None, purpose: str = "structured",
+                            deadline: float | None = None,
+                            spent: Callable[[CallRecord], None] | None = None) -> Completion:
+        """One structured-output call in the form this gateway's server takes for `model` (`structured.py`):
+        the configured form, else the learnt one, else each untried form in turn — a form the server
+        refuses is recorded and never sent again. The completion's `content` is the answer's JSON text
+        whatever the form (for a forced tool call, its arguments); pydantic validation is the caller's."""
+        # while no form is known for the model, the first call learns and parallel ones wait for it
+        probing = self.forms.probe_lock(model) if self.forms.probing(model) else contextlib.nullcontext()
+        with probing:
+            return self._structured_in(self.forms.candidates(model), model=model, messages=messages, name=name,
+                                       schema=schema, provider=provider, session_id=session_id,
+                                       max_completion_tokens=max_completion_tokens, purpose=purpose, deadline=deadline,
+                                       spent=spent)
+
+    def _structured_in(self, forms: list[structured.StructuredForm], *, model: str, messages: list[dict[str, Any]],
+                       name: str, schema: dict[str, Any], provider: str | None, session_id: str | None,
+                       max_completion_tokens: int | None, purpose: str, deadline: float | None,
+                       spent: Callable[[CallRecord], None] | None) -> Completion:
+        """The structured call in the first of `forms` the server takes (see `complete_structured`)."""
+        refusals: list[str] = []
+        for form in forms:
+            try:
+                completion = self.complete(model=model, messages=messages, provider=provider, session_id=session_id,
+                                           max_completion_tokens=max_completion_tokens, purpose=purpose,
+                                           deadline=deadline, probe=form if self.forms.probing(model) else None,
+                                           spent=spent, **structured.request_for(form, name, schema))
+            except structured.StructuredFormRefused as exc:
+                self.forms.refused(model, form)
+                refusals.append(str(exc))
+                continue
+            self.forms.accepted(model, form)
+            text = structured.answer_text(form, name, completion.content, completion.tool_calls)
+            return replace(completion, message={**completion.message, "content": text})
+        why = f" ({'; '.join(refusals)})" if refusals else " (each form was refused earlier in this run)"
+        raise GatewayError(f"{model}: the server took no form of structured output{why}; set "
+                           "[tool.research-dispatch.gateway] structured_output to the form it takes",
+                           error_type="structured_output_refused")
+
     def complete(self, *, model: str, messages: list[dict[str, Any]], tools: list[dict[str, Any]] | None = None,
-                 tool_choice: str | None = None, provider: str | None = None, session_id: str | None = None,
-                 response_format: dict[str, Any] | None = None, max_completion_tokens: int | None = None,
-                 purpose: str = "research", deadline: float | None = None) -> Completion:
+                 tool_choice: str | dict[str, Any] | None = None, provider: str | None = None,
+                 session_id: str | None = None, response_format: dict[str, Any] | None = None,
+                 max_completion_tokens: int | None = None, purpose: str = "research", deadline: float | None = None,
+                 probe: structured.StructuredForm | None = None,
+                 spent: Callable[[CallRecord], None] | None = None, cache_boundary: int | None = None) -> Completion:
         """One chat completion with retries; raises a `GatewayError` subclass when it cannot succeed.
 
-        `max_completion_tokens` is the output cap; it goes out under the name the endpoints list.
+        `max_completion_tokens` is the whole output cap, reasoning included (what the call may bill; None:
+        the route's reasoning plan, `reasoning_plan`); it goes out under the name the endpoints list.
+        `probe`: the request tries this structured-output form on a server not yet known to take it; a
+        refusal of its shape is `StructuredFormRefused` at once — never retried unchanged.
+        `spent` receives, as it happens, the record of every attempt that was accepted by the gateway but
+        not used — abandoned at a deadline, on Ctrl-C, cut by an error mid-stream, or retried — with its
+        cost looked up at `/generation` (or its worst case when the record does not show in time): money
+        spent on the way to the answer, or to the failure, is never hidden (`aborted: true`).
+        `cache_boundary`: the last message of the history that stays byte-identical for the next calls
+        (the last compacted one), where a model that caches only at breakpoints gets one (`caching.py`).
         """
         leg_deadline = self._leg_deadline(deadline)
         try:
             kwargs = self._request(model=model, messages=messages, tools=tools, tool_choice=tool_choice,
                                    provider=provider, session_id=session_id, response_format=response_format,
-                                   output_cap=max_completion_tokens or self.settings.max_completion_tokens,
-                                   deadline=leg_deadline)
+                                   output_cap=max_completion_tokens, deadline=leg_deadline,
+                                   cache_boundary=cache_boundary)
         except CallBoundExceeded as exc:
             raise self._bound_error(exc, leg_deadline) from None
         attempt = 0
         while True:
             started = time.monotonic()
+            tried = _Attempt()
             try:
                 if leg_deadline is not None and leg_deadline - started <= 0:
                     raise CallTimedOut(f"model call to {model}: the leg's deadline was reached before the call")
                 bounds = self._bounds(self.settings.timeout_s, leg_deadline)
                 bounds.check(f"model call to {model}")
-                raw, completion = self._send(kwargs, bounds, model)
+                raw, completion = self._send(kwargs, bounds, model, tried)
                 return self._finish(completion, raw.headers, model, provider, purpose,
                                     time.monotonic() - started, attempt)
             except CallBoundExceeded as exc:
@@ -439,8 +544,14 @@ class Gateway:
             except GatewayError as exc:
                 error = exc
             except self._openai.APIError as exc:
-                error = self._translate(exc)
+                error = self._translate(exc, leg_deadline)
+            if tried.generation_id is not None and spent is not None:
+                spent(self._abandoned(tried.generation_id, kwargs, model=model, provider=provider, purpose=purpose,
+                                      latency=time.monotonic() - started, retries=attempt,
+                                      interrupted=isinstance(error, GatewayInterrupted)))
             error.attempts = attempt + 1
+            if probe is not None and structured.refuses_form(error):
+                raise structured.StructuredFormRefused(probe, error) from None
             if not error.retryable or attempt >= self.retry.max_retries:
                 raise error
             retry_after = getattr(error, "retry_after_s", None)
@@ -465,10 +576,15 @@ class Gateway:
             raise GatewayInterrupted(f"model call to {model}: interrupted while waiting to retry",
                                      error_type="interrupted", attempts=attempts)
 
-    def _send(self, kwargs: dict[str, Any], bounds: CallBounds, model: str) -> tuple[Any, Any]:
+    def _send(self, kwargs: dict[str, Any], bounds: CallBounds, model: str, tried: _Attempt) -> tuple[Any, Any]:
+        """One attempt on the wire, held to `bounds`. OpenRouter calls stream (`stream.py`: an abandoned
+        stream stops being billed, and the generation id is known from the first byte); an
+        openai-compatible server gets the plain request its interop test proves."""
         from research_dispatch.core.bounded_http import bounded
 
         with bounded(bounds, f"model call to {model}"):
+            if self.kind == OPENROUTER:
+                return self._stream(kwargs, bounds, tried)
             raw = self._client.chat.completions.with_raw_response.create(
                 **kwargs, timeout=bounds.read_timeout(self.settings.timeout_s))
             try:
@@ -477,38 +593,120 @@ class Gateway:
                 raise _malformed(f"not JSON ({type(exc).__name__})") from None
         return raw, completion
 
+    def _stream(self, kwargs: dict[str, Any], bounds: CallBounds, tried: _Attempt) -> tuple[Any, Any]:
+        """The streamed call read to its end (inside the caller's `bounded` block: every chunk is held to
+        the deadline, the size cap and the interrupt) and assembled into a completion."""
+        raw = self._client.chat.completions.with_raw_response.create(
+            **kwargs, stream=True, timeout=bounds.read_timeout(self.settings.timeout_s))
+        tried.generation_id = raw.headers.get("x-generation-id") or None
+        assembler = stream.Assembler()
+        events = raw.parse()
+        try:
+            for chunk in events:  # a hostile value (a string for a count) is ours to refuse, not to warn about
+                assembler.add(chunk.to_dict(warnings=False))
+                tried.generation_id = tried.generation_id or assembler.generation_id
+        finally:
+            events.close()
+        if not assembler.chunks:  # a 200 whose body held no event: an HTML page, a truncated stream
+            raise _malformed("the stream held no event")
+        return raw, self._openai.types.chat.ChatCompletion.construct(**assembler.completion())
+
+    def _abandoned(self, generation_id: str, kwargs: dict[str, Any], *, model: str, provider: str | None,
+                   purpose: str, latency: float, retries: int, interrupted: bool) -> CallRecord:
+        """The record of an attempt the gateway accepted but the call did not use, with its cost: what
+        `/generation` says (looked up through its 404-for-a-while lag, within a small budget of its own —
+        the leg's deadline may be what ended the attempt; shorter after Ctrl-C), else the worst case the
+        request could have cost (its prompt and its whole output cap at the endpoint's prices, overrides
+        included), marked `cost_estimated`."""
+        try:
+            data: dict[str, Any] | None = self.generation(
+                generation_id, within_s=INTERRUPTED_LOOKUP_S if interrupted else ABANDONED_LOOKUP_S)
+        except GatewayError:
+            data = None
+        try:
+            return self._abandoned_record(generation_id, kwargs, data, model=model, provider=provider,
+                                          purpose=purpose, latency=latency, retries=retries)
+        except UnusableUsage:  # the record's numbers cannot be counted: the worst case is
+            return self._abandoned_record(generation_id, kwargs, None, model=model, provider=provider,
+                                          purpose=purpose, latency=latency, retries=retries)
+
+    def _abandoned_record(self, generation_id: str, kwargs: dict[str, Any], data: dict[str, Any] | None, *,
+                          model: str, provider: str | None, purpose: str, latency: float,
+                          retries: int) -> CallRecord:
+        """The abandoned attempt's record from its `/generation` data, or (None) at its worst case."""
+        common: dict[str, Any] = dict(
+            generation_id=generation_id, requested_model=model, requested_provider=provider, metadata_present=False,
+            attempt=None, attempts_recorded=0, strategy=None, cached=False, latency_s=round(latency, 3),
+            retries=retries, purpose=purpose, verdict=route.ABORTED, gateway_kind=self.kind, aborted=True)
+        if data is None:
+            return CallRecord(served_model=None, served_provider=None, finish_reason=None, native_finish_reason=None,
+                              prompt_tokens=0, completion_tokens=0, cached_tokens=0, reasoning_tokens=0,
+                              cost_usd=self._worst_case(kwargs, model, provider), cost_estimated=True, **common)
+        byok = data.get("is_byok") is True
+        fee = _money(data.get("total_cost"), "generation total_cost", generation_id) or 0.0
+        upstream = (_money(data.get("upstream_inference_cost"), "generation upstream_inference_cost",
+                           generation_id) or 0.0) if byok else None
+        return CallRecord(
+            served_model=_text(data.get("model")), served_provider=_text(data.get("provider_name")),
+            finish_reason=_text(data.get("finish_reason")),
+            native_finish_reason=_text(data.get("native_finish_reason")),
+            prompt_tokens=_tokens(data.get("tokens_prompt"), "generation tokens_prompt", generation_id),
+            completion_tokens=_tokens(data.get("tokens_completion"), "generation tokens_completion", generation_id),
+            cached_tokens=_tokens(data.get("native_tokens_cached"), "generation native_tokens_cached", generation_id),
+            reasoning_tokens=_tokens(data.get("native_tokens_reasoning"), "generation native_tokens_reasoning",
+                                     generation_id),
+            cost_usd=round(fee + (upstream or 0.0), 10), is_byok=byok, provider_cost_usd=upstream,
+            gateway_fee_usd=fee if byok else None, **common)
+
+    def _worst_case(self, kwargs: dict[str, Any], model: str, provider: str | None) -> float:
+        """What the request could have cost at most: its prompt (characters / `WORST_CHARS_PER_TOKEN`) and
+        its whole output cap, at the dearest candidate endpoint's prices for a prompt that long."""
+        pricing = self.pricing(model, provider)
+        if pricing is None:
+            return 0.0
+        prompt = len(json.dumps([kwargs.get("messages"), kwargs.get("tools")], ensure_ascii=False))
+        prompt_tokens = prompt // WORST_CHARS_PER_TOKEN + 1
+        cap = next((kwargs[name] for name in listing.OUTPUT_CAPS if isinstance(kwargs.get(name), int)),
+                   self.settings.max_completion_tokens)
+        price = pricing.at(prompt_tokens)
+        return round(prompt_tokens * price.prompt + cap * price.completion, 10)
+
     def _request(self, *, model: str, messages: list[dict[str, Any]], tools: list[dict[str, Any]] | None,
-                 tool_choice: str | None, provider: str | None, session_id: str | None,
-                 response_format: dict[str, Any] | None, output_cap: int,
-                 deadline: float | None) -> dict[str, Any]:
+                 tool_choice: str | dict[str, Any] | None, provider: str | None, session_id: str | None,
+                 response_format: dict[str, Any] | None, output_cap: int | None,
+                 deadline: float | None, cache_boundary: int | None = None) -> dict[str, Any]:
         """The keyword arguments of `create()`: only what this gateway (and, on OpenRouter, the pinned
-        endpoints' `supported_parameters`) accepts."""
+        endpoints' `supported_parameters`) accepts; the output cap and `reasoning` from the route's
+        reasoning plan (`reasoning.py`). `output_cap`: the caller's whole cap (None: the plan's)."""
         kwargs: dict[str, Any] = {"model": model, "messages": messages}
+        if tools:
+            tools = schemas.tools_for_route(model, tools)  # Google's function declarations take a subset
         if self.kind == OPENAI_COMPATIBLE:
-            kwargs["max_tokens"] = output_cap
+            kwargs["max_tokens"] = output_cap or self.settings.max_completion_tokens
             if tools:
                 kwargs["tools"] = tools
                 kwargs["tool_choice"] = tool_choice or "auto"
             if response_format:
                 kwargs["response_format"] = response_format
             return kwargs
+        if self.settings.cache_breakpoints:  # Anthropic (and Gemini explicitly) cache only where told
+            kwargs["messages"] = caching.with_breakpoints(model, messages, tools, stable_until=cache_boundary)
         required: set[str] = set()
-        wanted: set[str] = set()
         if tools:
             required.add("tools")
-            wanted.add("tool_choice")
+            if isinstance(tool_choice, dict):  # a forced call cannot do without it
+                required.add("tool_choice")
         if response_format:
             required.add("response_format")
             if response_format.get("type") == "json_schema":
                 required.add("structured_outputs")
-        endpoints = listing.candidates(self._endpoints(model, deadline=deadline), provider)
-        shape = listing.request_shape(endpoints, required=frozenset(required), wanted=frozenset(wanted),
-                                      model=model)
+        shape = self._shape(model, provider, frozenset(required), deadline=deadline)
+        plan = self._reasoning(model, shape, output_cap)
         if shape.output_cap:
-            kwargs[shape.output_cap] = output_cap
+            kwargs[shape.output_cap] = plan.output_cap
         if tools:
             kwargs["tools"] = tools
-            if "tool_choice" in shape.optional:
+            if isinstance(tool_choice, dict) or "tool_choice" in shape.optional:
                 kwargs["tool_choice"] = tool_choice or "auto"
         if response_format:
             kwargs["response_format"] = response_format
@@ -516,15 +714,42 @@ class Gateway:
             "provider": ({"order": [provider], "allow_fallbacks": False, "require_parameters": True}
                          if provider else {"require_parameters": True}),
         }
+        if plan.parameter is not None:
+            extra_body["reasoning"] = plan.parameter
         if session_id:
             extra_body["session_id"] = session_id[:256]
         kwargs["extra_body"] = extra_body
         return kwargs
 
-    def _translate(self, exc: Exception) -> GatewayError:
+    def _shape(self, model: str, provider: str | None, required: frozenset[str], *,
+               deadline: float | None = None) -> listing.RequestShape:
+        """What a request needing `required` may carry on this route (OpenRouter's listing)."""
+        endpoints = listing.candidates(self._endpoints(model, deadline=deadline), provider)
+        return listing.request_shape(endpoints, required=required,
+                                     wanted=frozenset({"tool_choice", "reasoning"}), model=model)
+
+    def _reasoning(self, model: str, shape: listing.RequestShape, total_cap: int | None) -> reasoning.ReasoningPlan:
+        return reasoning.plan(model, visible_cap=self.settings.max_completion_tokens,
+                              steerable="reasoning" in shape.optional, reasons=shape.reasons,
+                              budget_tokens=self.settings.reasoning_max_tokens, effort=self.settings.reasoning_effort,
+                              total_cap=total_cap)
+
+    def reasoning_plan(self, model: str, provider: str | None = None) -> reasoning.ReasoningPlan:
+        """The reasoning plan of a tool-calling call on this route at its full cap: the output cap to
+        price a call with, and the reasoning tokens on top of the answer. Never raises (an interrupt is
+        noticed by the next call); a plain plan when the route cannot be looked up."""
+        if self.kind == OPENAI_COMPATIBLE:
+            return reasoning.ReasoningPlan(None, self.settings.max_completion_tokens, 0)
+        try:
+            shape = self._shape(model, provider, frozenset({"tools"}))
+        except (Interrupted, GatewayError):
+            return reasoning.ReasoningPlan(None, self.settings.max_completion_tokens, 0)
+        return self._reasoning(model, shape, None)
+
+    def _translate(self, exc: Exception, deadline: float | None = None) -> GatewayError:
         openai = self._openai
         if isinstance(exc, openai.APITimeoutError):
-            return RetryableGatewayError("gateway request timed out", status=408, error_type="timeout")
+            return self._timed_out("gateway request timed out", deadline)
         if isinstance(exc, openai.APIConnectionError):
             return RetryableGatewayError(f"connection to the gateway failed: {type(exc.__cause__).__name__}",
                                          error_type="connection")
@@ -548,12 +773,15 @@ class Gateway:
                 return RetryableGatewayError(text, status=status, error_type=facts.error_type,
                                              retry_after_s=_parse_retry_after(headers))
             return GatewayError(text, status=status, error_type=facts.error_type)
-        if isinstance(exc, openai.APIError):  # e.g. a mid-stream error: no status code
+        if isinstance(exc, openai.APIError):  # a mid-stream `error` chunk, after the HTTP 200: no status code
             body = getattr(exc, "body", None)
             facts = _error_facts(body, str(exc))
             status = _status_of(body.get("code")) if isinstance(body, dict) else None
-            cls = RetryableGatewayError if status in _RETRYABLE_STATUS else GatewayError
-            return cls(f"gateway error: {facts.message}", status=status, error_type=facts.error_type)
+            if status in _RETRYABLE_STATUS:
+                return RetryableGatewayError(f"gateway returned an error in an HTTP 200 body: {facts.message}",
+                                             status=status, error_type=facts.error_type)
+            return ErrorInResponse(f"gateway returned an error in an HTTP 200 body: {facts.message}", status=status,
+                                   error_type=facts.error_type)
         return GatewayError(f"gateway error: {exc}")  # pragma: no cover
 
     def _finish(self, completion: Any, headers: Any, model: str, provider: str | None, purpose: str,
@@ -585,7 +813,7 @@ class Gateway:
         if choice.message is None:
             raise _malformed("choices[0] has no message")
         record = self._record(completion, headers, model, provider, purpose, latency, retries)
-        message = canonical_assistant_turn(choice.message.to_dict(),
+        message = canonical_assistant_turn(choice.message.to_dict(warnings=False),
                                            tool_turn_content="" if self.kind == OPENAI_COMPATIBLE else None)
         return Completion(message=message, finish_reason=choice.finish_reason, record=record)
 
@@ -602,6 +830,8 @@ class Gateway:
                                          generation_id),
             "cached_tokens": _tokens(getattr(prompt_details, "cached_tokens", None),
                                      "usage.prompt_tokens_details.cached_tokens", generation_id),
+            "cache_write_tokens": _tokens(getattr(prompt_details, "cache_write_tokens", None),
+                                          "usage.prompt_tokens_details.cache_write_tokens", generation_id),
             "reasoning_tokens": _tokens(getattr(completion_details, "reasoning_tokens", None),
                                         "usage.completion_tokens_details.reasoning_tokens", generation_id),
             "is_byok": is_byok, "provider_cost_usd": None, "gateway_fee_usd": None,
@@ -732,16 +962,24 @@ class Gateway:
         pinned = listing.candidates(endpoints, provider_slug) if provider_slug else endpoints
         return listing.pricing_of(pinned or endpoints)
 
-    def generation(self, generation_id: str, *, attempts: int = 4) -> dict[str, Any]:
-        """`GET /generation?id=`: the gateway's own record of a call (polled briefly: it may lag)."""
+    def generation(self, generation_id: str, *, attempts: int = 4, within_s: float | None = None) -> dict[str, Any]:
+        """`GET /generation?id=`: the gateway's own record of a call (polled briefly: it 404s for a while).
+
+        `within_s`: the whole look-up (polls and waits) ends within this many seconds, bounded by nothing
+        else — not the leg's deadline, not the interrupt: the books of a call already given up are kept
+        even after the cap or Ctrl-C that gave it up, but never for long."""
         if self.kind != OPENROUTER:
             raise GatewayError("an openai-compatible gateway keeps no /generation record; its calls are "
                                "self-reported and cannot be re-checked online", error_type="unsupported")
         from research_dispatch.core.bounded_http import bounded
 
+        ends = None if within_s is None else time.monotonic() + within_s
         last: GatewayError | None = None
-        for attempt in range(attempts):
-            bounds = self._bounds(min(self.settings.timeout_s, LOOKUP_TIMEOUT_S), None)
+        for attempt in range(attempts if ends is None else MAX_LOOKUPS):
+            if ends is None:
+                bounds = self._bounds(min(self.settings.timeout_s, LOOKUP_TIMEOUT_S), None)
+            else:
+                bounds = CallBounds(deadline=ends)
             try:
                 with bounded(bounds, f"generation record {generation_id}"):
                     payload = self._client.get("/generation", cast_to=object,
@@ -763,7 +1001,12 @@ class Gateway:
                 last = self._translate(exc)
                 if not last.retryable:
                     raise last from None
-            if attempt + 1 < attempts:
+            if ends is not None:  # a given-up call's record: polled in real time until its budget ends
+                wait = min(LOOKUP_POLL_S * 2 ** attempt, ends - time.monotonic())
+                if wait <= 0:
+                    break
+                time.sleep(wait)
+            elif attempt + 1 < attempts:
                 self.retry.sleep(min(0.5 * 2 ** attempt, self.retry.backoff_max_s))
         assert last is not None
         raise last

@@ -48,15 +48,18 @@ class PriceOverride:
 
 @dataclass(frozen=True)
 class EndpointPrice:
-    """The price schedule of one endpoint."""
+    """The price schedule of one endpoint. `cache_write` (`input_cache_write`): what a prompt token written
+    to the provider's cache costs — above the input price on Anthropic's (1.25x)."""
 
     prompt: float
     completion: float
     overrides: tuple[PriceOverride, ...] = ()
+    cache_write: float | None = None
 
     def at(self, prompt_tokens: int) -> tuple[float, float]:
         """(prompt, completion) USD per token for a prompt of this many tokens: the dearer of the
-        schedule with and without its time-windowed entries, so the bound holds at any hour."""
+        schedule with and without its time-windowed entries, so the bound holds at any hour; a prompt
+        token at the dearer of input and cache write (a breakpoint may make every one a write)."""
 
         def resolve(include_timed: bool) -> tuple[float, float]:
             prompt, completion = self.prompt, self.completion
@@ -68,7 +71,10 @@ class EndpointPrice:
             return prompt, completion
 
         with_timed, without = resolve(True), resolve(False)
-        return max(with_timed[0], without[0]), max(with_timed[1], without[1])
+        prompt = max(with_timed[0], without[0])
+        if self.cache_write is not None and self.prompt > 0:  # the write premium scales with the input price
+            prompt *= max(1.0, self.cache_write / self.prompt)
+        return prompt, max(with_timed[1], without[1])
 
 
 @dataclass(frozen=True)
@@ -105,10 +111,13 @@ class Endpoint:
 
 @dataclass(frozen=True)
 class RequestShape:
-    """Which optional parameters a request may carry, and under which name its output cap goes."""
+    """Which optional parameters a request may carry, and under which name its output cap goes.
+    `reasons`: every qualifying endpoint lists `reasoning` or `include_reasoning` (the model reasons, and
+    `reasoning` in `optional` says it can be steered); False without a listing."""
 
     output_cap: str | None
     optional: frozenset[str]
+    reasons: bool = False
 
 
 def _price(value: Any) -> float | None:
@@ -143,7 +152,8 @@ def parse_price(raw: Any) -> EndpointPrice | None:
             prompt=_price(entry.get("prompt")), completion=_price(entry.get("completion")),
             min_prompt_tokens=_threshold(entry.get("min_prompt_tokens")),
             timed=entry.get("utc_start") is not None or entry.get("utc_end") is not None))
-    return EndpointPrice(prompt=prompt, completion=completion, overrides=tuple(overrides))
+    return EndpointPrice(prompt=prompt, completion=completion, overrides=tuple(overrides),
+                         cache_write=_price(raw.get("input_cache_write")))
 
 
 def parse_endpoints(payload: Any) -> list[Endpoint]:
@@ -184,8 +194,8 @@ def request_shape(endpoints: list[Endpoint], *, required: frozenset[str], wanted
     name most of them list (`max_tokens` on a tie), else it is left out. With no listing at all the
     request carries what it wants and the cap as `max_tokens`.
     """
-    if not endpoints:
-        return RequestShape(output_cap=FALLBACK_OUTPUT_CAP, optional=wanted)
+    if not endpoints:  # nothing known: `reasoning` could empty a require_parameters route, so it stays out
+        return RequestShape(output_cap=FALLBACK_OUTPUT_CAP, optional=wanted - {"reasoning"})
     qualifying = [e for e in endpoints if required <= e.supported_parameters]
     if not qualifying:
         missing = sorted(required - frozenset().union(*(e.supported_parameters for e in endpoints)))
@@ -198,7 +208,8 @@ def request_shape(endpoints: list[Endpoint], *, required: frozenset[str], wanted
     cap: str | None = next((name for name in OUTPUT_CAPS if counts[name] == len(qualifying)), None)
     if cap is None and max(counts.values()) > 0:
         cap = "max_tokens" if counts["max_tokens"] >= counts["max_completion_tokens"] else "max_completion_tokens"
-    return RequestShape(output_cap=cap, optional=optional)
+    reasons = all(e.supported_parameters & {"reasoning", "include_reasoning"} for e in qualifying)
+    return RequestShape(output_cap=cap, optional=optional, reasons=reasons)
 
 
 def pricing_of(endpoints: Iterable[Endpoint]) -> Pricing | None:

@@ -2,10 +2,15 @@
 
 Pure functions over the facts a gateway response carries. A verdict per call, then one per leg:
 
-* `exact` — every call served by the requested model (a dated permaslug counts as the same model), by
-  the pinned provider when one is pinned, with no recorded fallback attempt;
+* `exact` — every call served by the requested model (a dated permaslug counts as the same model); with
+  a pinned provider, by that provider with no recorded fallback attempt. Without a pin the route asked
+  for is "this model, any provider" (DESIGN.md § Route verdicts): OpenRouter's own fallbacks among the
+  model's providers are its normal load balancing (`allow_fallbacks` defaults to true; the router
+  metadata then shows several attempts for one call), so they keep the call `exact` — the providers that
+  served are still recorded, call by call and in the report's `served_providers`;
 * `model_fallback` — any call served by another model;
-* `provider_fallback` — same model, but another provider than pinned, or a fallback attempt recorded;
+* `provider_fallback` — a pinned provider, and the call was served by another one or after a recorded
+  fallback attempt;
 * `cached` — a response-cache hit (no provider was called, nothing to verify);
 * `unverified` — the response lacked the metadata needed to decide;
 * `self_reported` — an `openai-compatible` gateway (DESIGN.md § Gateways) said the requested model
@@ -19,6 +24,10 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterable
+
+ABORTED = "aborted"
+"""The verdict logged for an attempt given up on the way (a deadline, Ctrl-C, a retry): its cost counts, but
+it served nothing the leg used, so it takes no part in the route verdict."""
 
 # Best first: a leg takes the worst verdict of its calls.
 VERDICTS = ("exact", "self_reported", "cached", "unverified", "provider_fallback", "model_fallback")
@@ -66,24 +75,38 @@ def same_provider(pinned: str, served: str | None, display_names: Iterable[str] 
 
 def call_verdict(*, requested_model: str, pinned_provider: str | None, served_model: str | None,
                  served_provider: str | None, metadata_present: bool, attempt: int | None,
-                 attempts_recorded: int, cached: bool, provider_display_names: Iterable[str] = ()) -> str:
-    """The verdict for one gateway call."""
+                 attempts_recorded: int, cached: bool, provider_display_names: Iterable[str] | None = ()) -> str:
+    """The verdict for one gateway call.
+
+    `provider_display_names` are the endpoints listing's names for the pinned slug; None when no listing
+    is at hand (a call log re-checked offline): the served provider's name is then not compared — the
+    verdict logged at call time did that with the listing — but a recorded fallback attempt still counts.
+    """
     if served_model and not same_model(requested_model, served_model):
         return "model_fallback"
     if cached:
         return "cached"
     if not served_model or not metadata_present or not served_provider:
         return "unverified"
-    if pinned_provider and not same_provider(pinned_provider, served_provider, provider_display_names):
+    if not pinned_provider:
+        return "exact"  # any provider of the model, after any number of OpenRouter's own fallbacks
+    if provider_display_names is not None and not same_provider(pinned_provider, served_provider,
+                                                                 provider_display_names):
         return "provider_fallback"
-    if (attempt is not None and attempt > 1) or attempts_recorded > 1:
+    if fell_back(attempt, attempts_recorded):
         return "provider_fallback"
     return "exact"
 
 
+def fell_back(attempt: int | None, attempts_recorded: int) -> bool:
+    """Did the router try another endpoint before the one that served (`attempt` > 1, or several
+    attempts recorded)? Only a fallback against a pinned provider changes the verdict."""
+    return (attempt is not None and attempt > 1) or attempts_recorded > 1
+
+
 def leg_verdict(call_verdicts: Iterable[str]) -> str:
-    """The worst call verdict; a leg with no calls is unverified."""
-    verdicts = list(call_verdicts)
+    """The worst call verdict of the calls that served (aborted attempts aside); none is unverified."""
+    verdicts = [verdict for verdict in call_verdicts if verdict != ABORTED]
     if not verdicts:
         return "unverified"
     return max(verdicts, key=lambda v: _SEVERITY.get(v, _SEVERITY["unverified"]))

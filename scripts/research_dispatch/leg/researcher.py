@@ -33,8 +33,15 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from research_dispatch.config.settings import Budget, WordBand
-from research_dispatch.core.errors import AuthenticationFailed, GatewayError, InsufficientCredits, Interrupted
+from research_dispatch.core.errors import (
+    AuthenticationFailed,
+    DeadlineReached,
+    GatewayError,
+    InsufficientCredits,
+    Interrupted,
+)
 from research_dispatch.gateway.client import CallRecord, Completion, Gateway, Pricing
+from research_dispatch.gateway.reasoning import ReasoningPlan
 from research_dispatch.leg import contract
 from research_dispatch.leg.contract import BAND_SENTENCE, BRIEF_LABEL, TITLE_LABEL, TOPIC_ID_LABEL
 from research_dispatch.leg.events import (
@@ -99,6 +106,9 @@ TOKENS_PER_WORD = 1.6
 cost more than the usual 1.3."""
 STEP_OUTPUT_TOKENS = 300
 """What a tool-calling turn typically asks for (its output, when pricing one more research step)."""
+STEP_REASONING_SHARE = 0.25
+"""How much of the route's reasoning room a tool-calling turn is priced at (a choice of tool reasons less than
+a report; the writing call is priced at the whole room, and the output cap bounds every call anyway)."""
 STEP_GROWTH_TOKENS = 2500
 """How much one more tool result may add to the prompt (the search and extract budgets of `search.py`)."""
 WRITE_INSTRUCTION_TOKENS = 200
@@ -163,6 +173,28 @@ class LoopState:
     partial: str = ""  # replies cut by the output limit, awaiting their continuation
     last_full_draft: str | None = None  # the latest complete draft sent back for a band correction
     empty_replies: int = 0
+    cap_raised: bool = False  # a reply cut empty by the output cap: the next call may output twice as much
+    cap_raise_used: bool = False  # ...once per leg
+
+
+class Cap(enum.Enum):
+    """A leg's hard caps, each by the topic (or config) field that sets it. Status reasons and errors name
+    the field, so a reader knows which knob ended the leg — and a leg cut by its own time cap never reads
+    like a slow gateway (a per-call timeout names `gateway.timeout_s` instead)."""
+
+    STEPS = "budget.max_steps"
+    DOLLARS = "budget.max_cost_usd"
+    TIME = "budget.timeout_minutes"
+
+    @property
+    def budget(self) -> str:
+        """The cap in words, as the model is told it ("the step budget is reached")."""
+        return {Cap.STEPS: "step budget", Cap.DOLLARS: "dollar budget", Cap.TIME: "time budget"}[self]
+
+    def reached(self, detail: str, *, during: str | None = None) -> str:
+        """The reason a leg stopped at this cap: `step cap reached (budget.max_steps: 6 calls)`."""
+        word = self.budget.split()[0]
+        return f"{word} cap reached ({self.value}: {detail})" + (f" during {during}" if during else "")
 
 
 @dataclass(frozen=True)
@@ -212,6 +244,7 @@ class Researcher:
         ]
         self._compacted: set[int] = set()
         self._price: object = _UNKNOWN
+        self._reasoning: ReasoningPlan | None = None
         self._schema_tokens: int | None = None
 
     # ------------------------------------------------------------------------------------------
@@ -244,7 +277,8 @@ class Researcher:
             self._check_interrupt("between steps")
             steps_used = self._steps_used(outcome)
             now = self.clock()
-            allowance = self._caps_check(outcome, steps_used, now, state.deadline)
+            allowance = self._caps_check(outcome, steps_used, now, state.deadline, raised=state.cap_raised)
+            state.cap_raised = False
             if allowance.stop is not None:
                 outcome.reasons.append(allowance.stop)
                 break
@@ -259,20 +293,24 @@ class Researcher:
         return outcome
 
     # --- before a call --------------------------------------------------------------------------
-    def _caps_check(self, outcome: ResearchOutcome, steps_used: int, now: float, deadline: float) -> CallAllowance:
+    def _caps_check(self, outcome: ResearchOutcome, steps_used: int, now: float, deadline: float, *,
+                    raised: bool = False) -> CallAllowance:
         """May another call start? Not once a hard cap is reached (steps, dollars, time), nor when the money
-        left could not pay for even a minimal reply; else with the output cap the money left pays for."""
+        left could not pay for even a minimal reply; else with the output cap the money left pays for
+        (`raised`: up to twice the route's cap, for the one retry of a reply the cap cut empty)."""
         budget = self.spec.budget
         if steps_used >= budget.max_steps:
-            return CallAllowance(f"step cap reached ({budget.max_steps} calls)")
+            return CallAllowance(Cap.STEPS.reached(f"{budget.max_steps} calls"))
         if outcome.cost_usd >= budget.max_cost_usd:
-            return CallAllowance(f"dollar cap reached (${outcome.cost_usd:.4f} of ${budget.max_cost_usd:.2f})")
+            return CallAllowance(Cap.DOLLARS.reached(f"${outcome.cost_usd:.4f} of ${budget.max_cost_usd:.2f}"))
         if now >= deadline:
-            return CallAllowance(f"time cap reached ({budget.timeout_minutes:g} min)")
-        output_limit = self._affordable_output_tokens(outcome)
+            return CallAllowance(Cap.TIME.reached(f"{budget.timeout_minutes:g} min"))
+        output_limit = self._affordable_output_tokens(outcome, raised=raised)
         if output_limit is not None and output_limit < MIN_CALL_OUTPUT_TOKENS:
-            return CallAllowance(f"dollar cap reached (${outcome.cost_usd:.4f} spent of "
-                                 f"${budget.max_cost_usd:.2f}; the next call could not be paid for)")
+            return CallAllowance(Cap.DOLLARS.reached(f"${outcome.cost_usd:.4f} spent of ${budget.max_cost_usd:.2f}; "
+                                                     "the next call could not be paid for"))
+        if output_limit is None and raised:  # no prices: the raised cap is bounded by the call count only
+            output_limit = 2 * self._plan().output_cap
         return CallAllowance(None, output_limit)
 
     def _force_writing_near_cap(self, state: LoopState, steps_used: int, now: float) -> None:
@@ -282,9 +320,9 @@ class Researcher:
         cap = self._approaching_cap(state.outcome, steps_used, now, state.start, state.deadline)
         if cap:
             state.writing_forced = True
-            state.outcome.reasons.append(f"{cap} reached while researching; report written from the "
-                                         "evidence gathered so far")
-            self._say(contract.STOP_RESEARCHING.format(cap=cap))
+            state.outcome.reasons.append(f"{cap.budget} ({cap.value}) reached while researching; report written "
+                                         "from the evidence gathered so far")
+            self._say(contract.STOP_RESEARCHING.format(cap=cap.budget))
 
     def _call(self, state: LoopState, now: float, output_limit: int | None) -> Completion | None:
         """One model call over the (compacted) history; None when the gateway failed (the outcome says why).
@@ -299,11 +337,17 @@ class Researcher:
                 tool_choice="none" if state.writing_forced else "auto", provider=spec.provider,
                 session_id=spec.session_id, purpose="research", max_completion_tokens=output_limit,
                 # the gateway measures on time.monotonic; our clock may be injected: pass what is left
-                deadline=time.monotonic() + max(0.0, state.deadline - now))
+                deadline=time.monotonic() + max(0.0, state.deadline - now),
+                spent=lambda record: self._record(outcome, record, {}),
+                cache_boundary=max(self._compacted) if self._compacted else None)
         except Interrupted:
             raise
         except (InsufficientCredits, AuthenticationFailed) as exc:
             outcome.failure = str(exc)
+            self.trace(GatewayErrorEvent(fatal=True, error=str(exc), status=exc.status))
+            return None
+        except DeadlineReached as exc:  # the leg's own time cap cut the call: a cap, not a gateway fault
+            outcome.reasons.append(Cap.TIME.reached(f"{spec.budget.timeout_minutes:g} min", during="a model call"))
             self.trace(GatewayErrorEvent(fatal=True, error=str(exc), status=exc.status))
             return None
         except GatewayError as exc:
@@ -311,15 +355,22 @@ class Researcher:
             self.trace(GatewayErrorEvent(fatal=False, error=str(exc), status=exc.status))
             return None
 
-        outcome.records.append(completion.record)
-        self.trace(CallEvent(step=len(outcome.records), record=completion.record, message=completion.message))
+        self._record(outcome, completion.record, completion.message)
         return completion
+
+    def _record(self, outcome: ResearchOutcome, record: CallRecord, message: dict[str, Any]) -> None:
+        """A call in the leg's books (its call log, its spend, its caps) — also an attempt given up on the
+        way (`aborted`: no message), whose money counts like any other."""
+        outcome.records.append(record)
+        self.trace(CallEvent(step=len(outcome.records), record=record, message=message))
 
     # --- after a call: one handler per kind of reply ---------------------------------------------
     def _handle_reply(self, state: LoopState, completion: Completion) -> Next:
         if completion.tool_calls:
             self._answer_tools(completion, closed=state.writing_forced)
             return Next.CALL
+        if completion.finish_reason == "length" and not completion.content.strip() and not state.cap_raise_used:
+            return self._raise_cap(state)
         if completion.finish_reason == "length":
             return self._continue_truncated(state, completion.content)
         if completion.finish_reason == "content_filter":
@@ -327,6 +378,12 @@ class Researcher:
         if not completion.content.strip():
             return self._empty_reply(state)
         return self._take_draft(state, completion.content)
+
+    def _raise_cap(self, state: LoopState) -> Next:
+        """Cut by the output cap before any visible word (a reasoning model spent the cap thinking): ask the
+        same again, once, with up to twice the cap — as far as the dollars left allow (`_caps_check`)."""
+        state.cap_raised = state.cap_raise_used = True  # a second such reply is a truncated report
+        return Next.CALL
 
     def _continue_truncated(self, state: LoopState, content: str) -> Next:
         """Output cut at the model's limit: keep it and ask for the rest (`MAX_CONTINUATIONS` times)."""
@@ -398,29 +455,31 @@ class Researcher:
 
     # --- budgets --------------------------------------------------------------------------------
     def _steps_used(self, outcome: ResearchOutcome) -> int:
-        """Model calls, plus MCP tool calls: a documentation server's calls spend the step budget too."""
-        return len(outcome.records) + self.tools.stats.mcp_calls
+        """Model calls, plus MCP tool calls: a documentation server's calls spend the step budget too. An
+        attempt given up and retried is part of its call's step (its money counts, not its step)."""
+        return sum(1 for r in outcome.records if not r.aborted) + self.tools.stats.mcp_calls
 
     def _approaching_cap(self, outcome: ResearchOutcome, steps_used: int, now: float, start: float,
-                         deadline: float) -> str | None:
-        """The budget ("step budget", "dollar budget", "time budget") too close to its cap for another
-        research step, or None (the cap heuristics above)."""
+                         deadline: float) -> Cap | None:
+        """The cap too close for another research step, or None (the cap heuristics above)."""
         budget = self.spec.budget
         if budget.max_steps - steps_used <= write_reserve(budget.max_steps):
-            return "step budget"
+            return Cap.STEPS
         pricing = self._pricing()
         if pricing is not None:
             # Another research step must still leave enough to write: its own price, plus a report
             # written over a prompt grown by that step's tool results.
-            step = self._prompt_tokens_estimate() * pricing.prompt + STEP_OUTPUT_TOKENS * pricing.completion
+            step = (self._prompt_tokens_estimate() * pricing.prompt
+                    + (STEP_OUTPUT_TOKENS + int(self._plan().reasoning_tokens * STEP_REASONING_SHARE))
+                    * pricing.completion)
             if outcome.cost_usd + step + self._writing_cost(pricing, STEP_GROWTH_TOKENS) >= budget.max_cost_usd:
-                return "dollar budget"
+                return Cap.DOLLARS
         elif outcome.records:
             average = outcome.cost_usd / len(outcome.records)
             if outcome.cost_usd + WRITE_RESERVE_STEPS * average >= budget.max_cost_usd:
-                return "dollar budget"
+                return Cap.DOLLARS
         if now - start >= RESEARCH_TIME_SHARE * (deadline - start):
-            return "time budget"
+            return Cap.TIME
         return None
 
     def _pricing(self) -> Pricing | None:
@@ -441,18 +500,26 @@ class Researcher:
 
     def _writing_cost(self, pricing: Pricing, extra_prompt_tokens: int = 0) -> float:
         """A pessimistic price for writing the report: the prompt plus a report at the band maximum."""
-        report_tokens = int(self.spec.words.max * TOKENS_PER_WORD)
+        report_tokens = int(self.spec.words.max * TOKENS_PER_WORD) + self._plan().reasoning_tokens
         prompt_tokens = self._prompt_tokens_estimate() + extra_prompt_tokens + WRITE_INSTRUCTION_TOKENS
         return prompt_tokens * pricing.prompt + report_tokens * pricing.completion
 
-    def _affordable_output_tokens(self, outcome: ResearchOutcome) -> int | None:
-        """The output cap that keeps the next call inside the dollar cap (None: prices unknown)."""
+    def _affordable_output_tokens(self, outcome: ResearchOutcome, *, raised: bool = False) -> int | None:
+        """The output cap (answer and reasoning: both are billed as output) that keeps the next call inside
+        the dollar cap, at most the route's own cap (twice it when `raised`); None: prices unknown."""
         pricing = self._pricing()
         if pricing is None:
             return None
         remaining = self.spec.budget.max_cost_usd - outcome.cost_usd
         affordable = (remaining - self._prompt_tokens_estimate() * pricing.prompt) / pricing.completion
-        return max(0, min(int(affordable), self.gateway.settings.max_completion_tokens))
+        ceiling = self._plan().output_cap * (2 if raised else 1)
+        return max(0, min(int(affordable), ceiling))
+
+    def _plan(self) -> ReasoningPlan:
+        """The route's reasoning plan at its full cap (looked up once per leg, like the prices)."""
+        if self._reasoning is None:
+            self._reasoning = self.gateway.reasoning_plan(self.spec.model, self.spec.provider)
+        return self._reasoning
 
     # --- the history ----------------------------------------------------------------------------
     def _say(self, text: str) -> None:

@@ -319,8 +319,8 @@ class _LegRun:
         leg, words, stats = self.leg, self.words, tools.stats
         return ReportMeta(
             topic=leg.topic.id, title=leg.topic.title, requested_model=leg.route.model, family=leg.family,
-            served_models=sorted({r.served_model for r in records if r.served_model}),
-            served_providers=sorted({r.served_provider for r in records if r.served_provider}),
+            served_models=sorted({r.served_model for r in records if r.served_model and not r.aborted}),
+            served_providers=sorted({r.served_provider for r in records if r.served_provider and not r.aborted}),
             route=cast(RouteVerdict, verdict),  # one of route.VERDICTS; ReportMeta validates it
             route_verified=self.result.route_verified, calls=len(records),
             generation_ids=[r.generation_id for r in records if r.generation_id],

@@ -22,7 +22,6 @@ from research_dispatch.config.plan import companions
 from research_dispatch.config.settings import Settings
 from research_dispatch.core import sanitize
 from research_dispatch.core.errors import BadInput
-from research_dispatch.core.records import load_record
 from research_dispatch.core.tables import Column, console_table
 from research_dispatch.gateway import route
 from research_dispatch.gateway.client import OPENAI_COMPATIBLE, CallRecord, Gateway, credentials
@@ -68,8 +67,9 @@ MAX_CALLS_BYTES = 8 * 1024 * 1024  # a call log: ~500 bytes a call; a leg makes 
 def parse_call_record(line: str) -> CallRecord:
     """One call-log line as a `CallRecord`, every field checked (`records.py`); `ValueError` names the
     field. The log is evidence read back from disk and from CI artifacts: a damaged line must be a
-    clear error naming the line and the field, never an exception deep inside the route check."""
-    return load_record(line, CallRecord)
+    clear error naming the line and the field, never an exception deep inside the route check. A line
+    of an earlier version (without the fields added since) loads with their defaults."""
+    return CallRecord.from_json(line)
 
 
 def load_calls(path: Path, *, display: str | None = None) -> list[CallRecord]:
@@ -101,16 +101,20 @@ def parse_calls(text: str, *, display: str) -> list[CallRecord]:
 
 
 def recheck(record: CallRecord, requested_model: str) -> str:
-    """A call's verdict from its logged facts, never better than the verdict logged at call time."""
+    """A call's verdict from its logged facts, never better than the verdict logged at call time (an
+    aborted attempt stays aborted: it served nothing, so it takes no part in the route)."""
     if record.requested_model != requested_model:
         return "unverified"
+    if record.aborted:
+        return route.ABORTED
     if record.gateway_kind == OPENAI_COMPATIBLE:
         facts = route.self_reported_verdict(requested_model=requested_model, served_model=record.served_model)
         return route.leg_verdict([facts, record.verdict])
     facts = route.call_verdict(
-        requested_model=requested_model, pinned_provider=None, served_model=record.served_model,
-        served_provider=record.served_provider, metadata_present=record.metadata_present,
-        attempt=record.attempt, attempts_recorded=record.attempts_recorded, cached=record.cached)
+        requested_model=requested_model, pinned_provider=record.requested_provider,
+        served_model=record.served_model, served_provider=record.served_provider,
+        metadata_present=record.metadata_present, attempt=record.attempt,
+        attempts_recorded=record.attempts_recorded, cached=record.cached, provider_display_names=None)
     return route.leg_verdict([facts, record.verdict])
 
 
@@ -124,8 +128,8 @@ def online_verdict(data: dict[str, Any], requested_model: str, record: CallRecor
         verdict = "cached"
     elif served and not route.same_model(requested_model, str(served)):
         verdict = "model_fallback"
-    elif isinstance(responses, list) and len(responses) > 1:
-        verdict = "provider_fallback"
+    elif record.requested_provider and isinstance(responses, list) and len(responses) > 1:
+        verdict = "provider_fallback"  # without a pin, several attempts are OpenRouter's load balancing
     elif not served or not provider:
         verdict = "unverified"
     else:
@@ -181,6 +185,8 @@ def verify_records(report: Report, records: list[CallRecord] | None, *, gateway:
         row.problems.append(f"front matter says {meta.calls} calls, the log has {len(records)}")
     if gateway is not None:
         for record in records:
+            if record.aborted:
+                continue  # its cost was looked up when it was given up; it served nothing to verify
             if record.gateway_kind == OPENAI_COMPATIBLE:
                 verdicts.append("unverified")
                 row.problems.append(f"{record.generation_id or 'a call'}: made through an openai-compatible "

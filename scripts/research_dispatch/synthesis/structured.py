@@ -1,8 +1,10 @@
-"""One structured-output call: JSON schema on the wire, pydantic on our side, one repair attempt.
+"""One structured-output call: the schema on the wire, pydantic on our side, one repair attempt.
 
-Why a single helper: extraction and judging must fail the same way. The model is asked for
-`response_format: {"type": "json_schema", "json_schema": {"name", "strict": true, "schema"}}`; the
-answer is parsed and validated with pydantic (never scraped out of prose). An answer that does not
+Why a single helper: extraction and judging must fail the same way. The model is asked for an answer
+matching the schema in the form the gateway's server takes (`Gateway.complete_structured`:
+`response_format` json_schema on OpenRouter; on a local server json_schema, json_object with the
+schema, or a forced tool call, learnt once per model from its refusals); the answer is parsed and
+validated with pydantic (never scraped out of prose). An answer that does not
 validate (not JSON, cut off by the token limit, wrong shape, unknown ids) is retried once with the
 validation error fed back; a second failure raises `StructuredOutputInvalid`. Gateway failures
 (after the gateway's own retries) raise `StructuredCallFailed`. Every call made is kept as a
@@ -32,10 +34,6 @@ MAX_ATTEMPTS = 2  # the call, and one repair with the validation error fed back
 class StructuredResult(Generic[T]):
     value: T
     records: list[CallRecord]
-
-
-def response_format(name: str, schema: dict[str, Any]) -> dict[str, Any]:
-    return {"type": "json_schema", "json_schema": {"name": name, "strict": True, "schema": schema}}
 
 
 def _problem(exc: ValidationError) -> str:
@@ -76,12 +74,14 @@ def call_structured(gateway: Gateway, *, model: str, messages: list[dict[str, An
     records: list[CallRecord] = []
     history = list(messages)
     problem = ""
+    output_cap: int | None = None  # the route's own; twice it to repair an answer the cap cut off
     for _attempt in range(MAX_ATTEMPTS):
         if deadline is not None and time.monotonic() >= deadline:
             raise TimeLimitReached(f"{subject}: not done when the synthesis time limit was reached", records=records)
         try:
-            completion = gateway.complete(model=model, messages=history, response_format=response_format(name, schema),
-                                          purpose=purpose, session_id=session_id, deadline=deadline)
+            completion = gateway.complete_structured(model=model, messages=history, name=name, schema=schema,
+                                                     purpose=purpose, session_id=session_id, deadline=deadline,
+                                                     max_completion_tokens=output_cap, spent=records.append)
         except GatewayError as exc:
             if deadline is not None and time.monotonic() >= deadline:
                 raise TimeLimitReached(f"{subject}: not done when the synthesis time limit was reached",
@@ -93,6 +93,8 @@ def call_structured(gateway: Gateway, *, model: str, messages: list[dict[str, An
             value = parse(completion.content, parser, context, completion.finish_reason)
         except ValueError as exc:
             problem = str(exc)
+            if completion.finish_reason == "length":  # reasoning and answer share the cap: give both more room
+                output_cap = 2 * gateway.reasoning_plan(model).output_cap
             # the rejected answer goes back as a canonical assistant turn: an empty one is left out
             # (strict servers refuse empty or null assistant content)
             rejected = ([{"role": "assistant", "content": completion.content[:20000]}]
