@@ -73,3 +73,23 @@ def test_every_user_message_after_the_brief_is_a_declared_follow_up(repo: Path) 
                 seen.update(p for p in contract.FOLLOW_UP_PREFIXES if said.startswith(p))
         assert seen == expected
     assert status(repo)["report"]
+
+
+def test_citations_to_sources_never_retrieved_are_dropped_and_counted(repo: Path) -> None:
+    """Only ids the tools handed out are citable: [S9] was never retrieved; it is dropped, counted and said."""
+    gateway = ScriptedGateway(search(), extract(*URLS[:3]), text(report(2200, cite=("S1", "S2", "S3", "S9"))))
+    research(repo, STEM, gateway)
+    done = status(repo)
+    assert done["status"] == "degraded" and done["sources"] == 3
+    assert any(r.startswith("dropped ") and "(S9)" in r for r in done["reasons"]), done["reasons"]
+    text_ = (repo / "research" / f"{STEM}.md").read_text(encoding="utf-8")
+    assert "[S9]" not in text_ and "citations_dropped: " in text_ and "citations_dropped: 0" not in text_
+
+
+def test_a_report_citing_no_retrieved_source_is_not_written(repo: Path) -> None:
+    gateway = ScriptedGateway(search(), text(report(2200, cite=("S7", "S8"))))
+    research(repo, STEM, gateway)
+    done = status(repo)
+    assert done["status"] == "failed" and done["report"] is None
+    assert done["error"] == "the report cites no retrieved source; an unsupported report is not written"
+    assert not (repo / "research" / f"{STEM}.md").exists()
