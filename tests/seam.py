@@ -31,14 +31,16 @@ from pathlib import Path
 from typing import Any
 
 from research_dispatch.config.plan import plan_legs
-from research_dispatch.config.settings import GatewaySettings, load_settings, load_topics
+from research_dispatch.config.settings import GatewaySettings, load_settings
+from research_dispatch.config.topics import load_topics
 from research_dispatch.core.bounds import CallBounds
 from research_dispatch.core.errors import GatewayCallTimedOut, GatewayError
 from research_dispatch.gateway import route
 from research_dispatch.gateway.client import CallRecord, Completion, canonical_assistant_turn
 from research_dispatch.gateway.endpoints import Pricing
 from research_dispatch.leg.contract import count_words
-from research_dispatch.leg.run import LegResult, LegServices, run_leg
+from research_dispatch.leg.run import LegServices, run_leg
+from research_dispatch.leg.status import LegResult
 from research_dispatch.tools.providers import Hit, Pages, SearchQuery
 from research_dispatch_fakes.script_structured import respond_structured
 from tests.conftest import CANARY
