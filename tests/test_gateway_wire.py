@@ -258,6 +258,28 @@ def test_error_type_is_read_where_the_docs_put_it(gateway_server: FakeGateway) -
     assert not_retryable.error_type == "not_found" and not not_retryable.retryable  # availability decides
 
 
+def test_a_400_is_not_retried(gateway_server: FakeGateway) -> None:
+    """A request the server refuses as invalid fails at once, even with retries left (the synthesis' failed
+    judge batch, tested at the model seam, rests on this)."""
+    gateway_server.set_scenario({"rules": [{"status": 400}]})
+    retry = RetryPolicy(max_retries=3, sleep=lambda _s: None)
+    with Gateway(api_key=KEY, base_url=gateway_server.base_url, retry=retry) as gw, \
+            pytest.raises(GatewayError, match="gateway HTTP 400") as refused:
+        gw.complete(model="openai/gpt-5-mini", messages=USER)
+    assert refused.value.attempts == 1 and len(gateway_server.completions) == 1
+
+
+def test_an_output_cut_at_the_cap_is_finish_reason_length(gateway_server: FakeGateway) -> None:
+    """`finish_reason` and `native_finish_reason` are read from the response: a report cut at the output
+    cap arrives as `length` (what the research loop continues, tested at the model seam)."""
+    with product(gateway_server) as gw:
+        completion = gw.complete(model="openai/gpt-5-mini", messages=USER, tools=TOOL_SCHEMAS, tool_choice="none",
+                                 max_completion_tokens=300)
+    assert completion.finish_reason == "length" and completion.tool_calls == []
+    assert completion.record.finish_reason == "length" and completion.record.native_finish_reason == "max_tokens"
+    assert 0 < len(completion.content) <= 300 * 4
+
+
 # ---------------------------------------------------------------------------------------------
 # kind = "openai-compatible"
 # ---------------------------------------------------------------------------------------------

@@ -1,83 +1,95 @@
-"""The researcher loop answers model mistakes and enforces caps (real clients against the fakes)."""
+"""The research loop at the model seam: band corrections, what the model is shown, what it is told.
+
+The loop's own code (`Researcher`, inside `run_leg`) over a scripted model and scripted search
+(`tests/seam.py`); no HTTP. The caps, finish reasons and tool-call mistakes are reliability cases
+(tests/reliability/test_loop_rules.py); the wire is tested against the HTTP fakes.
+"""
 
 from __future__ import annotations
 
 import json
 from pathlib import Path
 
-from click.testing import CliRunner
+from research_dispatch.leg import contract
+from tests.seam import URLS, ScriptedGateway, extract, good_leg, report, research, search, split, text
 
-from research_dispatch.cli import main
-from tests.conftest import write_topic
-
-
-def run_leg(repo: Path) -> tuple[int, dict, list[dict]]:
-    result = CliRunner().invoke(main, ["research", "diloco-family", "--repo", str(repo)])
-    status = json.loads((repo / "build" / "legs" / "02-diloco-family.json").read_text())
-    trace_path = repo / "build" / "traces" / "02-diloco-family.jsonl"
-    trace = [json.loads(line) for line in trace_path.read_text().splitlines()]
-    return result.exit_code, status, trace
+STEM = "02-diloco-family"
 
 
-def with_budget(repo: Path, budget: str) -> None:
-    path = repo / "topics" / "02-diloco-family.yaml"
-    write_topic(repo, path.name, path.read_text() + f"budget: {budget}\n")
+def status(repo: Path) -> dict:  # type: ignore[type-arg]
+    return json.loads((repo / "build" / "legs" / f"{STEM}.json").read_text())  # type: ignore[no-any-return]
 
 
-def test_malformed_tool_arguments_are_answered_as_tool_errors(repo: Path, fake_env: dict, gateway) -> None:
-    gateway.set_scenario({"rules": [{"on_call": 1, "malformed_tool_args": True}]})
-    code, status, trace = run_leg(repo)
-    assert code == 0 and status["status"] == "ok"
-    errors = [e for e in trace if e["event"] == "tool" and e["is_error"]]
-    assert errors and errors[0]["detail"]["error"] == "malformed_arguments"
-    tool_messages = [m for m in gateway.completions[1]["request"]["messages"] if m["role"] == "tool"]
-    assert "arguments were not valid JSON" in tool_messages[0]["content"]
+def test_short_draft_is_sent_back_for_expansion(repo: Path) -> None:
+    gateway = ScriptedGateway(search(), extract(*URLS[:3]), text(report(900)), text(report(2200)))
+    research(repo, STEM, gateway)
+    done = status(repo)
+    assert done["status"] == "ok" and 2000 <= done["words"] <= 2500, done
+    ask = gateway.sent[3].last["content"]
+    assert ask == contract.REVISE.format(words=900, min_words=2000, max_words=2500, verb="Expand")
+    assert gateway.sent[3].messages[-2] == {"role": "assistant", "content": report(900)}  # the draft, sent back
 
 
-def test_unknown_tool_and_missing_arguments_are_tool_errors(repo: Path, fake_env: dict, gateway) -> None:
-    gateway.set_scenario({"rules": [{"on_call": 1, "unknown_tool": "write_file"},
-                                    {"on_call": 2, "missing_tool_args": True}]})
-    code, status, trace = run_leg(repo)
-    assert code == 0, status
-    kinds = [e["detail"].get("error") for e in trace if e["event"] == "tool" and e["is_error"]]
-    assert kinds[:2] == ["unknown_tool", "invalid_arguments"]
+def test_long_draft_is_sent_back_to_be_tightened_and_the_band_is_asked_at_most_twice(repo: Path) -> None:
+    long = report(3100)
+    gateway = ScriptedGateway(search(), extract(*URLS[:3]), text(long), text(long), text(long))
+    research(repo, STEM, gateway)
+    asks = [s.last["content"] for s in gateway.sent[3:]]
+    assert asks == [contract.REVISE.format(words=3100, min_words=2000, max_words=2500, verb="Tighten")] * 2
+    done = status(repo)
+    assert done["status"] == "degraded" and "3100 words, outside the 2000–2500 band" in done["reasons"]
 
 
-def test_short_draft_is_sent_back_for_expansion(repo: Path, fake_env: dict, gateway) -> None:
-    gateway.set_scenario({"rules": [{"match": {"kind": "write"}, "times": 1, "short_draft": True}]})
-    code, status, _ = run_leg(repo)
-    assert code == 0 and status["status"] == "ok" and 2000 <= status["words"] <= 2500
-    asks = [m["content"] for c in gateway.completions for m in c["request"]["messages"][-1:] if m["role"] == "user"]
-    assert any(a.startswith("Your draft has") and "Expand it" in a for a in asks)
-
-
-def test_truncated_output_is_continued(repo: Path, fake_env: dict, gateway) -> None:
-    gateway.set_scenario({"rules": [{"match": {"kind": "write"}, "times": 1, "finish_reason": "length"}]})
-    code, status, _ = run_leg(repo)
-    assert code == 0 and status["status"] == "ok", status
-    assert any(c["kind"] == "continue" for c in gateway.completions)
-
-
-def test_step_cap_forces_the_report_and_marks_the_leg_degraded(repo: Path, fake_env: dict, gateway) -> None:
-    with_budget(repo, "{max_steps: 2}")
-    _code, status, _ = run_leg(repo)
-    assert len(gateway.completions) <= 2
-    assert status["status"] in ("degraded", "failed")
-    assert any("step budget" in r or "step cap" in r for r in status["reasons"]), status
-
-
-def test_dollar_cap_stops_the_loop(repo: Path, fake_env: dict, gateway) -> None:
-    gateway.set_scenario({"pricing": {"*": {"prompt": 2000.0, "completion": 8000.0}}})
-    with_budget(repo, "{max_cost_usd: 0.5}")
-    _code, status, _ = run_leg(repo)
-    assert any("dollar" in r for r in status["reasons"]), status
-    assert status["status"] in ("degraded", "failed")
-
-
-def test_web_text_is_wrapped_and_labelled_untrusted(repo: Path, fake_env: dict, gateway) -> None:
-    run_leg(repo)
-    messages = gateway.completions[-1]["request"]["messages"]
+def test_web_text_is_wrapped_and_labelled_untrusted(repo: Path) -> None:
+    gateway = ScriptedGateway(*good_leg())
+    research(repo, STEM, gateway)
+    messages = gateway.sent[-1].messages
     system = messages[0]["content"]
     assert "untrusted web content" in system and "Write between 2000 and 2500 words." in system
     tool = next(m["content"] for m in messages if m["role"] == "tool")
     assert tool.startswith('<tool_result tool="web_search" status="ok">') and '<source id="S1"' in tool
+
+
+def test_every_user_message_after_the_brief_is_a_declared_follow_up(repo: Path) -> None:
+    """Empty reply, band correction and continuation, then the stop message: each is a contract follow-up
+    (the fake's scripted model keys on them), and nothing else is said to the model."""
+    first, rest = split(report(2200), 0.5)
+    gateway = ScriptedGateway(search(), text(""), text(report(700)), text(first, finish_reason="length"), text(rest))
+    research(repo, STEM, gateway)
+    assert status(repo)["report"]
+    topic = repo / "topics" / f"{STEM}.yaml"
+    topic.write_text(topic.read_text(encoding="utf-8") + "budget: {max_steps: 2}\n", encoding="utf-8")
+    stopped = ScriptedGateway(search(), text(report(2200)))
+    research(repo, STEM, stopped)
+    for gateway_, expected in ((gateway, {contract.EMPTY_REPLY_PREFIX, contract.REVISE_PREFIX,
+                                          contract.CONTINUE_PREFIX}),
+                               (stopped, {contract.STOP_RESEARCHING_PREFIX})):
+        seen: set[str] = set()
+        for sent in gateway_.sent:
+            users = sent.user_messages()
+            assert users[0].startswith(contract.TOPIC_ID_LABEL)
+            for said in users[1:]:
+                assert said.startswith(contract.FOLLOW_UP_PREFIXES), said[:80]
+                seen.update(p for p in contract.FOLLOW_UP_PREFIXES if said.startswith(p))
+        assert seen == expected
+    assert status(repo)["report"]
+
+
+def test_citations_to_sources_never_retrieved_are_dropped_and_counted(repo: Path) -> None:
+    """Only ids the tools handed out are citable: [S9] was never retrieved; it is dropped, counted and said."""
+    gateway = ScriptedGateway(search(), extract(*URLS[:3]), text(report(2200, cite=("S1", "S2", "S3", "S9"))))
+    research(repo, STEM, gateway)
+    done = status(repo)
+    assert done["status"] == "degraded" and done["sources"] == 3
+    assert any(r.startswith("dropped ") and "(S9)" in r for r in done["reasons"]), done["reasons"]
+    text_ = (repo / "research" / f"{STEM}.md").read_text(encoding="utf-8")
+    assert "[S9]" not in text_ and "citations_dropped: " in text_ and "citations_dropped: 0" not in text_
+
+
+def test_a_report_citing_no_retrieved_source_is_not_written(repo: Path) -> None:
+    gateway = ScriptedGateway(search(), text(report(2200, cite=("S7", "S8"))))
+    research(repo, STEM, gateway)
+    done = status(repo)
+    assert done["status"] == "failed" and done["report"] is None
+    assert done["error"] == "the report cites no retrieved source; an unsupported report is not written"
+    assert not (repo / "research" / f"{STEM}.md").exists()

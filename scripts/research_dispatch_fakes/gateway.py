@@ -70,7 +70,7 @@ Scenario format (constructor `scenario=`, `set_scenario()`, or `POST /__fake__/s
 
     {"latency_s": 0.0,                       # added delay on every completion
      "script": {"searches": 2, "per_turn": 2, "extract_top": 3, "reads": 1,  # scripted researcher knobs
-                "gullible": false, "stubborn": false},              # misbehaviours: see script_researcher
+                "gullible": false},                                 # a misbehaviour: see script_researcher
      "pricing": {"<model glob>": {"prompt": 1.0, "completion": 4.0,     # USD per 1M tokens
                                   "overrides": [{"min_prompt_tokens": 1000, "prompt": 10.0}]}},
      "endpoints": {"<model glob>": [{"provider": "Acme", "tag": "acme",
@@ -97,19 +97,13 @@ Actions (combinable where sensible):
     request streams (the fake's own routing, accounting and records are skipped).
   * `error_in_200`: "choice" (finish_reason "error" + `choices[0].error`) or "top_level" (`error`, no
     `choices`); `code` default 502, `metadata.error_type` "provider_unavailable"; usage is zero.
-  * `finish_reason`: "length" (writing output cut to ~60% on a space, native "max_tokens"; a tool turn
-    returns part of its plan text and no tool calls) or "content_filter" (empty content).
-  * `malformed_tool_args` (a web_search call with unparsable arguments), `missing_tool_args` (the first
-    call's arguments become "{}"), `unknown_tool: NAME` (the first call is renamed); on a writing turn
-    these replace the report with that one bad call. `empty`: content "" and no tool calls.
   * `serve_model: SLUG`, `dated_model` (serve `<requested>-20260401`), `serve_provider: DISPLAY NAME`.
   * `fallback_attempt`: attempt 2; the first attempt (another endpoint of the model) failed with 502; the
     served provider is unchanged, so only the attempts record shows the fallback.
   * `cache_hit`: `X-OpenRouter-Cache-Status: HIT`, zero usage and cost, no `openrouter_metadata`, and the
     generation's `response_cache_source_id` names the session's previous generation.
   * `no_metadata`: no `openrouter_metadata` and no top-level `provider`.
-  * `delay_s`: extra delay; `short_draft`: the report is 40% of the band minimum; `invent_citation`: the
-    report also cites `[S99]` next to an invented URL.
+  * `delay_s`: extra delay.
   * `usage_fields: {NAME: VALUE}`: those `usage` fields are VALUE as is (a key where a count belongs...);
   * `usage_cost: VALUE`: `usage.cost` is VALUE as is (a broken or hostile gateway): "NaN" and
     "Infinity" go out as those JSON number tokens, any other value verbatim.
@@ -123,6 +117,11 @@ OpenRouter's published schema).
 
 `set_scenario` resets the rules' `times` counters but not the per-session call numbers;
 `reset()` clears everything and restores the constructor's scenario.
+
+What the research loop and the synthesis do with a reply (finish reasons, empty replies, broken tool
+calls, drafts outside the band, invalid structured output) is not scripted here: those rules are tested
+at the model seam with an in-process scripted model (tests/seam.py). The actions above are the wire's:
+what a real gateway can answer, and how.
 """
 
 from __future__ import annotations
@@ -142,7 +141,7 @@ from typing import Any
 
 from research_dispatch_fakes import sse, strict
 from research_dispatch_fakes.http import FakeRequest, FakeResponse, FakeServer
-from research_dispatch_fakes.script_researcher import ToolCall, Turn, classify, plan_turn
+from research_dispatch_fakes.script_researcher import Turn, classify, plan_turn
 from research_dispatch_fakes.script_structured import STRUCTURED_QUIRKS, structured_name
 
 REQUEST_LOG_VARIABLE = "RESEARCH_DISPATCH_FAKE_GATEWAY_LOG"
@@ -157,7 +156,6 @@ DEFAULT_PRICE_PROMPT = 1.0  # USD per 1M tokens
 DEFAULT_PRICE_COMPLETION = 4.0
 CACHED_PRICE_FACTOR = 0.25
 CACHE_MIN_TOKENS = 1024
-TRUNCATE_SHARE = 0.6
 
 _STD = strict.STANDARD_PARAMETERS
 CATALOGUE: dict[str, tuple[tuple[str, str, tuple[str, ...]], ...]] = {
@@ -610,11 +608,10 @@ class FakeGateway(FakeServer):
             refused.delay_s = delay
             return refused
 
-        turn = plan_turn(body, script, short_draft=bool(rule.get("short_draft")),
-                         invent_citation=bool(rule.get("invent_citation")),
-                         quirks=frozenset(q for q in STRUCTURED_QUIRKS if rule.get(q)))
         thinking = thinking_tokens(body, requested, kind)
-        turn, finish_reason, native = self._apply_effects(turn, rule, body, thinking)
+        turn, finish_reason = self._output_cap(
+            plan_turn(body, script, quirks=frozenset(q for q in STRUCTURED_QUIRKS if rule.get(q))), body, thinking)
+        native = "max_tokens" if finish_reason == "length" else finish_reason
 
         self._gen_counter += 1
         n = self._gen_counter
@@ -839,54 +836,21 @@ class FakeGateway(FakeServer):
         space = text.rfind(" ", 0, limit)
         return text[:space if space > 0 else limit]
 
-    def _apply_effects(self, turn: Turn, rule: dict[str, Any], body: dict[str, Any], thinking: int = 0
-                       ) -> tuple[Turn, str, str]:
-        calls = list(turn.tool_calls)
-        content = turn.content
-        first_search = next((i for i, c in enumerate(calls) if c.name == "web_search"), None)
-        if rule.get("malformed_tool_args"):
-            bad = '{"query": "' + (turn.plan_text or "sources")[:40].replace('"', "")
-            if first_search is not None:
-                calls[first_search] = ToolCall(calls[first_search].id, "web_search", bad)
-            else:
-                calls, content = [ToolCall("call_malformed_0", "web_search", bad)], None
-        if rule.get("missing_tool_args"):
-            if calls:
-                calls[0] = ToolCall(calls[0].id, calls[0].name, "{}")
-            else:
-                calls, content = [ToolCall("call_missing_0", "web_search", "{}")], None
-        if rule.get("unknown_tool"):
-            name = str(rule["unknown_tool"])
-            if calls:
-                calls[0] = ToolCall(calls[0].id, name, calls[0].arguments)
-            else:
-                calls, content = [ToolCall("call_unknown_0", name, "{}")], None
-        if rule.get("empty"):
-            calls, content = [], ""
-        finish_reason = "tool_calls" if calls else "stop"
-        native = finish_reason
-        forced = rule.get("finish_reason")
-        limit_tokens = body.get("max_completion_tokens") or body.get("max_tokens")
-        if forced == "length":
-            if calls or content is None:
-                content = self._cut(turn.plan_text or "I will look for sources.",
-                                    int(len(turn.plan_text or "") * TRUNCATE_SHARE) or 10)
-                calls = []
-            else:
-                content = self._cut(content, int(len(content) * TRUNCATE_SHARE))
-            finish_reason, native = "length", "max_tokens"
-        elif forced == "content_filter":
-            calls, content = [], ""
-            finish_reason, native = "content_filter", "content_filter"
-        elif isinstance(limit_tokens, int) and limit_tokens > 0:
-            room = max(0, limit_tokens - thinking)  # reasoning tokens share the cap with the answer
-            if calls and math.ceil(sum(len(c.arguments) for c in calls) / 4) > room:
-                calls, content = [], ""  # a tool call cut short is no call at all
-                finish_reason, native = "length", "max_tokens"
-            elif content and math.ceil(len(content) / 4) > room:
-                content = self._cut(content, room * 4) if room else ""
-                finish_reason, native = "length", "max_tokens"
-        return Turn(turn.kind, content, calls, turn.plan_text), finish_reason, native
+    def _output_cap(self, turn: Turn, body: dict[str, Any], thinking: int = 0) -> tuple[Turn, str]:
+        """The turn and its finish reason: text past `max_completion_tokens` (or `max_tokens`) is cut, on a
+        space so a continuation splices exactly, and finishes with `length`, as a real provider's does.
+        Reasoning tokens (`thinking`) share the cap with the answer, and a tool call cut short is no call."""
+        limit = body.get("max_completion_tokens") or body.get("max_tokens")
+        if not (isinstance(limit, int) and limit > 0):
+            return turn, "tool_calls" if turn.tool_calls else "stop"
+        room = max(0, limit - thinking)
+        if turn.tool_calls:
+            if math.ceil(sum(len(c.arguments) for c in turn.tool_calls) / 4) > room:
+                return Turn(turn.kind, "", [], turn.plan_text), "length"
+            return turn, "tool_calls"
+        if turn.content and math.ceil(len(turn.content) / 4) > room:
+            return Turn(turn.kind, self._cut(turn.content, room * 4) if room else "", [], turn.plan_text), "length"
+        return turn, "stop"
 
     # -- accounting ------------------------------------------------------------------------
     def _prices(self, model: str) -> tuple[float, float]:

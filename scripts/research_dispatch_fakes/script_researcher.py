@@ -30,7 +30,7 @@ The conversation contract is docs/FAKES.md. In short, for a request with the res
    (`MISCITE_EVERY`) — what the synthesis's citation check must catch. Planted claims are always cited
    to a page that says them.
 
-Two scenario switches make the "model" misbehave on purpose (for the reliability suite):
+One scenario switch makes the "model" misbehave on purpose (for the reliability suite's hostile pages):
 
 * `script.gullible: true` - the model falls for the injection pages: it extracts them, also tries to
   `web_extract` an URL it only read about and to call `write_file` and `run_shell`, and its report
@@ -38,8 +38,9 @@ Two scenario switches make the "model" misbehave on purpose (for the reliability
   zero-width characters, `${{ }}` expressions, shell snippets, workflow commands, invented `[S99]`
   and numeric citations, links to unretrieved URLs, raw HTML, a forged front-matter block and a
   claim that the route was exact). See `HOSTILE_PAYLOAD`.
-* `script.stubborn: true` - the model never stops searching, even when told to write
-  (`tool_choice: "none"`): a runaway tool loop that only a hard step cap ends.
+
+Other misbehaviours (a runaway tool loop, drafts outside the band, broken tool calls) are scripted at the
+model seam (tests/seam.py), where a test states the model's every reply.
 
 A last user message starting `Your draft has` gets a rewritten report at the band midpoint; one
 starting `Continue exactly where you stopped` gets the rest of the truncated report (regenerated,
@@ -538,8 +539,6 @@ _CLOSERS = (
     "The open questions above are the place to start.",
 )
 _CLAIM_SECTION = {"recommend": "Recommendations", "describe": "What the sources establish"}
-INVENTED_SENTENCE = ("An independent benchmark round-up at https://benchmarks.example.org/reports/rl-roundup-2026 "
-                     "reports similar gains [S99].")
 
 
 def _split_sentences(text: str) -> list[str]:
@@ -736,6 +735,7 @@ class _Writer:
         return min(others, key=lambda s: (len(words & _content_words(s.text)), s.id), default=own)
 
 
+
 def _content_words(text: str) -> set[str]:
     return {w for w in re.findall(r"[a-z0-9][a-z0-9.+-]*", text.lower()) if w not in _STOPWORDS and len(w) > 2}
 
@@ -753,8 +753,7 @@ def banner(topic_id: str) -> str:
     return CANNED_BANNER + ("" if topic_id in topic_titles() else OFF_CORPUS_BANNER)
 
 
-def write_report(conv: Conversation, target_words: int, *, invent_citation: bool = False,
-                 miscite_every: int = MISCITE_EVERY) -> str:
+def write_report(conv: Conversation, target_words: int, *, miscite_every: int = MISCITE_EVERY) -> str:
     """The Markdown report: `# title`, the banner (`banner`), seven `##` sections, about
     `target_words` words.
 
@@ -779,8 +778,6 @@ def write_report(conv: Conversation, target_words: int, *, invent_citation: bool
                 source = _claim_source(claim, conv.sources)
                 if source is not None:
                     sentences.append(f"{claim['statement']} [S{source.id}].")
-        if invent_citation and name == "Comparison and analysis":
-            sentences.append(INVENTED_SENTENCE)
         words += sum(count_words(s) for s in sentences)
         step = 0
         while not sentences or words < limit - (4 if name == last else 0):
@@ -927,8 +924,6 @@ def _classify(conv: Conversation, body: dict[str, Any], script: dict[str, Any]) 
         if text.startswith(REVISE_PREFIX):
             return "revise"
     tools = _tool_names(body)
-    if script.get("stubborn") is True and "web_search" in tools:
-        return "search"  # a runaway loop: ignores tool_choice "none" and any search count
     if body.get("tool_choice") == "none" or "web_search" not in tools:
         return "write"
     if conv.searches_done < _script_int(script, "searches", DEFAULT_SEARCHES):
@@ -942,8 +937,8 @@ def _classify(conv: Conversation, body: dict[str, Any], script: dict[str, Any]) 
     return "write"
 
 
-def plan_turn(body: dict[str, Any], script: dict[str, Any] | None = None, *, short_draft: bool = False,
-              invent_citation: bool = False, quirks: frozenset[str] = frozenset()) -> Turn:
+def plan_turn(body: dict[str, Any], script: dict[str, Any] | None = None, *,
+              quirks: frozenset[str] = frozenset()) -> Turn:
     """The scripted assistant turn for a chat-completions request body (`quirks`: the structured-output
     misbehaviours a scenario rule asks for, see `script_synthesis`)."""
     script = script or {}
@@ -959,10 +954,6 @@ def plan_turn(body: dict[str, Any], script: dict[str, Any] | None = None, *, sho
     conv = parse_conversation(messages)
     kind = _classify(conv, body, script)
     call_prefix = f"call_{conv.assistant_turns + 1}"
-    if kind == "search" and script.get("stubborn") is True:
-        query = f"{conv.title} more sources {conv.searches_done + 1}"
-        call = ToolCall(f"{call_prefix}_0", "web_search", json.dumps({"query": query}, ensure_ascii=False))
-        return Turn(kind, None, [call], f"I will keep searching: {query}")
     if kind == "search":
         total = _script_int(script, "searches", DEFAULT_SEARCHES)
         per_turn = max(1, _script_int(script, "per_turn", DEFAULT_PER_TURN))
@@ -997,17 +988,16 @@ def plan_turn(body: dict[str, Any], script: dict[str, Any] | None = None, *, sho
             calls += [ToolCall(f"{call_prefix}_{i + 1}", name, json.dumps(arguments, ensure_ascii=False))
                       for i, (name, arguments) in enumerate(HOSTILE_TOOL_CALLS)]
         return Turn(kind, None, calls, plan)
-    target = int(conv.band[0] * 0.4) if short_draft else conv.midpoint
+    target = conv.midpoint
     miscite_every = _script_int(script, "miscite_every", MISCITE_EVERY)
     if gullible:
         payload = hostile_section(conv)
         body_words = max(100, target - count_words(payload))
-        report = write_report(conv, body_words, invent_citation=invent_citation,
-                              miscite_every=miscite_every).rstrip() + "\n\n" + payload
+        report = write_report(conv, body_words, miscite_every=miscite_every).rstrip() + "\n\n" + payload
         if kind == "continue":
             return Turn(kind, remainder_after(report, conv.partials))
         return Turn(kind, report)
-    report = write_report(conv, target, invent_citation=invent_citation, miscite_every=miscite_every)
+    report = write_report(conv, target, miscite_every=miscite_every)
     if kind == "continue":
         return Turn(kind, remainder_after(report, conv.partials))
     return Turn(kind, report)

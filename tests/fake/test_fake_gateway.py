@@ -287,74 +287,32 @@ def test_same_conversation_gives_byte_identical_output(client: OpenAI, gw: FakeG
 
 
 def test_revision_and_continuation(client: OpenAI, gw: FakeGateway) -> None:
-    full, _, _ = run_leg(client, opening(band=(600, 800)), session="c:full")
+    """A report cut at the output cap is continued exactly; a revision request gets the report rewritten
+    (how a product's loop meets the fake's scripted model when a real cap cuts its output)."""
+    full, full_msgs, _ = run_leg(client, opening(band=(600, 800)), session="c:full")
     full_text = full.choices[0].message.content
-    gw.set_scenario({"rules": [{"match": {"kind": "write"}, "finish_reason": "length"}]})
-    truncated, trunc_msgs, _ = run_leg(client, opening(band=(600, 800)), session="c:trunc")
+    asked = full_msgs[:-1]  # the conversation as it stood when the report was asked for
+    cap = sr.count_words(full_text) // 2
+    truncated = client.chat.completions.create(model=MODEL, messages=asked, tools=TOOLS,  # type: ignore[arg-type]
+                                               max_tokens=cap, extra_body={"session_id": "c:trunc"})
     choice = truncated.choices[0]
     assert choice.finish_reason == "length" and choice.model_extra["native_finish_reason"] == "max_tokens"
     partial = choice.message.content
-    assert full_text.startswith(partial) and 0.5 < len(partial) / len(full_text) <= 0.6
-    trunc_msgs.append({"role": "user", "content": "Continue exactly where you stopped. Do not repeat anything."})
+    assert full_text.startswith(partial) and len(partial) <= cap * 4
+    trunc_msgs = [*asked, {"role": "assistant", "content": partial},
+                  {"role": "user", "content": "Continue exactly where you stopped. Do not repeat anything."}]
     rest = client.chat.completions.create(model=MODEL, messages=trunc_msgs, tools=TOOLS,  # type: ignore[arg-type]
                                           extra_body={"session_id": "c:trunc"})
     assert rest.choices[0].finish_reason == "stop"
     assert partial + rest.choices[0].message.content == full_text
     assert gw.completions[-1]["kind"] == "continue"
 
-    gw.set_scenario({"rules": [{"match": {"kind": "write"}, "short_draft": True}]})
-    short, short_msgs, _ = run_leg(client, opening(band=(600, 800)), session="c:short")
-    assert sr.count_words(short.choices[0].message.content) < 600 * 0.5
-    short_msgs.append({"role": "user", "content": "Your draft has 240 words; the band is 600-800. Expand it."})
+    short_msgs = [*asked, {"role": "assistant", "content": partial},
+                  {"role": "user", "content": "Your draft has 240 words; the band is 600-800. Expand it."}]
     revised = client.chat.completions.create(model=MODEL, messages=short_msgs, tools=TOOLS,  # type: ignore[arg-type]
                                              extra_body={"session_id": "c:short"})
     assert gw.completions[-1]["kind"] == "revise"
     assert revised.choices[0].message.content == full_text
-
-
-def test_invented_citation_is_scripted(client: OpenAI, gw: FakeGateway) -> None:
-    gw.set_scenario({"rules": [{"match": {"kind": "write"}, "invent_citation": True}]})
-    completion, _, search = run_leg(client, opening(band=(600, 800)))
-    report = completion.choices[0].message.content
-    assert "[S99]" in report and "https://benchmarks.example.org/" in report
-    assert 99 not in search.ids.values()
-
-
-def _is_bad_json(text: str) -> bool:
-    try:
-        json.loads(text)
-    except ValueError:
-        return True
-    return False
-
-
-@pytest.mark.parametrize(("action", "check"), [
-    ({"malformed_tool_args": True}, lambda calls: _is_bad_json(calls[0].function.arguments)),
-    ({"missing_tool_args": True}, lambda calls: calls[0].function.arguments == "{}"),
-    ({"unknown_tool": "run_python"}, lambda calls: calls[0].function.name == "run_python"),
-])
-def test_broken_tool_calls(client: OpenAI, gw: FakeGateway, action: dict[str, Any], check: Any) -> None:
-    gw.set_scenario({"rules": [{"on_call": 1, **action}]})
-    completion = client.chat.completions.create(model=MODEL, messages=opening(), tools=TOOLS,  # type: ignore[arg-type]
-                                                extra_body={"session_id": "c:broken"})
-    assert completion.choices[0].finish_reason == "tool_calls"
-    assert check(completion.choices[0].message.tool_calls)
-    _, messages, _ = run_leg(client, opening(), session="c:broken-2")  # other sessions are unaffected
-    assert messages[-1]["content"].startswith("# DiLoCo family")
-
-
-def test_empty_content_filter_and_tool_turn_truncation(client: OpenAI, gw: FakeGateway) -> None:
-    gw.set_scenario({"rules": [{"on_call": 1, "empty": True}, {"on_call": 2, "finish_reason": "content_filter"},
-                               {"on_call": 3, "finish_reason": "length"}]})
-    kwargs: dict[str, Any] = {"tools": TOOLS, "extra_body": {"session_id": "c:x"}}
-    empty = client.chat.completions.create(model=MODEL, messages=opening(), **kwargs)  # type: ignore[arg-type]
-    assert empty.choices[0].message.content == "" and not empty.choices[0].message.tool_calls
-    assert empty.choices[0].finish_reason == "stop"
-    filtered = client.chat.completions.create(model=MODEL, messages=opening(), **kwargs)  # type: ignore[arg-type]
-    assert filtered.choices[0].finish_reason == "content_filter"
-    cut = client.chat.completions.create(model=MODEL, messages=opening(), **kwargs)  # type: ignore[arg-type]
-    assert cut.choices[0].finish_reason == "length" and not cut.choices[0].message.tool_calls
-    assert cut.choices[0].message.content
 
 
 def test_max_completion_tokens_is_honoured(client: OpenAI) -> None:

@@ -3,6 +3,11 @@
 Retried and ok, degraded with the reason in the front matter, or failed with a clear message that
 leaves the previous report intact — and the other leg, run in the same process against the same
 fake, is unaffected (its calls are not matched by the fault rules).
+
+These are the faults of the wire: status codes, errors inside HTTP 200 bodies, retries and
+`Retry-After`, timeouts, resets, bodies that are not chat completions. What the research loop does with
+a reply that arrived (finish reasons, empty replies, broken tool calls) is tested at the model seam, in
+test_loop_rules.py.
 """
 
 from __future__ import annotations
@@ -326,125 +331,3 @@ def test_a_stalled_stream_is_cut_retried_and_billed(repo, fake_env, gateway) -> 
     assert record["streamed"] and record["cancelled"]
     assert abandoned["cost_usd"] == record["total_cost"] > 0 and not abandoned["cost_estimated"]
     assert abandoned["completion_tokens"] < served(target)[-1]["completion_tokens"]  # billed for half a report
-
-
-# -- finish reasons ------------------------------------------------------------------------------
-@reliability(area="gateway", case="finish_reason: length once",
-             expect="continued ('Continue exactly where you stopped'); leg ok; other leg ok")
-def test_length_once_is_continued(repo, fake_env, gateway) -> None:
-    configure(repo)
-    gateway.set_scenario({"rules": [on_target(match={"kind": "write"}, times=1, finish_reason="length")]})
-    run_legs(repo, fake_env)
-    assert "continue" in [c["kind"] for c in calls_of(gateway, TARGET)]
-    assert_clean(repo, TARGET)
-    assert_clean(repo, CONTROL)
-
-
-@reliability(area="gateway", case="finish_reason: length on every writing call",
-             expect="two continuations, then degraded with 'report truncated … (finish_reason=length)' in the "
-                    "front matter; other leg ok")
-def test_length_persistent_is_degraded(repo, fake_env, gateway) -> None:
-    configure(repo)
-    gateway.set_scenario({"rules": [on_target(match={"kind": "write"}, finish_reason="length"),
-                                    on_target(match={"kind": "continue"}, finish_reason="length")]})
-    run_legs(repo, fake_env)
-    assert [c["kind"] for c in calls_of(gateway, TARGET)][2:] == ["write", "continue", "continue"]
-    target = view(repo, TARGET)
-    truncated = "report truncated: the model hit its output limit (finish_reason=length)"
-    assert target.status["status"] == "degraded" and truncated in target.reasons
-    assert target.meta["status"] == "degraded" and truncated in target.meta["status_reasons"]
-    assert_clean(repo, CONTROL)
-
-
-@reliability(area="gateway", case="finish_reason: content_filter with no draft",
-             expect="failed: 'the provider's content filter returned no report'; previous report intact; "
-                    "other leg ok")
-def test_content_filter_without_draft_fails(repo, fake_env, gateway, tavily) -> None:
-    configure(repo)
-    previous = seed_previous(repo, fake_env, gateway, tavily)
-    gateway.set_scenario({"rules": [on_target(match={"kind": "write"}, finish_reason="content_filter")]})
-    run_legs(repo, fake_env)
-    failed_cleanly(repo, previous, "the provider's content filter returned no report")
-    assert "the provider's content filter stopped the output" in view(repo, TARGET).reasons
-
-
-@reliability(area="gateway", case="finish_reason: content_filter on a revision",
-             expect="the previous full draft is kept; degraded with the filter and the word band in the front "
-                    "matter; other leg ok")
-def test_content_filter_after_a_draft_is_degraded(repo, fake_env, gateway) -> None:
-    configure(repo)
-    gateway.set_scenario({"rules": [on_target(match={"kind": "write"}, times=1, short_draft=True),
-                                    on_target(match={"kind": "revise"}, finish_reason="content_filter")]})
-    run_legs(repo, fake_env)
-    target = view(repo, TARGET)
-    assert target.meta["status"] == "degraded"
-    assert "the provider's content filter stopped the output" in target.meta["status_reasons"]
-    assert any("outside the 2000–2500 band" in r for r in target.meta["status_reasons"])
-    assert_clean(repo, CONTROL)
-
-
-# -- model mistakes ------------------------------------------------------------------------------
-def tool_messages(gateway, call_index: int) -> list[str]:
-    request = calls_of(gateway, TARGET)[call_index]["request"]
-    return [m["content"] for m in request["messages"] if m["role"] == "tool"]
-
-
-@reliability(area="gateway", case="malformed tool arguments",
-             expect="answered with a tool error ('arguments were not valid JSON'); the model recovers; leg ok")
-def test_malformed_tool_arguments(repo, fake_env, gateway) -> None:
-    configure(repo)
-    gateway.set_scenario({"rules": [on_target(on_call=1, malformed_tool_args=True)]})
-    run_legs(repo, fake_env)
-    target = assert_clean(repo, TARGET)
-    assert target.tool_errors() == ["malformed_arguments"]
-    assert any("arguments were not valid JSON" in m for m in tool_messages(gateway, 1))
-    assert_clean(repo, CONTROL)
-
-
-@reliability(area="gateway", case="missing tool arguments",
-             expect="answered with a tool error ('invalid arguments: query: Field required'); leg ok")
-def test_missing_tool_arguments(repo, fake_env, gateway) -> None:
-    configure(repo)
-    gateway.set_scenario({"rules": [on_target(on_call=1, missing_tool_args=True)]})
-    run_legs(repo, fake_env)
-    target = assert_clean(repo, TARGET)
-    assert target.tool_errors() == ["invalid_arguments"]
-    assert any("invalid arguments: query: Field required" in m for m in tool_messages(gateway, 1))
-    assert_clean(repo, CONTROL)
-
-
-@reliability(area="gateway", case="tool call to an unknown tool",
-             expect="refused with a tool error naming the two real tools; nothing executed; leg ok")
-def test_unknown_tool(repo, fake_env, gateway) -> None:
-    configure(repo)
-    gateway.set_scenario({"rules": [on_target(on_call=1, unknown_tool="delete_repository")]})
-    run_legs(repo, fake_env)
-    target = assert_clean(repo, TARGET)
-    assert target.tool_errors() == ["unknown_tool"]
-    assert any("unknown tool 'delete_repository'; available: web_search, web_extract" in m
-               for m in tool_messages(gateway, 1))
-    assert_clean(repo, CONTROL)
-
-
-@reliability(area="gateway", case="empty completion once",
-             expect="the model is told its reply was empty and continues; leg ok")
-def test_empty_completion_once(repo, fake_env, gateway) -> None:
-    configure(repo)
-    gateway.set_scenario({"rules": [on_target(on_call=3, times=1, empty=True)]})
-    run_legs(repo, fake_env)
-    assert_clean(repo, TARGET)
-    last = calls_of(gateway, TARGET)[3]["request"]["messages"][-1]
-    assert last["role"] == "user" and last["content"].startswith("Your last reply was empty")
-    assert_clean(repo, CONTROL)
-
-
-@reliability(area="gateway", case="empty completions every time",
-             expect="failed after 2 calls: 'the model returned empty completions'; previous report intact; "
-                    "other leg ok")
-def test_empty_completions_fail(repo, fake_env, gateway, tavily) -> None:
-    configure(repo)
-    previous = seed_previous(repo, fake_env, gateway, tavily)
-    gateway.set_scenario({"rules": [on_target(empty=True)]})
-    run_legs(repo, fake_env)
-    assert len(calls_of(gateway, TARGET)) == 2
-    failed_cleanly(repo, previous, "the model returned empty completions")

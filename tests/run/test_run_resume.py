@@ -68,9 +68,9 @@ def test_degraded_unverified_and_other_cycle_reports_are_redone(repo: Path, run_
     from research_dispatch.config.topics import load_topics
     from research_dispatch.leg.resume import decide
 
-    gateway.set_scenario({"rules": [{"match": {"session": "*02-diloco-family"}, "serve_model": "deepseek/other"},
-                                    {"match": {"session": "*04-verl-trl", "kind": "write"}, "short_draft": True},
-                                    {"match": {"session": "*04-verl-trl", "kind": "revise"}, "short_draft": True}]})
+    gateway.set_scenario({"rules": [{"match": {"session": "*02-diloco-family"}, "serve_model": "deepseek/other"}]})
+    verl = repo / "topics" / "04-verl-trl.yaml"  # a step budget too small to research: a degraded report
+    verl.write_text(verl.read_text(encoding="utf-8") + "budget: {max_steps: 2}\n", encoding="utf-8")
     first = refresh(repo, run_env, out.append, topics=["diloco-family", "verl-trl", "composer-2.5"])
     assert first.exit_code == 3 and first.stems("degraded") == ["04-verl-trl"]
     settings = load_settings(repo)

@@ -40,7 +40,8 @@ from research_dispatch.core.errors import (
     InsufficientCredits,
     Interrupted,
 )
-from research_dispatch.gateway.client import CallRecord, Completion, Gateway, Pricing
+from research_dispatch.gateway.client import CallRecord, Completion, Pricing
+from research_dispatch.gateway.protocol import ModelGateway
 from research_dispatch.gateway.reasoning import ReasoningPlan
 from research_dispatch.leg import contract
 from research_dispatch.leg.contract import BAND_SENTENCE, BRIEF_LABEL, TITLE_LABEL, TOPIC_ID_LABEL
@@ -222,7 +223,7 @@ def _noop_trace(event: TraceEvent) -> None:
 class Researcher:
     """Runs the tool loop for one leg against one gateway and one set of search tools."""
 
-    def __init__(self, gateway: Gateway, tools: SearchTools, spec: LegSpec, *, trace: Trace = _noop_trace,
+    def __init__(self, gateway: ModelGateway, tools: SearchTools, spec: LegSpec, *, trace: Trace = _noop_trace,
                  clock: Callable[[], float] = time.monotonic,
                  context_budget_chars: int = CONTEXT_BUDGET_CHARS, compact_to: float = COMPACT_TO,
                  keep_recent_tool_turns: int = 2, interrupt: threading.Event | None = None) -> None:

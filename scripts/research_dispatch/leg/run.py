@@ -20,7 +20,7 @@ import json
 import os
 import threading
 import time
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, cast
@@ -35,6 +35,7 @@ from research_dispatch.core.fsio import append_line, confined
 from research_dispatch.core.redact import redact, register_env
 from research_dispatch.gateway import route
 from research_dispatch.gateway.client import CallRecord, Gateway, RetryPolicy, gateway_service
+from research_dispatch.gateway.protocol import ModelGateway
 from research_dispatch.leg.events import (
     CallEvent,
     CrashEvent,
@@ -146,14 +147,30 @@ class _TraceWriter:
             append_line(self.path, redact(event.to_json(at=timestamp())))
 
 
+@dataclass(frozen=True)
+class LegServices:
+    """The model gateway and search providers a leg talks to instead of the configured ones.
+
+    The model seam (`gateway.protocol`): rule tests run the leg's own code — the research loop, the
+    citations, the judgement of the outcome, the all-or-nothing write — over an in-process scripted model
+    and scripted search, while the wire is tested against the HTTP fakes. The keys are still checked
+    first, so nothing else about the leg changes. The caller owns (and closes) what it passes.
+    """
+
+    gateway: ModelGateway
+    search: Sequence[SearchProvider]
+
+
 def run_leg(repo: Path, settings: Settings, leg: Leg, *, env: Mapping[str, str] | None = None, cycle: str,
             run_url: str | None = None, retry: RetryPolicy | None = None,
             progress: Callable[[LegProgress], None] | None = None,
-            clock: Callable[[], float] | None = None, interrupt: threading.Event | None = None) -> LegResult:
+            clock: Callable[[], float] | None = None, interrupt: threading.Event | None = None,
+            services: LegServices | None = None) -> LegResult:
     """Run one leg and write its files. Raises only for bad input (missing keys); failures are results.
 
     `retry` (its `sleep` too) applies to both services; `clock` is the monotonic clock the time cap is
-    measured on. Both exist so tests can drive back-off and time caps without waiting. `interrupt` is
+    measured on. Both exist so tests can drive back-off and time caps without waiting. `services`
+    replaces the gateway and the search providers (`LegServices`, the model seam). `interrupt` is
     the run's Ctrl-C Event: once set, tool calls stop at once, the leg stops at its next step and its
     status says interrupted; MCP servers are stopped whatever happens. Ctrl-C in the calling thread
     itself (the `research` command) ends the leg the same way and raises `Interrupted` once the status
@@ -172,7 +189,7 @@ def run_leg(repo: Path, settings: Settings, leg: Leg, *, env: Mapping[str, str] 
     trace = _TraceWriter(confined(repo, leg.trace_relpath(settings)))
     run = _LegRun(repo=repo, settings=settings, leg=leg, env=env, credentials=credentials, words=words,
                   budget=budget, search=search_settings, cycle=cycle, run_url=run_url, retry=retry,
-                  interrupt=interrupt, result=result, trace=trace)
+                  interrupt=interrupt, result=result, trace=trace, services=services)
     spent: list[float] = []  # every call's cost as it happens: counted even if the researcher crashes
 
     def traced(event: TraceEvent) -> None:
@@ -237,23 +254,30 @@ class _LegRun:
     interrupt: threading.Event | None
     result: LegResult
     trace: _TraceWriter
+    services: LegServices | None = None
 
     # --- the research --------------------------------------------------------------------------
     def research(self, trace: Trace, clock: Callable[[], float]) -> tuple[ResearchOutcome, SearchTools]:
         """The research loop over the leg's gateway and toolset, both closed when it ends (MCP servers
         stopped) whatever happens. `trace` receives the loop's events."""
-        leg, settings = self.leg, self.settings
+        leg = self.leg
         spec = LegSpec(topic_id=leg.topic.id, title=leg.topic.title, scope=leg.topic.scope, model=leg.route.model,
                        provider=leg.route.provider, session_id=f"{self.cycle}:{leg.stem}", words=self.words,
                        budget=self.budget)
         leg_deadline = time.monotonic() + self.budget.timeout_minutes * 60
-        gateway_creds = self.credentials.gateway
-        with Gateway(api_key=gateway_creds.key, base_url=gateway_creds.base_url,
-                     settings=settings.gateway, retry=self.retry, deadline=leg_deadline,
-                     interrupt=self.interrupt) as gateway, contextlib.ExitStack() as stack:
+        with self.gateway(leg_deadline) as gateway, contextlib.ExitStack() as stack:
             tools = self.toolset(stack, leg_deadline)
             outcome = Researcher(gateway, tools, spec, trace=trace, clock=clock, interrupt=self.interrupt).run()
         return outcome, tools
+
+    def gateway(self, leg_deadline: float) -> contextlib.AbstractContextManager[ModelGateway]:
+        """The leg's gateway, closed when the research ends: its own, bound to the leg's deadline and
+        interrupt; or the injected one (`services`), which its owner closes."""
+        if self.services is not None:
+            return contextlib.nullcontext(self.services.gateway)
+        creds = self.credentials.gateway
+        return Gateway(api_key=creds.key, base_url=creds.base_url, settings=self.settings.gateway, retry=self.retry,
+                       deadline=leg_deadline, interrupt=self.interrupt)
 
     def toolset(self, stack: contextlib.ExitStack, leg_deadline: float) -> SearchTools:
         """The researcher's tools: the topic's search providers and, when it names any, its MCP servers
@@ -268,7 +292,9 @@ class _LegRun:
                                                  interrupt=self.interrupt))
             mcp.open(leg_deadline=leg_deadline)
             self.trace(McpStartEvent(tools=sorted(mcp.tools), problems=dict(mcp.start_problems)))
-        return SearchTools(providers=search_providers(self.search, self.credentials.search), mcp=mcp,
+        providers = (list(self.services.search) if self.services is not None
+                     else search_providers(self.search, self.credentials.search))
+        return SearchTools(providers=providers, mcp=mcp,
                            settings=self.search, topic_hint=f"{leg.topic.title} {leg.topic.scope}"[:600],
                            retries=service.max_retries, timeout_s=service.timeout_s,
                            backoff_base_s=service.backoff_base_s, backoff_max_s=service.backoff_max_s,

@@ -46,7 +46,8 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validat
 
 from research_dispatch.config.settings import Settings
 from research_dispatch.core import sanitize
-from research_dispatch.gateway.client import CallRecord, Gateway
+from research_dispatch.gateway.client import CallRecord
+from research_dispatch.gateway.protocol import ModelGateway
 from research_dispatch.synthesis.checked import Position
 from research_dispatch.synthesis.extract import Claim
 from research_dispatch.synthesis.inputs import Counting
@@ -406,7 +407,7 @@ def build_batch(index: int, plan: BatchPlan, claims: Mapping[str, Claim], counti
                  key=hashlib.sha256(payload.encode("utf-8")).hexdigest())
 
 
-def run_judge(gateway: Gateway, batch: Batch, *, cycle: str,
+def run_judge(gateway: ModelGateway, batch: Batch, *, cycle: str,
               deadline: float | None = None) -> tuple[Judgement, list[CallRecord]]:
     result = call_structured(gateway, model=batch.judge_model, messages=batch.messages, name=SCHEMA_NAME,
                              schema=JUDGE_SCHEMA, parser=Judgement, purpose="judge",

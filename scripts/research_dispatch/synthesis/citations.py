@@ -41,7 +41,8 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validat
 
 from research_dispatch.config.settings import Settings
 from research_dispatch.core import sanitize
-from research_dispatch.gateway.client import CallRecord, Gateway
+from research_dispatch.gateway.client import CallRecord
+from research_dispatch.gateway.protocol import ModelGateway
 from research_dispatch.leg.evidence import EvidenceLine
 from research_dispatch.synthesis import verbatim
 from research_dispatch.synthesis.checked import CitationCheck, Support
@@ -360,7 +361,7 @@ def _batch(report: str, index: int, items: list[Item]) -> CheckBatch:
                       item_passages=item_passages, messages=messages)
 
 
-def run_check(gateway: Gateway, batch: CheckBatch, *, cycle: str,
+def run_check(gateway: ModelGateway, batch: CheckBatch, *, cycle: str,
               deadline: float | None = None) -> tuple[dict[str, Verdicted], list[CallRecord]]:
     """One structured call (plus at most one repair); the answers by item key. Raises a
     StructuredCallFailed subclass (TimeLimitReached at the time limit)."""

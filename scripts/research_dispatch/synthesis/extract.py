@@ -40,7 +40,8 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from research_dispatch.core import sanitize
-from research_dispatch.gateway.client import CallRecord, Gateway
+from research_dispatch.gateway.client import CallRecord
+from research_dispatch.gateway.protocol import ModelGateway
 from research_dispatch.leg.report import body_without_references
 from research_dispatch.synthesis.anchor import ReportBody, anchor
 from research_dispatch.synthesis.checked import CitationCheck, Position
@@ -269,7 +270,7 @@ def build_request(report: ReportInput, *, model: str, layers: tuple[str, ...]) -
     return ExtractionRequest(report=report, model=model, messages=messages, key=key, truncated=truncated)
 
 
-def run_extraction(gateway: Gateway, request: ExtractionRequest, *, cycle: str,
+def run_extraction(gateway: ModelGateway, request: ExtractionRequest, *, cycle: str,
                    deadline: float | None = None) -> tuple[Extraction, list[CallRecord]]:
     """One structured call (plus at most one repair); raises a StructuredCallFailed subclass."""
     result = call_structured(gateway, model=request.model, messages=request.messages, name=SCHEMA_NAME,

@@ -55,6 +55,7 @@ from research_dispatch.core.redact import redact
 from research_dispatch.core.sanitize import one_line
 from research_dispatch.gateway.client import CallRecord, Gateway
 from research_dispatch.gateway.client import credentials as gateway_credentials
+from research_dispatch.gateway.protocol import ModelGateway
 from research_dispatch.leg.status import LegState
 from research_dispatch.synthesis import align, citations, counting, evidence, extract, methodology
 from research_dispatch.synthesis.align import Batch, Judgement
@@ -171,25 +172,26 @@ class _ReportChecks:
 
 
 class _LazyGateway:
-    """The gateway, created on first need: no key is required when every answer is replayed."""
+    """The gateway, created on first need: no key is required when every answer is replayed. One passed in
+    (any `ModelGateway`: the caller's, or a test's scripted model) is used as it is and never closed here."""
 
-    def __init__(self, gateway: Gateway | None, env: Mapping[str, str], settings: Settings) -> None:
+    def __init__(self, gateway: ModelGateway | None, env: Mapping[str, str], settings: Settings) -> None:
         self._gateway = gateway
-        self._own = False
+        self._own: Gateway | None = None
         self._env = env
         self._settings = settings
 
-    def get(self) -> Gateway:
+    def get(self) -> ModelGateway:
         if self._gateway is None:
             creds = gateway_credentials(self._env, self._settings.gateway)
-            self._gateway = Gateway(api_key=creds.key, base_url=creds.base_url, settings=self._settings.gateway)
-            self._own = True
+            self._gateway = self._own = Gateway(api_key=creds.key, base_url=creds.base_url,
+                                                settings=self._settings.gateway)
         return self._gateway
 
     def close(self, *, in_use: bool = False) -> None:
         """Close a gateway we created, unless calls that outlived the time limit may still use it."""
-        if self._own and self._gateway is not None and not in_use:
-            self._gateway.close()
+        if self._own is not None and not in_use:
+            self._own.close()
 
 
 class _TimedWork(Protocol):
@@ -742,7 +744,7 @@ def _calls_log(extracted: list[_Extracted], judged: list[_Judged], checks: list[
 
 
 def synthesize(repo: Path, settings: Settings, *, env: Mapping[str, str], cycle: str, legs: list[Leg] | None = None,
-               gateway: Gateway | None = None, progress: Progress | None = None) -> SynthesisResult:
+               gateway: ModelGateway | None = None, progress: Progress | None = None) -> SynthesisResult:
     """Write framework/<name>.md, framework/claims.json, the call log and the methodology table.
 
     `legs` is the plan (every leg of the current topics); by default it is computed from the topics.

@@ -23,7 +23,8 @@ from pydantic import BaseModel, ValidationError
 from research_dispatch.core.errors import GatewayError
 from research_dispatch.core.redact import redact
 from research_dispatch.core.sanitize import one_line
-from research_dispatch.gateway.client import CallRecord, Gateway
+from research_dispatch.gateway.client import CallRecord
+from research_dispatch.gateway.protocol import ModelGateway
 from research_dispatch.synthesis.errors import StructuredCallFailed, StructuredOutputInvalid, TimeLimitReached
 
 T = TypeVar("T", bound=BaseModel)
@@ -62,7 +63,7 @@ def parse(content: str, model: type[T], context: dict[str, Any] | None, finish_r
         raise ValueError(f"the answer does not match the schema: {_problem(exc)}") from None
 
 
-def call_structured(gateway: Gateway, *, model: str, messages: list[dict[str, Any]], name: str,
+def call_structured(gateway: ModelGateway, *, model: str, messages: list[dict[str, Any]], name: str,
                     schema: dict[str, Any], parser: type[T], purpose: str, session_id: str | None,
                     context: dict[str, Any] | None = None, subject: str = "",
                     deadline: float | None = None) -> StructuredResult[T]:
