@@ -4,6 +4,7 @@ product's own typed results, and nothing the test did not script."""
 from __future__ import annotations
 
 import inspect
+import typing
 
 import pytest
 
@@ -16,13 +17,25 @@ from tests.seam import Reply, ScriptedGateway, ScriptExhausted, calls, text, too
 USER = [{"role": "user", "content": "Topic id: t"}]
 
 
-@pytest.mark.parametrize("method", ["complete", "pricing"])
+def _shape(function: object) -> dict[str, tuple[object, object, object]]:
+    """Each parameter's kind, default and resolved annotation (string annotations compared as types)."""
+    hints = typing.get_type_hints(function)
+    return {name: (p.kind, p.default, hints.get(name)) for name, p in inspect.signature(function).parameters.items()
+            if name != "self"} | {"return": (None, None, hints.get("return"))}
+
+
+@pytest.mark.parametrize("method", ["complete", "complete_structured", "reasoning_plan", "pricing"])
 def test_the_product_gateway_and_the_scripted_one_have_the_protocols_signatures(method: str) -> None:
     """If the product's `Gateway` changes what the stages call, the protocol and the scripted model must
-    follow, or the seam tests would test another interface."""
-    expected = inspect.signature(getattr(ModelGateway, method))
-    assert inspect.signature(getattr(Gateway, method)) == expected
-    assert inspect.signature(getattr(ScriptedGateway, method)) == expected
+    follow, or the seam tests would test another interface. The product's may have more keyword-only
+    parameters with defaults that the stages never pass (`probe`, the gateway's own form probing)."""
+    expected = _shape(getattr(ModelGateway, method))
+    product = _shape(getattr(Gateway, method))
+    assert {name: product.get(name) for name in expected} == expected
+    extra = [shape for name, shape in product.items() if name not in expected]
+    assert all(kind is inspect.Parameter.KEYWORD_ONLY and default is not inspect.Parameter.empty
+               for kind, default, _ in extra)
+    assert _shape(getattr(ScriptedGateway, method)) == expected
 
 
 def test_replies_are_the_products_canonical_turns_with_provenance() -> None:

@@ -61,9 +61,11 @@ def test_the_time_limit_ends_the_synthesis_and_names_what_was_not_done(planted: 
     hang.release.set()
     assert "INCOMPLETE: the time limit was reached" in summary_line(result)
     data = valid_ledger(planted)
-    extracted, judged = data["incomplete"]  # the deadline passed during extraction: judging never started
+    # the deadline passed during extraction: citation checks and judging never started
+    unchecked, extracted, judged = data["incomplete"]
     assert "02-beta" in extracted and "0.05 min" in extracted
     assert "judge batch(es) judge-" in judged  # named by their claims (a hash), never by a number
+    assert "citations of these reports were all checked" in unchecked and "01-alpha" in unchecked
     beta = next(r for r in data["reports"] if r["stem"] == "02-beta")
     assert beta["extraction"]["status"] == "timed_out" and beta["claims"] == []
     document = (planted / "framework" / "planted.md").read_text(encoding="utf-8")
