@@ -1,8 +1,9 @@
 """The `research-dispatch` command line: a thin click layer over the stage modules.
 
 Exit codes (FIXED): 0 ok, 1 runtime failure, 2 bad input or usage, 3 route fidelity not verified.
-Stage modules are imported inside each command so that `--help` does not pay for pydantic, openai,
-tavily or PyGithub.
+Stage modules are imported inside each command (each block says `# lazy:`) so that `--help` does not pay
+for pydantic, openai, tavily or PyGithub: the one place in the product where imports are deferred
+(tests/test_architecture.py holds every other module to imports at the top).
 """
 
 from __future__ import annotations
@@ -17,14 +18,14 @@ from typing import Any, TypeVar
 import click
 
 from research_dispatch import __version__
-from research_dispatch.core.errors import ExitCode
+from research_dispatch.core.errors import BadInput, DispatchError, ExitCode
+from research_dispatch.core.interrupt import handling_sigint
+from research_dispatch.core.redact import redact
 
 F = TypeVar("F", bound=Callable[..., Any])
 
 
 def _fail(message: str, code: ExitCode) -> None:
-    from research_dispatch.core.redact import redact
-
     click.echo(f"error: {redact(message)}", err=True)
     sys.exit(code)
 
@@ -34,9 +35,6 @@ def guarded(func: F) -> F:
 
     @functools.wraps(func)
     def wrapper(*args: Any, **kwargs: Any) -> Any:
-        from research_dispatch.core.errors import DispatchError
-        from research_dispatch.core.interrupt import handling_sigint
-
         try:
             with handling_sigint():  # Ctrl-C: the command's interrupt path, with a backstop (interrupt.py)
                 return func(*args, **kwargs)
@@ -65,6 +63,7 @@ cycle_option = click.option(
 
 
 def _cycle(value: str | None) -> str:
+    # lazy: `--help` must not import the stages (module docstring)
     from research_dispatch.config.plan import current_cycle, validate_cycle
 
     return validate_cycle(value) if value else current_cycle()
@@ -75,8 +74,6 @@ def _split(value: str | None, option: str | None = None) -> list[str]:
     a value of only separators (`--topics ',,,'`, `--models ' '`) is bad input, never "all"."""
     parts = [part.strip() for part in (value or "").replace(" ", ",").split(",") if part.strip()]
     if value and not parts and option:
-        from research_dispatch.core.errors import BadInput
-
         raise BadInput(f"{value!r} names nothing; give ids separated by commas, or leave the option out for all",
                        path=option)
     return parts
@@ -84,18 +81,21 @@ def _split(value: str | None, option: str | None = None) -> list[str]:
 
 def _runner_file(variable: str) -> Path:
     """A runner file the command will append to, checked before any work (exit 2 naming it)."""
+    # lazy: `--help` must not import the stages (module docstring)
     from research_dispatch.core.ghactions import require_runner_file
 
     return require_runner_file(os.environ, variable)
 
 
 def _writable(path: Path, label: str, field: str | None = None) -> None:
+    # lazy: `--help` must not import the stages (module docstring)
     from research_dispatch.core.fsio import require_writable_dir
 
     require_writable_dir(path, label=label, field=field)
 
 
 def _load(repo: Path) -> tuple[Any, list[Any]]:
+    # lazy: `--help` must not import the stages (module docstring)
     from research_dispatch.config.settings import load_settings
     from research_dispatch.config.topics import load_topics
 
@@ -105,7 +105,8 @@ def _load(repo: Path) -> tuple[Any, list[Any]]:
 
 def _writer(repo: Path, settings: Any, command: str) -> Any:
     """The repository lock for a writing command (one writer at a time; see `lock.py`)."""
-    from research_dispatch.run.lock import writer_lock
+    # lazy: `--help` must not import the stages (module docstring)
+    from research_dispatch.leg.files import writer_lock
 
     return writer_lock(repo, settings.build_dir, command, warn=lambda message: click.echo(f"warning: {message}"))
 
@@ -122,10 +123,10 @@ def main() -> None:
 @guarded
 def check(repo: Path) -> None:
     """Validate [tool.research-dispatch] and every topic file; print one line per problem."""
+    # lazy: `--help` must not import the stages (module docstring)
     from research_dispatch.config.plan import plan_legs
     from research_dispatch.config.settings import load_settings
     from research_dispatch.config.topics import check_topics
-    from research_dispatch.core.errors import BadInput
 
     try:
         settings = load_settings(repo)
@@ -150,6 +151,7 @@ def check(repo: Path) -> None:
 @guarded
 def plan(repo: Path, topic_ids: str | None, model_ids: str | None, github_output: bool, cycle: str | None) -> None:
     """Print the matrix JSON {"include": [{"leg", "topic", "model"}, ...]}."""
+    # lazy: `--help` must not import the stages (module docstring)
     from research_dispatch.config.plan import matrix, matrix_json, plan_legs, write_github_output
     from research_dispatch.config.topics import select_topics
 
@@ -173,6 +175,7 @@ def plan(repo: Path, topic_ids: str | None, model_ids: str | None, github_output
 @guarded
 def research(repo: Path, topic: str, model: str | None, export_dir: Path | None, cycle: str | None) -> None:
     """Run one leg (or a packed batch) and write its report and call log at their computed paths."""
+    # lazy: `--help` must not import the stages (module docstring)
     from research_dispatch.config.plan import resolve_legs
     from research_dispatch.core.errors import Interrupted
     from research_dispatch.core.fsio import confined
@@ -208,6 +211,7 @@ def research(repo: Path, topic: str, model: str | None, export_dir: Path | None,
 
 
 def _leg_line(result: Any) -> str:
+    # lazy: `--help` must not import the stages (module docstring)
     from research_dispatch.core.sanitize import one_line
 
     head = f"{result.stem}: {result.status}"
@@ -230,6 +234,7 @@ def _leg_line(result: Any) -> str:
 @guarded
 def collect(repo: Path, incoming: Path, topic_ids: str | None, model_ids: str | None, with_synthesis: bool) -> None:
     """Import leg artifacts from INCOMING into their computed paths, validating each file."""
+    # lazy: `--help` must not import the stages (module docstring)
     from research_dispatch.config.plan import plan_legs
     from research_dispatch.config.topics import select_topics
     from research_dispatch.run.collect import collect as collect_files
@@ -255,11 +260,11 @@ def collect(repo: Path, incoming: Path, topic_ids: str | None, model_ids: str | 
 @guarded
 def verify(repo: Path, reports: tuple[Path, ...], online: bool, github_summary: bool) -> None:
     """Print the route table for reports (default: all of research/); exit 3 if any is not verified."""
+    # lazy: `--help` must not import the stages (module docstring)
     from research_dispatch.config.settings import load_settings
-    from research_dispatch.core.errors import BadInput
+    from research_dispatch.leg.files import try_complete_pending
     from research_dispatch.leg.report import load_report
     from research_dispatch.leg.verify import markdown_table, text_table, verify_report
-    from research_dispatch.run.lock import try_complete_pending
 
     if github_summary:
         _runner_file("GITHUB_STEP_SUMMARY")
@@ -271,6 +276,7 @@ def verify(repo: Path, reports: tuple[Path, ...], online: bool, github_summary: 
         raise BadInput("no reports to verify", path=settings.research_dir + "/")
     gateway = None
     if online:
+        # lazy: `--help` must not import the stages (module docstring)
         from research_dispatch.leg.verify import online_gateway
 
         gateway = online_gateway(settings, os.environ)
@@ -282,6 +288,7 @@ def verify(repo: Path, reports: tuple[Path, ...], online: bool, github_summary: 
         for problem in row.problems:
             click.echo(f"problem: {row.relpath}: {problem}")
     if github_summary:
+        # lazy: `--help` must not import the stages (module docstring)
         from research_dispatch.core.ghactions import append_step_summary
 
         append_step_summary(os.environ, "## Route fidelity\n\n" + markdown_table(rows))
@@ -300,6 +307,7 @@ def synthesize(repo: Path, github_summary: bool, cycle: str | None) -> None:
 
     First the cycle's refresh branch (local or remote-tracking) is overlaid: its newer good reports come
     into research/, so the synthesis describes the reports the branch will hold."""
+    # lazy: `--help` must not import the stages (module docstring)
     from research_dispatch.config.settings import load_settings
     from research_dispatch.run.preload import GATEWAY_MODULES, import_worker_modules
     from research_dispatch.run.refresh import overlay_for_synthesis
@@ -336,6 +344,7 @@ def publish(repo: Path, branch: str | None, base: str | None, no_push: bool, no_
             github_summary: bool, topic_ids: str | None, model_ids: str | None, allow_edited: bool,
             cycle: str | None) -> None:
     """Commit (one per changed report, one for the synthesis), push, and create or update the PR."""
+    # lazy: `--help` must not import the stages (module docstring)
     from research_dispatch.config import environment
     from research_dispatch.config.plan import plan_legs
     from research_dispatch.config.topics import select_topics
@@ -371,6 +380,7 @@ def publish(repo: Path, branch: str | None, base: str | None, no_push: bool, no_
 def run(repo: Path, topic_ids: str | None, model_ids: str | None, jobs: int | None, do_publish: bool, push: bool,
         fresh: bool, allow_edited: bool, cycle: str | None) -> None:
     """The whole refresh locally: legs in parallel with live progress, then verify, synthesize, publish."""
+    # lazy: `--help` must not import the stages (module docstring)
     from research_dispatch.run.refresh import run_command
 
     sys.exit(run_command(repo, topics=_split(topic_ids, "--topics"), models=_split(model_ids, "--models"), jobs=jobs,
@@ -388,6 +398,7 @@ def run(repo: Path, topic_ids: str | None, model_ids: str | None, jobs: int | No
 @guarded
 def demo(repo: Path | None, directory: Path | None) -> None:
     """The whole refresh offline on built-in fake servers: no keys, no network."""
+    # lazy: `--help` must not import the stages (module docstring)
     from research_dispatch.adopt.demo import demo_command
 
     sys.exit(demo_command(directory, repo=repo, echo=click.echo))
@@ -405,6 +416,7 @@ def demo(repo: Path | None, directory: Path | None) -> None:
 @guarded
 def init(repo: Path, force: bool, ref: str | None, upstream: str | None) -> None:
     """Set up a git repository for research-dispatch: config, an example topic, the workflows, docs."""
+    # lazy: `--help` must not import the stages (module docstring)
     from research_dispatch.adopt.init import init_command
 
     sys.exit(init_command(repo, ref=ref, upstream=upstream, force=force, echo=click.echo))

@@ -47,9 +47,18 @@ from importlib import resources
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+import research_dispatch
+from research_dispatch.config.plan import current_cycle, plan_legs
+from research_dispatch.config.settings import load_settings
+from research_dispatch.config.topics import check_topics, load_topics, topic_paths
 from research_dispatch.core.errors import BadInput, DispatchError, ExitCode
 from research_dispatch.core.fsio import write_atomic
 from research_dispatch.core.redact import redacting
+from research_dispatch.leg.report import load_report
+from research_dispatch.run.refresh import run_refresh
+from research_dispatch_fakes.gateway import FakeGateway
+from research_dispatch_fakes.github import FakeGitHub
+from research_dispatch_fakes.tavily import FakeTavily
 
 if TYPE_CHECKING:  # the stages are imported when the demo runs, not when the CLI starts
     from research_dispatch.config.plan import Leg
@@ -99,8 +108,6 @@ class DemoSource:
 
 def project_root() -> Path | None:
     """This repository, when the package runs from a checkout (editable install); else None."""
-    import research_dispatch
-
     root = Path(research_dispatch.__file__).resolve().parents[2]
     pyproject = root / "pyproject.toml"
     if (root / "topics").is_dir() and pyproject.is_file() and \
@@ -143,9 +150,6 @@ def checkout_source(root: Path) -> DemoSource:
 
 def repository_source(repo: Path) -> DemoSource:
     """Another repository's own review: its pyproject, topic files and methodology, validated first."""
-    from research_dispatch.config.settings import load_settings
-    from research_dispatch.config.topics import check_topics, topic_paths
-
     if not repo.is_dir():
         raise BadInput(f"{repo} is not a directory", path="--repo")
     settings = load_settings(repo)
@@ -242,8 +246,6 @@ def git(cwd: Path, *args: str) -> str:
 
 def build_repository(directory: Path, origin: Path, source: DemoSource) -> None:
     """The source's files, committed on the configured PR base branch and pushed to a bare origin."""
-    from research_dispatch.config.settings import load_settings
-
     for relpath, data in sorted(source.files.items()):
         write_atomic(directory / relpath, data, root=directory)
     base = load_settings(directory).pr.base
@@ -289,13 +291,6 @@ def _no_proxy_for_localhost() -> Iterator[None]:
 
 def demo_command(directory: Path | None, *, repo: Path | None = None, echo: Echo) -> ExitCode:
     """Build the demo repository, run the refresh on the fakes, print where everything is, check it."""
-    from research_dispatch.config.plan import current_cycle
-    from research_dispatch.config.settings import load_settings
-    from research_dispatch.run.refresh import run_refresh
-    from research_dispatch_fakes.gateway import FakeGateway
-    from research_dispatch_fakes.github import FakeGitHub
-    from research_dispatch_fakes.tavily import FakeTavily
-
     say = redacting(echo, DEMO_KEYS)
     started = time.monotonic()
     source = demo_source(repo)
@@ -317,7 +312,6 @@ def demo_command(directory: Path | None, *, repo: Path | None = None, echo: Echo
             "GITHUB_API_URL": github.base_url,
             "GITHUB_REPOSITORY": f"{GITHUB_OWNER}/{GITHUB_NAME}",
         }
-        _preload_service_clients()
         outcome = run_refresh(directory, publish=True, push=True, fresh=False, cycle=cycle, env=env, echo=say)
         pulls = github.pulls
     wall = time.monotonic() - started
@@ -335,21 +329,6 @@ def demo_command(directory: Path | None, *, repo: Path | None = None, echo: Echo
     return ExitCode.OK if passed and outcome.exit_code == ExitCode.OK else ExitCode.FAILED
 
 
-def _preload_service_clients() -> None:
-    """Import the service clients once, before the legs start in parallel threads.
-
-    The stages import them lazily (fast CLI start-up), and several legs importing tavily, openai and
-    httpx for the first time at once can fail with "partially initialized module 'httpx'" (a circular
-    import between threads; seen in about half of the demo runs on 2 cores). The runner is the place to
-    fix this for every command; until it does, the demo does it for itself.
-    """
-    import importlib
-
-    for name in ("httpx", "httpx2", "openai", "tavily"):
-        with contextlib.suppress(ImportError):
-            importlib.import_module(name)
-
-
 def _show(path: Path) -> str:
     with contextlib.suppress(ValueError):
         return path.resolve().relative_to(Path.cwd().resolve()).as_posix()
@@ -362,10 +341,6 @@ def _show(path: Path) -> str:
 
 def report_and_check(directory: Path, origin: Path, outcome: Any, pulls: list[dict[str, Any]],
                      say: Echo, *, reference: bool = True) -> list[Check]:
-    from research_dispatch.config.plan import plan_legs
-    from research_dispatch.config.settings import load_settings
-    from research_dispatch.config.topics import load_topics
-
     settings = load_settings(directory)
     legs = plan_legs(load_topics(directory, settings), settings)
     checks: list[Check] = []
@@ -378,8 +353,6 @@ def report_and_check(directory: Path, origin: Path, outcome: Any, pulls: list[di
 
 
 def _reports(directory: Path, settings: Any, legs: list[Any], say: Echo, reference: bool) -> list[Check]:
-    from research_dispatch.leg.report import load_report
-
     say(f"reports ({_show(directory / settings.research_dir)}/):")
     checks = []
     families = set()
@@ -501,8 +474,6 @@ def _trailers(text: str) -> dict[str, str]:
 
 
 def _branch(directory: Path, settings: Settings, legs: list[Leg], outcome: RunOutcome, say: Echo) -> list[Check]:
-    from research_dispatch.leg.report import load_report
-
     branch = _refresh_branch(settings, outcome)
     base = settings.pr.base
     try:

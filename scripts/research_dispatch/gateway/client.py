@@ -32,8 +32,7 @@ For both:
   usage the product cannot account for (a cost that is NaN, negative or not a number) is `UnusableUsage`;
 * every completed call yields a frozen `CallRecord` — the provenance contract.
 
-The `openai` package is imported lazily so that `research-dispatch --help` stays fast. Its TLS context
-is built once per process and shared by every leg's client.
+The `openai` client's TLS context is built once per process and shared by every leg's client.
 """
 
 from __future__ import annotations
@@ -48,9 +47,13 @@ from collections.abc import Callable, Mapping
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+import openai
+from httpx2 import create_ssl_context  # the HTTP library of openai >= 3
+
 from research_dispatch.config import environment
 from research_dispatch.config.environment import Credentials
 from research_dispatch.config.settings import GatewaySettings
+from research_dispatch.core.bounded_http import bounded, bounded_client
 from research_dispatch.core.bounds import CallBounds
 from research_dispatch.core.errors import (
     AuthenticationFailed,
@@ -327,8 +330,6 @@ def _shared_tls_context() -> Any:
     (same CA paths, same `SSL_CERT_FILE`/`SSL_CERT_DIR` handling), only built once; an `ssl.SSLContext`
     is safe to share between threads and clients.
     """
-    from httpx2 import create_ssl_context  # the HTTP library of openai >= 3
-
     return create_ssl_context()
 
 
@@ -349,10 +350,6 @@ class Gateway:
             variable = "OPENAI_API_KEY" if self.kind == OPENAI_COMPATIBLE else "OPENROUTER_API_KEY"
             raise MissingKey(variable, "call the model gateway")
         register_secrets([api_key])  # whoever holds a key makes sure it is redacted
-        import openai  # lazy: keeps CLI start-up fast
-
-        from research_dispatch.core.bounded_http import bounded_client
-
         self._openai = openai
         self.interrupt = interrupt
         self.deadline = deadline
@@ -462,8 +459,6 @@ class Gateway:
                                      error_type="interrupted", attempts=attempts)
 
     def _send(self, kwargs: dict[str, Any], bounds: CallBounds, model: str) -> tuple[Any, Any]:
-        from research_dispatch.core.bounded_http import bounded
-
         with bounded(bounds, f"model call to {model}"):
             raw = self._client.chat.completions.with_raw_response.create(
                 **kwargs, timeout=bounds.read_timeout(self.settings.timeout_s))
@@ -667,7 +662,6 @@ class Gateway:
             return []
         if model in self._listings:
             return self._listings[model]
-        from research_dispatch.core.bounded_http import bounded
 
         bounds = self._bounds(min(self.settings.timeout_s, LOOKUP_TIMEOUT_S), deadline)
         try:
@@ -712,7 +706,6 @@ class Gateway:
         if self.kind != OPENROUTER:
             raise GatewayError("an openai-compatible gateway keeps no /generation record; its calls are "
                                "self-reported and cannot be re-checked online", error_type="unsupported")
-        from research_dispatch.core.bounded_http import bounded
 
         last: GatewayError | None = None
         for attempt in range(attempts):

@@ -58,6 +58,7 @@ from research_dispatch.leg.report import (
 )
 from research_dispatch.leg.researcher import PROMPT_VERSION, LegSpec, Researcher, ResearchOutcome, Trace
 from research_dispatch.leg.status import LegResult, LegState, timestamp, write_status
+from research_dispatch.tools.mcp_servers import McpToolset
 from research_dispatch.tools.providers import ExaProvider, SearchProvider, TavilyProvider
 from research_dispatch.tools.search import MODEL_ERROR_KINDS, SearchStats, SearchTools, SourceRegistry
 
@@ -259,8 +260,6 @@ class _LegRun:
         service = settings.search_service
         mcp = None
         if leg.topic.mcp:
-            from research_dispatch.tools.mcp_servers import McpToolset
-
             mcp = stack.enter_context(McpToolset({n: settings.mcp.servers[n] for n in leg.topic.mcp}, env=self.env,
                                                  interrupt=self.interrupt))
             mcp.open(leg_deadline=leg_deadline)

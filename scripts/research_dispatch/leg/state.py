@@ -34,9 +34,10 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from research_dispatch.core.errors import BadInput, DispatchError
-from research_dispatch.leg.report import Report, parse_report_text, sha256_of
+from research_dispatch.leg.report import MAX_REPORT_BYTES, Report, parse_report_text, sha256_of
 from research_dispatch.leg.run import leg_input_hash
 from research_dispatch.leg.status import LegResult, LegState, read_status
+from research_dispatch.leg.verify import parse_calls, verify_records
 
 if TYPE_CHECKING:  # pragma: no cover
     from research_dispatch.config.plan import Leg
@@ -103,8 +104,6 @@ def read_candidate(leg: Leg, settings: Settings, *, where: Where, text: str, cal
                    origin: str = "") -> Candidate:
     """Assess one report text (and its call log text) as a candidate for `leg`. Never raises for bad
     content: an unusable report is a candidate with a `problem`."""
-    from research_dispatch.leg.verify import parse_calls, verify_records
-
     relpath = leg.report_relpath(settings)
     try:
         report = parse_report_text(text, display=relpath, path=Path(relpath))
@@ -127,8 +126,6 @@ def read_candidate(leg: Leg, settings: Settings, *, where: Where, text: str, cal
 
 def worktree_candidate(repo: Path, settings: Settings, leg: Leg) -> Candidate | None:
     """The working tree's report of a leg, or None when there is none."""
-    from research_dispatch.leg.report import MAX_REPORT_BYTES
-
     path = repo / leg.report_relpath(settings)
     relpath = leg.report_relpath(settings)
     if path.is_symlink():  # a link could smuggle any file into a commit under a report's name

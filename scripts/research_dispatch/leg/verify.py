@@ -21,6 +21,7 @@ from typing import Any
 from research_dispatch.config.settings import Settings
 from research_dispatch.core import sanitize
 from research_dispatch.core.errors import BadInput
+from research_dispatch.core.fsio import read_text_strict
 from research_dispatch.core.records import load_record
 from research_dispatch.core.tables import plain_table
 from research_dispatch.gateway import route
@@ -64,8 +65,6 @@ def parse_call_record(line: str) -> CallRecord:
 
 def load_calls(path: Path, *, display: str | None = None) -> list[CallRecord]:
     """Every record of a call log; a damaged log is `BadInput` naming the file, the line and the field."""
-    from research_dispatch.core.fsio import read_text_strict
-
     display = display or path.name
     records: list[CallRecord] = []
     try:

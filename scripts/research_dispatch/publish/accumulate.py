@@ -30,7 +30,14 @@ from research_dispatch.core.errors import DispatchError
 from research_dispatch.core.fsio import confined, write_atomic
 from research_dispatch.leg.files import FileWrite, write_unit
 from research_dispatch.leg.report import MAX_REPORT_BYTES, SCHEMA
-from research_dispatch.leg.state import Candidate, LegAssessment, Where, assess_worktree, read_candidate
+from research_dispatch.leg.state import (
+    Candidate,
+    LegAssessment,
+    Where,
+    assess_worktree,
+    read_candidate,
+    worktree_candidate,
+)
 from research_dispatch.publish.gitops import Git, Identity
 
 UNPLANNED_DIR = "unplanned"
@@ -264,8 +271,6 @@ def set_aside(repo: Path, settings: Settings, leg: Leg, text: str, calls_text: s
 def set_aside_edited(repo: Path, settings: Settings, leg: Leg, say: Callable[[str], None]) -> str | None:
     """`research LEG` redoes a leg on request: a hand-edited report of it is moved to `build/edited/`
     first (never overwritten silently). Returns where it went, or None."""
-    from research_dispatch.leg.state import worktree_candidate
-
     candidate = worktree_candidate(repo, settings, leg)
     if candidate is None or not candidate.edited:
         return None

@@ -36,6 +36,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
+from github import GithubException
+
 from research_dispatch.config import environment
 from research_dispatch.config.plan import Leg, plan_legs
 from research_dispatch.config.settings import Settings, load_settings
@@ -44,6 +46,7 @@ from research_dispatch.core.errors import BadInput, DispatchError, ExitCode, Pub
 from research_dispatch.core.fsio import confined, write_atomic
 from research_dispatch.core.ghactions import append_step_summary, run_url
 from research_dispatch.core.redact import KEY_VARIABLES, redacting, register_env
+from research_dispatch.leg.files import writer_lock
 from research_dispatch.leg.state import LegAssessment, Where
 from research_dispatch.leg.status import LegState
 from research_dispatch.publish import prbody
@@ -51,6 +54,7 @@ from research_dispatch.publish.accumulate import (
     Accumulation,
     BranchView,
     Tip,
+    _unplanned_worktree,
     accumulate,
     apply_overlay,
     branch_view,
@@ -73,8 +77,7 @@ from research_dispatch.publish.preflight import (
     remote_heads,
 )
 from research_dispatch.publish.pulls import GitHubTarget, PullRequests, Retrier, describe, require_target
-from research_dispatch.run.lock import writer_lock
-from research_dispatch.synthesis import stale
+from research_dispatch.synthesis import stale, synthesize
 
 Operation = Literal["created", "updated", "none", "blocked", "dry-run"]
 PARTIAL_LABEL = "partial"
@@ -358,7 +361,6 @@ class _Publisher:
                     saved = stale.save_edit(self.repo, self.settings)
                     self.warn(f"{self.settings.document_relpath} was edited by hand and its reports changed; it is "
                               f"regenerated, and the edit is saved in {saved}")
-                from research_dispatch.synthesis import synthesize
 
                 synthesize(self.repo, self.settings, env=self.env, cycle=self.cycle, legs=self.planned)
                 match = stale.matches(self.repo, self.settings, reports)
@@ -562,8 +564,6 @@ class _Publisher:
                 "skips this cycle; reopen it to let the bot update it")
 
     def open_or_update(self, plan: _Plan, shas: list[str], *, pushed: bool) -> PublishResult:
-        from github import GithubException
-
         state = "pushed" if pushed else "already up to date on " + self.remote
         common = {"commits": shas, "pushed": pushed, "subjects": self.subjects(plan), "body_path": self.save_body(plan)}
         client = self.client
@@ -624,8 +624,6 @@ def publish(repo: Path, settings: Settings, options: PublishOptions, *, env: Map
 
 
 def _unplanned_reports(repo: Path, settings: Settings, planned: list[Leg]) -> set[str]:
-    from research_dispatch.publish.accumulate import _unplanned_worktree
-
     return set(_unplanned_worktree(repo, settings, {leg.stem for leg in planned}))
 
 

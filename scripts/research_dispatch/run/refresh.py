@@ -46,7 +46,7 @@ from research_dispatch.core.errors import BadInput, DispatchError, ExitCode
 from research_dispatch.core.fsio import confined, require_writable_dir
 from research_dispatch.core.redact import redact, redacting
 from research_dispatch.core.sanitize import one_line
-from research_dispatch.leg.files import complete_pending
+from research_dispatch.leg.files import complete_pending, writer_lock
 from research_dispatch.leg.resume import decide_all
 from research_dispatch.leg.run import require_keys
 from research_dispatch.leg.state import Where, assess_worktree
@@ -55,7 +55,6 @@ from research_dispatch.publish import PublishOptions, publish, summary_lines
 from research_dispatch.publish.accumulate import accumulate, apply_overlay, branch_view, move_edited_aside
 from research_dispatch.publish.preflight import preflight, publisher_git
 from research_dispatch.run import pool, summary
-from research_dispatch.run.lock import writer_lock
 from research_dispatch.run.outcome import RunOutcome
 from research_dispatch.synthesis import synthesize as synthesize_all
 from research_dispatch.synthesis.stale import keep_edited_document

@@ -17,8 +17,8 @@ timeouts and resets are retried with back-off (`search_service` settings); a rej
 exhausted plan (401, 403/432/433) will not heal within a leg, so after the first one the tools refuse
 further calls locally instead of spending requests on certain failures.
 
-`tavily-python` is imported lazily. A missing key is refused up front: the client would otherwise
-silently fall back to keyless mode.
+A missing key is refused up front: the Tavily client would otherwise silently fall back to keyless
+mode.
 
 Token economy (docs/PERFORMANCE.md): a search result is a lead, so each shows its title, URL and a
 snippet cut to `snippet_chars` at a sentence end; a source already shown earlier in the leg is listed by
@@ -48,6 +48,7 @@ from research_dispatch.core.bounds import CallBounds
 from research_dispatch.core.errors import CallBoundExceeded, Interrupted, MissingKey
 from research_dispatch.core.redact import redact, register_secrets
 from research_dispatch.tools import chunks
+from research_dispatch.tools.mcp_servers import McpError
 from research_dispatch.tools.providers import (
     Hit,
     SearchProvider,
@@ -469,8 +470,6 @@ class SearchTools:
     # ------------------------------------------------------------------------------------------
     def mcp_call(self, name: str, raw: Any) -> ToolOutcome:
         """Call an MCP tool; its output is untrusted, capped, and cited only where it names a URL."""
-        from research_dispatch.tools.mcp_servers import McpError
-
         assert self.mcp is not None
         tool = self.mcp.tools[name]
         self.stats.mcp_calls += 1
