@@ -104,7 +104,7 @@ def _load(repo: Path) -> tuple[Any, list[Any]]:
 
 
 def _writer(repo: Path, settings: Any, command: str) -> Any:
-    """The repository lock for a writing command (one writer at a time; see `lock.py`)."""
+    """The repository lock for a writing command (one writer at a time; see `core/lock.py`)."""
     # lazy: `--help` must not import the stages (module docstring)
     from research_dispatch.leg.files import writer_lock
 

@@ -19,14 +19,15 @@ What it does, in order:
 3. start the fake gateway, search and GitHub servers on 127.0.0.1 (GitHub serving `acme/review` live
    from the bare origin) and point the refresh at them through an explicit environment — the
    process environment is not used for keys or URLs;
-4. run the refresh (`runner.run_refresh`) with publishing, push and PR;
+4. run the refresh (`run/refresh.run_refresh`) with publishing, push and PR;
 5. print where everything is, and check in code what it promises. For every source: a report for every
    planned leg from the families the topics name, each in its word band, `ok`, route `exact`, ≥3 cited
    sources and a References section; the synthesis document and `claims.json`; the methodology dispatch
    table (when the document has its markers); one commit per report with the trailers, the branch pushed;
-   one PR. For the reference review, also what DESIGN.md promises `make demo` leaves behind: five
-   reports from five families, and convergent, divergent and single-source findings in both the
-   decision table and the ledger (another review's topics need not produce all three classes).
+   one PR. For the reference review, also what docs/ARCHITECTURE.md ("What the demo promises") says
+   `make demo` leaves behind: five reports from five families, and convergent, divergent and
+   single-source findings in both the decision table and the ledger (another review's topics need not
+   produce all three classes).
    Each check prints ✓ or ✗; the exit code is 0 only if all hold.
 
 Keys are obviously fake, and still never printed: every line goes through a redactor.
@@ -98,7 +99,7 @@ class DemoSource:
 
     label: str
     files: dict[str, bytes]
-    reference: bool  # the reference review: DESIGN.md's five-topic promises are checked too
+    reference: bool  # the reference review: docs/ARCHITECTURE.md's five-topic promises are checked too
     root: Path | None  # the repository it came from (None: the copy bundled in the package)
 
 

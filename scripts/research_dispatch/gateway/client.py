@@ -1,6 +1,6 @@
 """The one OpenAI-compatible gateway client, returning a typed `CallRecord` per call.
 
-Two kinds of gateway (DESIGN.md § Gateways — FIXED, `[tool.research-dispatch.gateway] kind`):
+Two kinds of gateway (docs/ARCHITECTURE.md § Gateways — FIXED, `[tool.research-dispatch.gateway] kind`):
 
 * `openrouter` (default). Requests pin the route (concrete slug, `provider.order` + `allow_fallbacks:
   false` when a provider is pinned, `require_parameters: true`) and ask for router metadata
@@ -17,7 +17,7 @@ Two kinds of gateway (DESIGN.md § Gateways — FIXED, `[tool.research-dispatch.
 
 For both:
 
-* assistant turns come back in a canonical form (`canonical_assistant_turn`, DESIGN.md § Route
+* assistant turns come back in a canonical form (`canonical_assistant_turn`, docs/ARCHITECTURE.md § Route
   verdicts): `role`, `content` only when it is a non-empty string, `tool_calls` (id, type, function),
   and `reasoning_details` verbatim — never `content: null`, `function_call` or other fields a strict
   server refuses, and never without the thought signatures Gemini 3 demands back;
@@ -158,7 +158,7 @@ def _mapping(value: Any) -> Mapping[str, Any]:
 
 def canonical_assistant_turn(message: Mapping[str, Any], *, tool_turn_content: str | None = None
                              ) -> dict[str, Any]:
-    """The assistant turn as it goes back into the history (DESIGN.md § Route verdicts).
+    """The assistant turn as it goes back into the history (docs/ARCHITECTURE.md § Route verdicts).
 
     `content` only when it is a non-empty string (null is refused by strict servers, an empty text block
     by some providers; a turn that only calls tools has no content key — or, with `tool_turn_content=""`,

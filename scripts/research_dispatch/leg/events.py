@@ -147,7 +147,7 @@ class WriteFailedEvent(TraceEvent):
 
 @dataclass(frozen=True)
 class WritePendingEvent(TraceEvent):
-    """The write of the report and call log was committed but not completed (see `legfiles`)."""
+    """The write of the report and call log was committed but not completed (see `leg/files`)."""
 
     EVENT: ClassVar[str] = "write_pending"
     error: str | None

@@ -2,7 +2,7 @@
 
 Files written (atomically, at computed paths only):
 * `research/<stem>.md` and `research/<stem>.calls.jsonl` — only when a report was produced, and as ONE
-  unit (`legfiles.write_unit`): after any failure both are the old ones or both the new ones; a failed
+  unit (`leg/files.write_unit`): after any failure both are the old ones or both the new ones; a failed
   leg never replaces the last good report;
 * `build/traces/<stem>.jsonl` — the full conversation and tool trace (an artefact, not committed);
 * `build/legs/<stem>.json` — the leg's status, written after the report and call log (and even when the
@@ -102,7 +102,7 @@ def input_hash(*, topic_sha256: str, model: str, provider: str | None, words: Wo
                search: SearchSettings, mcp: Mapping[str, Any] | None = None) -> str:
     """What a report depends on; an unchanged hash within a cycle means the leg need not run again.
 
-    The resume key of a leg (`resume.py`, `legstate.py`): the topic file's bytes, the route, the
+    The resume key of a leg (`resume.py`, `leg/state.py`): the topic file's bytes, the route, the
     researcher's prompts (`PROMPT_VERSION`), the word band, the budget and the search settings. The
     toolset (search providers other than Tavily alone, MCP servers) is part of it only when it is not
     the default, so adding the toolset changed no existing leg's hash. Existing reports carry this value:
@@ -335,7 +335,7 @@ class _LegRun:
 
     # --- the write -----------------------------------------------------------------------------
     def write_report(self, meta: ReportMeta, final: FinalBody, records: list[CallRecord]) -> LegResult:
-        """Write the report, its call log and the status as one unit (`legfiles.write_unit`); a failed
+        """Write the report, its call log and the status as one unit (`leg/files.write_unit`); a failed
         write fails the leg and keeps the previous report."""
         leg, settings, result = self.leg, self.settings, self.result
         report_rel = leg.report_relpath(settings)

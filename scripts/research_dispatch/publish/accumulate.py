@@ -5,7 +5,7 @@ any run produced — local or CI, whole or `--topics`, from a fresh clone or not
 built from the working tree alone: for each planned leg the candidates are the working tree's report
 and the report on every tip of the branch this repository knows (`refs/heads/<branch>` and
 `refs/remotes/<remote>/<branch>`, whichever exist — a fresh clone knows the remote one, a laptop that
-published without pushing knows the local one), and the one rule of `legstate` picks the report that
+published without pushing knows the local one), and the one rule of `leg/state` picks the report that
 stands for the leg. A report is replaced only by a newer good one.
 
 The *overlay* makes the working tree match: it writes the branch's chosen reports (report and call log
@@ -121,7 +121,7 @@ class Accumulation:
 
 def accumulate(repo: Path, settings: Settings, legs: Iterable[Leg], cycle: str, view: BranchView | None, *,
                worktree_stems: set[str] | None = None, replace_edited: bool = False) -> Accumulation:
-    """Assess every planned leg with the branch's reports as extra candidates (`legstate.assess`).
+    """Assess every planned leg with the branch's reports as extra candidates (`leg/state.assess`).
 
     `worktree_stems`: the legs whose working-tree report is a candidate (default: all). `publish
     --topics X` passes X's legs: the other legs' working-tree files were not produced by this refresh.

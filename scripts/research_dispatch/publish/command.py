@@ -5,7 +5,7 @@ Order of work, and why:
 2. Fetch the base and the refresh branch. If the branch carries commits the bot did not make, stop and
    comment (Renovate's "Edited/Blocked") instead of rewriting someone else's work.
 3. The branch accumulates (`publish/accumulate`): for every planned leg, the report that stands for it is
-   chosen by the one rule of `legstate` among the working tree's report and the branch's (local and
+   chosen by the one rule of `leg/state` among the working tree's report and the branch's (local and
    remote tips) — the newest good report of this cycle from any run. A refresh is never built from the
    working tree alone, so a partial re-run or a fresh clone never drops another run's work. A report
    edited by hand is refused (exit 2, naming it) unless `--allow-edited`, which commits it with the

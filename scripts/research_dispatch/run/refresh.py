@@ -5,7 +5,7 @@ Order of work, and why:
 1. plan the legs, require the API keys, check every directory the run writes and (when it publishes)
    what publishing needs (`publish/preflight.py`) — all *before* anything touches the network or spends
    money;
-2. take the repository lock (`build/.research-dispatch.lock`, see `lock.py`): two writers on one
+2. take the repository lock (`build/.research-dispatch.lock`, see `core/lock.py`): two writers on one
    checkout would interleave writes and fight over the branch. The lock is held for the whole refresh;
    the stages below take it again re-entrantly, never deadlocking on it;
 3. overlay the cycle's refresh branch (`publish/accumulate.py`): its newest good reports of this cycle
@@ -161,7 +161,7 @@ def overlay_for_synthesis(repo: Path, settings: Settings, cycle: str, env: Mappi
 
 
 def _assess_after(repo: Path, settings: Settings, outcome: RunOutcome, echo: Echo) -> None:
-    """Where each leg stands after the run: the one rule of `legstate`, from the repository."""
+    """Where each leg stands after the run: the one rule of `leg/state`, from the repository."""
     completed, problems = complete_pending(repo, settings.build_dir)
     for stem in completed:
         echo(f"completed the write of {stem}'s report and call log")

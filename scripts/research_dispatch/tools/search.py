@@ -3,7 +3,7 @@ the per-leg source registry.
 
 Providers (`providers.py`) are merged: with several, one `web_search` asks each, interleaves their
 results by rank and registers each page once (by normalised URL), so one `S<n>` registry spans every
-index. A page is read through the provider that found it. MCP tools (`mcp_tools.py`) appear as
+index. A page is read through the provider that found it. MCP tools (`mcp_servers.py`) appear as
 `<server>__<tool>`; their output is untrusted text like a page: a result that names a URL (an argument
 or a field) becomes a citable source, anything else is shown wrapped and capped but cites nothing.
 Every call runs under a `CallBounds` (its own timeout, never past the leg's deadline; a size cap; the
