@@ -46,25 +46,21 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import research_dispatch
-from research_dispatch.config.plan import current_cycle, plan_legs
-from research_dispatch.config.settings import load_settings
+from research_dispatch.config.plan import Leg, current_cycle, plan_legs
+from research_dispatch.config.settings import Settings, load_settings
 from research_dispatch.config.topics import check_topics, load_topics, topic_paths
 from research_dispatch.core.errors import BadInput, DispatchError, ExitCode
 from research_dispatch.core.fsio import write_atomic
 from research_dispatch.core.redact import redacting
 from research_dispatch.leg.report import load_report
+from research_dispatch.run.outcome import RunOutcome
 from research_dispatch.run.refresh import run_refresh
 from research_dispatch_fakes.gateway import FakeGateway
 from research_dispatch_fakes.github import FakeGitHub
 from research_dispatch_fakes.tavily import FakeTavily
-
-if TYPE_CHECKING:  # the stages are imported when the demo runs, not when the CLI starts
-    from research_dispatch.config.plan import Leg
-    from research_dispatch.config.settings import Settings
-    from research_dispatch.run.outcome import RunOutcome
 
 Echo = Callable[[str], None]
 MARKER = ".research-dispatch-demo"

@@ -31,18 +31,14 @@ import enum
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING
 
+from research_dispatch.config.plan import Leg
+from research_dispatch.config.settings import Settings
 from research_dispatch.core.errors import BadInput, DispatchError
 from research_dispatch.leg.report import MAX_REPORT_BYTES, Report, parse_report_text, sha256_of
 from research_dispatch.leg.run import leg_input_hash
 from research_dispatch.leg.status import LegResult, LegState, read_status
-from research_dispatch.leg.verify import parse_calls, verify_records
-
-if TYPE_CHECKING:  # pragma: no cover
-    from research_dispatch.config.plan import Leg
-    from research_dispatch.config.settings import Settings
-    from research_dispatch.leg.verify import RouteRow
+from research_dispatch.leg.verify import RouteRow, parse_calls, verify_records
 
 MAX_CALLS_BYTES = 8 * 1024 * 1024
 

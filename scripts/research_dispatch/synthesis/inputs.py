@@ -35,7 +35,6 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 from research_dispatch.config.plan import Leg, plan_legs
 from research_dispatch.config.settings import Settings
@@ -45,12 +44,9 @@ from research_dispatch.core.sanitize import one_line
 from research_dispatch.gateway.route import is_verified
 from research_dispatch.leg.report import Report, ReportMeta, load_report
 from research_dispatch.leg.state import assess_worktree
-from research_dispatch.leg.status import LegState
+from research_dispatch.leg.status import LegResult, LegState
 from research_dispatch.leg.verify import verify_report
 from research_dispatch.synthesis.text import sha256_text
-
-if TYPE_CHECKING:  # pragma: no cover
-    from research_dispatch.leg.status import LegResult
 
 _STEM_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,199}$")
 

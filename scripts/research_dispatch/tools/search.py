@@ -37,7 +37,7 @@ import threading
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import Any
 from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
@@ -48,7 +48,7 @@ from research_dispatch.core.bounds import CallBounds
 from research_dispatch.core.errors import CallBoundExceeded, Interrupted, MissingKey
 from research_dispatch.core.redact import redact, register_secrets
 from research_dispatch.tools import chunks
-from research_dispatch.tools.mcp_servers import McpError
+from research_dispatch.tools.mcp_servers import McpError, McpOutput, McpToolset
 from research_dispatch.tools.providers import (
     Hit,
     SearchProvider,
@@ -56,9 +56,6 @@ from research_dispatch.tools.providers import (
     SearchServiceError,
     TavilyProvider,
 )
-
-if TYPE_CHECKING:
-    from research_dispatch.tools.mcp_servers import McpOutput, McpToolset
 
 DEFAULT_BASE_URL = "https://api.tavily.com"
 TAVILY_QUERY_LIMIT = 400
