@@ -8,7 +8,7 @@ it runs, and `--version` says which commit that is. A wheel or sdist does not kn
   the checkout — only when this directory is the checkout's top level, never a parent repository's;
 * the sdist carries the generated `research_dispatch/_build_info.py`, so a wheel built from the sdist
   (no `.git` there) keeps the commit it was cut from;
-* with neither, nothing is written and the package says "commit unknown" (`research_dispatch.build_info`).
+* with neither, nothing is written and the package says "commit unknown" (`research_dispatch.core.build_info`).
 """
 
 from __future__ import annotations
@@ -59,7 +59,7 @@ def write_info(target: Path) -> None:
 class BuildPy(build_py):
     def run(self) -> None:
         super().run()
-        if not self.editable_mode:  # an editable install reads the checkout itself (build_info.py)
+        if not self.editable_mode:  # an editable install reads the checkout itself (core/build_info.py)
             write_info(Path(self.build_lib) / INFO)
 
 

@@ -1,4 +1,4 @@
-"""The one leg-state rule (`legstate`): which report stands for a leg, and the leg's state.
+"""The one leg-state rule (`leg/state`): which report stands for a leg, and the leg's state.
 
 Pure logic over real report texts (rendered by `report.render_report`, with consistent call logs), so
 these are unit tests of the rule; the end-to-end consequences are in tests/reliability/

@@ -1,4 +1,4 @@
-"""Route verdicts as DESIGN defines them (pure logic)."""
+"""Route verdicts as docs/ARCHITECTURE.md (§ Route verdicts — FIXED) defines them (pure logic)."""
 
 from __future__ import annotations
 

@@ -1,8 +1,9 @@
 """The `research-dispatch` command line: a thin click layer over the stage modules.
 
 Exit codes (FIXED): 0 ok, 1 runtime failure, 2 bad input or usage, 3 route fidelity not verified.
-Stage modules are imported inside each command so that `--help` does not pay for pydantic, openai,
-tavily or PyGithub.
+Stage modules are imported inside each command (each block says `# lazy:`) so that `--help` does not pay
+for pydantic, openai, tavily or PyGithub: the one place in the product where imports are deferred
+(tests/test_architecture.py holds every other module to imports at the top).
 """
 
 from __future__ import annotations
@@ -17,13 +18,14 @@ from typing import Any, TypeVar
 import click
 
 from research_dispatch import __version__
-from research_dispatch.core.errors import ExitCode
+from research_dispatch.core.errors import BadInput, DispatchError, ExitCode
+from research_dispatch.core.interrupt import handling_sigint
+from research_dispatch.core.redact import redact
 
 F = TypeVar("F", bound=Callable[..., Any])
 
 
 def _fail(message: str, code: ExitCode) -> None:
-    from research_dispatch.core.redact import redact
 
     for line in redact(message).splitlines() or [""]:  # a list of problems: one `error:` line each
         click.echo(f"error: {line}", err=True)
@@ -35,9 +37,6 @@ def guarded(func: F) -> F:
 
     @functools.wraps(func)
     def wrapper(*args: Any, **kwargs: Any) -> Any:
-        from research_dispatch.core.errors import DispatchError
-        from research_dispatch.core.interrupt import handling_sigint
-
         try:
             with handling_sigint():  # Ctrl-C: the command's interrupt path, with a backstop (interrupt.py)
                 return func(*args, **kwargs)
@@ -59,6 +58,7 @@ def _repository(_ctx: click.Context, _param: click.Parameter, value: Path | None
     """`--repo`/`-C`, or the repository containing the current directory (`fsio.find_repository`)."""
     if value is not None:
         return value
+    # lazy: `--help` must not import the stages (module docstring)
     from research_dispatch.core.fsio import find_repository
 
     found = find_repository(Path.cwd())
@@ -81,6 +81,7 @@ cycle_option = click.option(
 
 def _print_document(document: dict[str, Any]) -> None:
     """`--json`: the one document on stdout."""
+    # lazy: `--help` must not import the stages (module docstring)
     from research_dispatch.run.documents import dumps
 
     click.echo(dumps(document))
@@ -92,6 +93,7 @@ def _narrate(line: str) -> None:
 
 
 def _cycle(value: str | None) -> str:
+    # lazy: `--help` must not import the stages (module docstring)
     from research_dispatch.config.plan import current_cycle, validate_cycle
 
     return validate_cycle(value) if value else current_cycle()
@@ -102,8 +104,6 @@ def _split(value: str | None, option: str | None = None) -> list[str]:
     a value of only separators (`--topics ',,,'`, `--models ' '`) is bad input, never "all"."""
     parts = [part.strip() for part in (value or "").replace(" ", ",").split(",") if part.strip()]
     if value and not parts and option:
-        from research_dispatch.core.errors import BadInput
-
         raise BadInput(f"{value!r} names nothing; give ids separated by commas, or leave the option out for all",
                        path=option)
     return parts
@@ -111,18 +111,21 @@ def _split(value: str | None, option: str | None = None) -> list[str]:
 
 def _runner_file(variable: str) -> Path:
     """A runner file the command will append to, checked before any work (exit 2 naming it)."""
+    # lazy: `--help` must not import the stages (module docstring)
     from research_dispatch.core.ghactions import require_runner_file
 
     return require_runner_file(os.environ, variable)
 
 
 def _writable(path: Path, label: str, field: str | None = None) -> None:
+    # lazy: `--help` must not import the stages (module docstring)
     from research_dispatch.core.fsio import require_writable_dir
 
     require_writable_dir(path, label=label, field=field)
 
 
 def _load(repo: Path) -> tuple[Any, list[Any]]:
+    # lazy: `--help` must not import the stages (module docstring)
     from research_dispatch.config.settings import load_settings
     from research_dispatch.config.topics import load_topics
 
@@ -131,8 +134,9 @@ def _load(repo: Path) -> tuple[Any, list[Any]]:
 
 
 def _writer(repo: Path, settings: Any, command: str) -> Any:
-    """The repository lock for a writing command (one writer at a time; see `lock.py`)."""
-    from research_dispatch.run.lock import writer_lock
+    """The repository lock for a writing command (one writer at a time; see `core/lock.py`)."""
+    # lazy: `--help` must not import the stages (module docstring)
+    from research_dispatch.leg.files import writer_lock
 
     return writer_lock(repo, settings.build_dir, command, warn=lambda message: click.echo(f"warning: {message}"))
 
@@ -141,7 +145,8 @@ def _print_version(ctx: click.Context, _param: click.Parameter, value: bool) -> 
     """`--version`: the version and the commit it was built from (`build_info`), then exit."""
     if not value or ctx.resilient_parsing:
         return
-    from research_dispatch.build_info import version_line
+    # lazy: `--help` must not import the stages (module docstring)
+    from research_dispatch.core.build_info import version_line
 
     click.echo(version_line(__version__))
     ctx.exit()
@@ -163,6 +168,7 @@ def main() -> None:
 @guarded
 def check(repo: Path, online: bool, as_json: bool) -> None:
     """Validate [tool.research-dispatch] and every topic file; print one line per problem, all at once."""
+    # lazy: `--help` must not import the stages (module docstring)
     from research_dispatch.config.plan import plan_legs
     from research_dispatch.config.settings import load_settings
     from research_dispatch.config.topics import check_topics
@@ -180,6 +186,7 @@ def check(repo: Path, online: bool, as_json: bool) -> None:
     lines = [line for problem in problems for line in str(problem).splitlines()]  # every problem: one line
     legs = plan_legs(topics, settings)
     if online:  # the valid topics' legs are checked too, so one run lists every problem
+        # lazy: `--help` must not import the stages (module docstring)
         from research_dispatch.run.online import online_problems
 
         lines += online_problems(settings, legs, os.environ)
@@ -205,6 +212,7 @@ def plan(repo: Path, topic_ids: str | None, model_ids: str | None, github_output
          cycle: str | None) -> None:
     """On a terminal: the legs, their caps, the worst-case spend and an estimate. Piped or with --json:
     the matrix JSON {"include": [{"leg", "topic", "model"}, ...]}."""
+    # lazy: `--help` must not import the stages (module docstring)
     from research_dispatch.config.plan import matrix, matrix_json, plan_legs, write_github_output
     from research_dispatch.config.topics import select_topics
 
@@ -215,6 +223,7 @@ def plan(repo: Path, topic_ids: str | None, model_ids: str | None, github_output
     if as_json or not sys.stdout.isatty():  # FIXED: the matrix JSON exactly as before, for machines
         click.echo(text)
     else:
+        # lazy: `--help` must not import the stages (module docstring)
         from research_dispatch.config.estimate import plan_lines
 
         for line in plan_lines(settings, legs, _cycle(cycle)):
@@ -234,6 +243,7 @@ def plan(repo: Path, topic_ids: str | None, model_ids: str | None, github_output
 @guarded
 def research(repo: Path, topic: str, model: str | None, export_dir: Path | None, cycle: str | None) -> None:
     """Run one leg (or a packed batch) and write its report and call log at their computed paths."""
+    # lazy: `--help` must not import the stages (module docstring)
     from research_dispatch.config.plan import resolve_legs
     from research_dispatch.core.errors import Interrupted
     from research_dispatch.core.fsio import confined
@@ -271,6 +281,7 @@ def research(repo: Path, topic: str, model: str | None, export_dir: Path | None,
 
 
 def _leg_line(result: Any) -> str:
+    # lazy: `--help` must not import the stages (module docstring)
     from research_dispatch.core.sanitize import one_line
 
     head = f"{result.stem}: {result.status}"
@@ -293,6 +304,7 @@ def _leg_line(result: Any) -> str:
 @guarded
 def collect(repo: Path, incoming: Path, topic_ids: str | None, model_ids: str | None, with_synthesis: bool) -> None:
     """Import leg artifacts from INCOMING into their computed paths, validating each file."""
+    # lazy: `--help` must not import the stages (module docstring)
     from research_dispatch.config.plan import plan_legs
     from research_dispatch.config.topics import select_topics
     from research_dispatch.run.collect import collect as collect_files
@@ -322,8 +334,9 @@ def verify(repo: Path, reports: tuple[Path, ...], online: bool, github_summary: 
 
     Cited sources without evidence (and a missing or changed evidence file) are warned about, one
     line each; they never change the exit code."""
+    # lazy: `--help` must not import the stages (module docstring)
     from research_dispatch.config.settings import load_settings
-    from research_dispatch.core.errors import BadInput
+    from research_dispatch.leg.files import try_complete_pending
     from research_dispatch.leg.report import load_report
     from research_dispatch.leg.verify import (
         evidence_lines,
@@ -332,7 +345,6 @@ def verify(repo: Path, reports: tuple[Path, ...], online: bool, github_summary: 
         text_table,
         verify_report,
     )
-    from research_dispatch.run.lock import try_complete_pending
 
     if github_summary:
         _runner_file("GITHUB_STEP_SUMMARY")
@@ -344,6 +356,7 @@ def verify(repo: Path, reports: tuple[Path, ...], online: bool, github_summary: 
         raise BadInput("no reports to verify", path=settings.research_dir + "/")
     gateway = None
     if online:
+        # lazy: `--help` must not import the stages (module docstring)
         from research_dispatch.leg.verify import online_gateway
 
         gateway = online_gateway(settings, os.environ)
@@ -357,10 +370,12 @@ def verify(repo: Path, reports: tuple[Path, ...], online: bool, github_summary: 
     for line in evidence_lines(rows):
         click.echo(line, err=as_json)
     if as_json:
+        # lazy: `--help` must not import the stages (module docstring)
         from research_dispatch.run.documents import verify_document
 
         _print_document(verify_document(rows))
     if github_summary:
+        # lazy: `--help` must not import the stages (module docstring)
         from research_dispatch.core.ghactions import append_step_summary
 
         evidence = markdown_evidence(rows)
@@ -381,6 +396,7 @@ def synthesize(repo: Path, github_summary: bool, cycle: str | None) -> None:
 
     First the cycle's refresh branch (local or remote-tracking) is overlaid: its newer good reports come
     into research/, so the synthesis describes the reports the branch will hold."""
+    # lazy: `--help` must not import the stages (module docstring)
     from research_dispatch.config.settings import load_settings
     from research_dispatch.run.preload import GATEWAY_MODULES, import_worker_modules
     from research_dispatch.run.refresh import overlay_for_synthesis
@@ -417,6 +433,7 @@ def publish(repo: Path, branch: str | None, base: str | None, no_push: bool, no_
             github_summary: bool, topic_ids: str | None, model_ids: str | None, allow_edited: bool,
             cycle: str | None) -> None:
     """Commit (one per changed report, one for the synthesis), push, and create or update the PR."""
+    # lazy: `--help` must not import the stages (module docstring)
     from research_dispatch.config import environment
     from research_dispatch.config.plan import plan_legs
     from research_dispatch.config.topics import select_topics
@@ -453,6 +470,7 @@ def publish(repo: Path, branch: str | None, base: str | None, no_push: bool, no_
 def run(repo: Path, topic_ids: str | None, model_ids: str | None, jobs: int | None, do_publish: bool, push: bool,
         fresh: bool, allow_edited: bool, as_json: bool, cycle: str | None) -> None:
     """The whole refresh locally: legs in parallel with live progress, then verify, synthesize, publish."""
+    # lazy: `--help` must not import the stages (module docstring)
     from research_dispatch.run.refresh import run_command, run_refresh
 
     topics, models = _split(topic_ids, "--topics"), _split(model_ids, "--models")
@@ -460,6 +478,7 @@ def run(repo: Path, topic_ids: str | None, model_ids: str | None, jobs: int | No
         sys.exit(run_command(repo, topics=topics, models=models, jobs=jobs, publish=do_publish, push=push,
                              fresh=fresh, cycle=_cycle(cycle), env=os.environ, echo=click.echo,
                              allow_edited=allow_edited))
+    # lazy: `--help` must not import the stages (module docstring)
     from research_dispatch.config.settings import load_settings
     from research_dispatch.run.documents import run_document
 
@@ -481,6 +500,7 @@ def run(repo: Path, topic_ids: str | None, model_ids: str | None, jobs: int | No
 @guarded
 def demo(repo: Path | None, directory: Path | None, verbose: bool, as_json: bool) -> None:
     """The whole refresh offline on built-in fake servers: no keys, no network."""
+    # lazy: `--help` must not import the stages (module docstring)
     from research_dispatch.adopt.demo import run_demo
 
     outcome = run_demo(directory, repo=repo, echo=_narrate if as_json else click.echo, verbose=verbose)
@@ -501,6 +521,7 @@ def demo(repo: Path | None, directory: Path | None, verbose: bool, as_json: bool
 @guarded
 def init(repo: Path, force: bool, ref: str | None, upstream: str | None) -> None:
     """Set up a git repository for research-dispatch: config, an example topic, the workflows, docs."""
+    # lazy: `--help` must not import the stages (module docstring)
     from research_dispatch.adopt.init import init_command
 
     sys.exit(init_command(repo, ref=ref, upstream=upstream, force=force, echo=click.echo))

@@ -184,7 +184,8 @@ def test_init_from_the_wheel_pins_the_full_commit_it_was_built_from(fresh_venv: 
 
 def test_demo_without_a_checkout_runs_the_bundled_reference_review(fresh_venv: FreshVenv, tmp_path: Path) -> None:
     """`pipx run research-dispatch demo` in any folder: the five topics ship in the wheel, and the full
-    DESIGN.md checks (five families, all three finding classes) hold."""
+    checks of docs/ARCHITECTURE.md's "What the demo promises" (five families, all three finding classes)
+    hold."""
     done = fresh_venv.run(["research-dispatch", "demo"], cwd=tmp_path)
     assert done.returncode == 0, done.stdout[-4000:] + done.stderr[-2000:]
     assert "the reference review (bundled with the package)" in done.stdout

@@ -17,7 +17,7 @@ from typing import Any
 
 import pytest
 
-from research_dispatch.run.lock import LOCK_NAME
+from research_dispatch.core.lock import LOCK_NAME
 from tests.bounds.conftest import CYCLE, Child, child_env, command, fake_env, figure, make_repo
 
 reliability = pytest.mark.reliability

@@ -40,11 +40,11 @@ run         0     bounds/test_fresh_interpreter.py, reliability/test_never_lose_
             1     bounds/test_exit_contract.py (unreachable remote, foreign commits), bounds/test_ctrl_c.py
             2     bounds/test_exit_contract.py (preflight: base branch, output directories, keys)
             3     reliability/test_refresh_rules.py (another model served)
-demo        0     bounds/test_fresh_interpreter.py, adopt/test_installed.py, adopt/test_demo_repo.py
+demo        0     adopt/test_installed.py, adopt/test_demo_repo.py
             2     adopt/test_installed.py (`--repo` without topics); cli/test_inputs.py (a `--dir` it did
                   not make)
 init        0, 2  adopt/test_init.py, adopt/test_init_faults.py, adopt/test_installed.py
---help, --version, usage errors: cli/test_help.py (every command; the FIXED flags of DESIGN.md)
+--help, --version, usage errors: cli/test_help.py (every command; the FIXED flags of docs/ARCHITECTURE.md)
 
 `scripts/dev/test_share.py` measures the share of all test items that run the CLI as a process.
 """

@@ -1,6 +1,6 @@
 """The command surface as a user first meets it: `--help` of every command, `--version`, usage errors.
 
-Each command's help must show the FIXED flags of DESIGN.md (checks outside the repository call them),
+Each command's help must show the FIXED flags of docs/ARCHITECTURE.md (§ CLI) (checks outside the repository call them),
 exit 0 and print nothing on stderr; a usage error is exit 2 with click's `Error:` line and no traceback.
 """
 
@@ -13,7 +13,7 @@ import pytest
 from research_dispatch import __version__
 from tests.bounds.conftest import child_env, run_cli
 
-# DESIGN.md's CLI table: the flags (and argument) each command documents; every command takes --repo.
+# docs/ARCHITECTURE.md § CLI — FIXED: the flags (and argument) each command documents; every command takes --repo.
 FIXED_FLAGS: dict[str, tuple[str, ...]] = {
     "check": ("--repo",),
     "plan": ("--repo", "--topics", "--models", "--github-output"),

@@ -80,7 +80,8 @@ def test_research_names_an_unknown_topic(tmp_path: Path, fakes: Fakes) -> None:
 
 
 def test_research_without_the_search_key_stops_before_any_call(tmp_path: Path, fakes: Fakes) -> None:
-    """Tavily's client would silently go keyless: the key is required up front (DESIGN.md, Environment)."""
+    """Tavily's client would silently go keyless: the key is required up front (docs/ARCHITECTURE.md
+    § Environment — FIXED)."""
     repo = make_repo(tmp_path, ("02-",))
     env = fakes.env()
     del env["TAVILY_API_KEY"]

@@ -1,4 +1,5 @@
-"""`demo`: the whole refresh offline in a throwaway repository, checked against DESIGN.md's promises."""
+"""`demo`: the whole refresh offline in a throwaway repository, checked against docs/ARCHITECTURE.md's
+"What the demo promises"."""
 
 from __future__ import annotations
 

@@ -16,7 +16,7 @@ from click.testing import CliRunner
 
 from research_dispatch.cli import main
 from research_dispatch.core.errors import LockHeld
-from research_dispatch.run.lock import LOCK_NAME, LockInfo, RepoLock, is_stale
+from research_dispatch.core.lock import LOCK_NAME, LockInfo, RepoLock, is_stale
 from tests.conftest import write_topic
 from tests.run.conftest import CYCLE, LineReader, Output, cli_process, refresh, sessions, wait_for
 
@@ -30,7 +30,7 @@ def dead_pid() -> int:
 HOLDER = """
 import sys
 from pathlib import Path
-from research_dispatch.run.lock import RepoLock
+from research_dispatch.core.lock import RepoLock
 lock = RepoLock(Path(sys.argv[1]), command=sys.argv[2])
 info = lock.acquire()
 print(info.pid, info.started_at, flush=True)

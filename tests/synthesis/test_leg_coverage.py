@@ -1,4 +1,4 @@
-"""Where a leg stands, as the synthesis says it, is the one rule of `legstate` (issue 16): the ledger's leg
+"""Where a leg stands, as the synthesis says it, is the one rule of `leg/state` (issue 16): the ledger's leg
 states, the limitations and the dispatch table agree with what resume, the run summary and the PR use."""
 
 from __future__ import annotations

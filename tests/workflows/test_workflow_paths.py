@@ -86,7 +86,8 @@ def test_with_a_github_app_configured_publish_uses_the_app_token(world_factory) 
 
 def test_a_topic_filtered_refresh_counts_every_planned_leg(world_factory) -> None:
     """A `--topics` refresh on a fresh repository: the legs it did not run have no report of this cycle,
-    so the preview says partial and names them missing, not failed (DESIGN: "A refresh never loses work")."""
+    so the preview says partial and names them missing, not failed (docs/ARCHITECTURE.md: "A refresh never
+    loses work" — FIXED)."""
     world = world_factory()
     run = world.run("research-refresh.yml", "workflow_dispatch",
                     {"cycle": CYCLE, "topics": "verl-trl", "dry-run": True})

@@ -19,14 +19,15 @@ What it does, in order:
 3. start the fake gateway, search and GitHub servers on 127.0.0.1 (GitHub serving `acme/review` live
    from the bare origin) and point the refresh at them through an explicit environment — the
    process environment is not used for keys or URLs;
-4. run the refresh (`runner.run_refresh`) with publishing, push and PR;
+4. run the refresh (`run/refresh.run_refresh`) with publishing, push and PR;
 5. print where everything is, and check in code what it promises. For every source: a report for every
    planned leg from the families the topics name, each in its word band, `ok`, route `exact`, ≥3 cited
    sources and a References section; the synthesis document and `claims.json`; the methodology dispatch
    table (when the document has its markers); one commit per report with the trailers, the branch pushed;
-   one PR. For the reference review, also what DESIGN.md promises `make demo` leaves behind: five
-   reports from five families, and convergent, divergent and single-source findings in both the
-   decision table and the ledger (another review's topics need not produce all three classes).
+   one PR. For the reference review, also what docs/ARCHITECTURE.md ("What the demo promises") says
+   `make demo` leaves behind: five reports from five families, and convergent, divergent and
+   single-source findings in both the decision table and the ledger (another review's topics need not
+   produce all three classes).
    Each check prints ✓ or ✗; the exit code is 0 only if all hold.
 
 Keys are obviously fake, and still never printed: every line goes through a redactor.
@@ -45,8 +46,12 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from importlib import resources
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
+import research_dispatch
+from research_dispatch.config.plan import Leg, current_cycle, plan_legs
+from research_dispatch.config.settings import Settings, load_settings
+from research_dispatch.config.topics import check_topics, load_topics, topic_paths
 from research_dispatch.core.errors import BadInput, DispatchError, ExitCode, Interrupted
 from research_dispatch.core.fsio import write_atomic
 from research_dispatch.core.interrupt import register_cleanup, unregister_cleanup
@@ -54,11 +59,13 @@ from research_dispatch.core.notice import MARKER, write_marker
 from research_dispatch.core.redact import redacting
 from research_dispatch.core.sanitize import one_line
 from research_dispatch.core.tables import Column, render_table, terminal_width
-
-if TYPE_CHECKING:  # the stages are imported when the demo runs, not when the CLI starts
-    from research_dispatch.config.plan import Leg
-    from research_dispatch.config.settings import Settings
-    from research_dispatch.run.outcome import RunOutcome
+from research_dispatch.leg.evidence import check_file
+from research_dispatch.leg.report import load_report
+from research_dispatch.run.outcome import RunOutcome
+from research_dispatch.run.refresh import run_refresh
+from research_dispatch_fakes.gateway import FakeGateway
+from research_dispatch_fakes.github import FakeGitHub
+from research_dispatch_fakes.tavily import FakeTavily
 
 Echo = Callable[[str], None]
 ORIGIN_MARKER = "research-dispatch-demo-origin"
@@ -101,7 +108,7 @@ class DemoSource:
 
     label: str
     files: dict[str, bytes]
-    reference: bool  # the reference review: DESIGN.md's five-topic promises are checked too
+    reference: bool  # the reference review: docs/ARCHITECTURE.md's five-topic promises are checked too
     root: Path | None  # the repository it came from (None: the copy bundled in the package)
 
 
@@ -111,8 +118,6 @@ class DemoSource:
 
 def project_root() -> Path | None:
     """This repository, when the package runs from a checkout (editable install); else None."""
-    import research_dispatch
-
     root = Path(research_dispatch.__file__).resolve().parents[2]
     pyproject = root / "pyproject.toml"
     if (root / "topics").is_dir() and pyproject.is_file() and \
@@ -155,9 +160,6 @@ def checkout_source(root: Path) -> DemoSource:
 
 def repository_source(repo: Path) -> DemoSource:
     """Another repository's own review: its pyproject, topic files and methodology, validated first."""
-    from research_dispatch.config.settings import load_settings
-    from research_dispatch.config.topics import check_topics, topic_paths
-
     if not repo.is_dir():
         raise BadInput(f"{repo} is not a directory", path="--repo")
     settings = load_settings(repo)
@@ -255,8 +257,6 @@ def git(cwd: Path, *args: str) -> str:
 
 def build_repository(directory: Path, origin: Path, source: DemoSource) -> None:
     """The source's files, committed on the configured PR base branch and pushed to a bare origin."""
-    from research_dispatch.config.settings import load_settings
-
     for relpath, data in sorted(source.files.items()):
         write_atomic(directory / relpath, data, root=directory)
     base = load_settings(directory).pr.base
@@ -400,12 +400,6 @@ def run_demo(directory: Path | None, *, repo: Path | None = None, echo: Echo, ve
 
     By default the terminal gets a short summary (where things are, the route table, the checks, the
     PR); the whole narration of the run is in the log file and, with `verbose`, on the terminal too."""
-    from research_dispatch.config.plan import current_cycle
-    from research_dispatch.config.settings import load_settings
-    from research_dispatch.run.refresh import run_refresh
-    from research_dispatch_fakes.gateway import FakeGateway
-    from research_dispatch_fakes.github import FakeGitHub
-    from research_dispatch_fakes.tavily import FakeTavily
 
     say = redacting(echo, DEMO_KEYS)
     started = time.monotonic()
@@ -432,7 +426,6 @@ def run_demo(directory: Path | None, *, repo: Path | None = None, echo: Echo, ve
                 "GITHUB_API_URL": github.base_url,
                 "GITHUB_REPOSITORY": f"{GITHUB_OWNER}/{GITHUB_NAME}",
             }
-            _preload_service_clients()
             outcome = run_refresh(directory, publish=True, push=True, fresh=False, cycle=cycle, env=env,
                                   echo=log.detail, live=False if not verbose else None)
             pulls = github.pulls
@@ -456,21 +449,6 @@ def run_demo(directory: Path | None, *, repo: Path | None = None, echo: Echo, ve
     return DemoOutcome(source.label, directory, origin, log.path, tuple(checks), outcome.exit_code, pr, wall)
 
 
-def _preload_service_clients() -> None:
-    """Import the service clients once, before the legs start in parallel threads.
-
-    The stages import them lazily (fast CLI start-up), and several legs importing tavily, openai and
-    httpx for the first time at once can fail with "partially initialized module 'httpx'" (a circular
-    import between threads; seen in about half of the demo runs on 2 cores). The runner is the place to
-    fix this for every command; until it does, the demo does it for itself.
-    """
-    import importlib
-
-    for name in ("httpx", "httpx2", "openai", "tavily"):
-        with contextlib.suppress(ImportError):
-            importlib.import_module(name)
-
-
 def _show(path: Path) -> str:
     with contextlib.suppress(ValueError):
         return path.resolve().relative_to(Path.cwd().resolve()).as_posix()
@@ -483,9 +461,6 @@ def _show(path: Path) -> str:
 
 def report_and_check(directory: Path, origin: Path, outcome: Any, pulls: list[dict[str, Any]],
                      log: DemoLog, *, reference: bool = True) -> list[Check]:
-    from research_dispatch.config.plan import plan_legs
-    from research_dispatch.config.settings import load_settings
-    from research_dispatch.config.topics import load_topics
 
     settings = load_settings(directory)
     legs = plan_legs(load_topics(directory, settings), settings)
@@ -503,7 +478,6 @@ ROUTE_COLUMNS = (Column("leg", keep=True), Column("model"), Column("provider"), 
 
 
 def _reports(directory: Path, settings: Any, legs: list[Any], log: DemoLog, reference: bool) -> list[Check]:
-    from research_dispatch.leg.report import load_report
 
     checks = []
     families = set()
@@ -556,8 +530,6 @@ def _reports(directory: Path, settings: Any, legs: list[Any], log: DemoLog, refe
 def _evidence(directory: Path, settings: Any, legs: list[Any]) -> Check:
     """Every report has its evidence file, written with it (its `evidence_sha256`), covering every
     source it cites: what the synthesis checks citations against."""
-    from research_dispatch.leg.evidence import check_file
-    from research_dispatch.leg.report import load_report
 
     problems: list[str] = []
     passages = sources = 0
@@ -668,7 +640,6 @@ def _trailers(text: str) -> dict[str, str]:
 
 
 def _branch(directory: Path, settings: Settings, legs: list[Leg], outcome: RunOutcome, out: DemoLog) -> list[Check]:
-    from research_dispatch.leg.report import load_report
 
     branch = _refresh_branch(settings, outcome)
     base = settings.pr.base

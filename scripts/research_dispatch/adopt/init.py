@@ -37,7 +37,8 @@ from importlib import resources
 from pathlib import Path
 
 from research_dispatch import __version__
-from research_dispatch.build_info import built_commit
+from research_dispatch.config.settings import Settings, load_settings
+from research_dispatch.core.build_info import built_commit
 from research_dispatch.core.errors import BadInput, ExitCode
 from research_dispatch.core.fsio import confined, write_atomic
 
@@ -377,8 +378,6 @@ def _placeholder(repo: Path, directory: str) -> tuple[_Write | None, Outcome | N
 
 def plan(repo: Path, pin: Pin, *, force: bool) -> tuple[list[_Write], list[Outcome]]:
     """Every write init would make, and what it leaves alone; nothing is written here."""
-    from research_dispatch.config.settings import Settings, load_settings
-
     writes: list[_Write] = []
     outcomes: list[Outcome] = []
 

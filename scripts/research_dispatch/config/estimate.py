@@ -21,6 +21,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 from decimal import Decimal
+from typing import Any
 
 from research_dispatch.config.plan import Leg
 from research_dispatch.config.settings import Settings
@@ -73,25 +74,24 @@ class PlanCost:
         return sorted({c.leg.route.model for c in self.legs if c.estimate_usd is None} | set(self.synthesis_unpriced))
 
 
-def _price_list() -> tuple[object | None, str]:
-    """genai-prices' `calc_price` and its version, or None and why not (it needs Python 3.11+)."""
+def _price_list() -> tuple[Any | None, str]:
+    """The genai-prices module and its version, or None and why not (it needs Python 3.11+)."""
     try:
-        import genai_prices  # imported here: `plan` on a terminal only, and it is a 1.6 MB data module
+        # lazy: an optional dependency (Python 3.11+ only), and a 1.6 MB data module `plan` needs on a terminal only
+        import genai_prices
     except ImportError:
         return None, "no price list (genai-prices is not installed: it needs Python 3.11 or newer)"
-    return genai_prices.calc_price, f"{PRICE_SOURCE} {genai_prices.__version__}"
+    return genai_prices, f"{PRICE_SOURCE} {genai_prices.__version__}"
 
 
 def price_usd(model: str, prompt_tokens: int, completion_tokens: int) -> float | None:
     """The listed OpenRouter price of that many tokens on `model`, or None when it is not listed."""
-    calc, _ = _price_list()
-    if calc is None:
+    prices, _ = _price_list()
+    if prices is None:
         return None
-    from genai_prices import Usage
-
     try:
-        result = calc(Usage(input_tokens=prompt_tokens, output_tokens=completion_tokens),  # type: ignore[operator]
-                      model_ref=model.split(":", 1)[0], provider_id="openrouter")
+        result = prices.calc_price(prices.Usage(input_tokens=prompt_tokens, output_tokens=completion_tokens),
+                                   model_ref=model.split(":", 1)[0], provider_id="openrouter")
     except LookupError:
         return None
     total = result.total_price

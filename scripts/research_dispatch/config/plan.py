@@ -11,6 +11,7 @@ import datetime as dt
 import difflib
 import json
 import math
+import re
 import secrets
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
@@ -157,8 +158,6 @@ def current_cycle(now: dt.datetime | None = None) -> str:
 
 
 def validate_cycle(value: str) -> str:
-    import re
-
     if not re.fullmatch(r"\d{4}-H[12]|[A-Za-z0-9][A-Za-z0-9._-]{0,39}", value) or ".." in value:
         raise BadInput(f"invalid cycle {value!r} (expected YYYY-H1 or YYYY-H2, or a short name)", path="--cycle")
     return value

@@ -32,7 +32,7 @@ from research_dispatch.core.errors import ExitCode
 
 HARD_EXIT_AFTER_S = 5.0
 """From the first Ctrl-C to the backstop's exit. Longer than `run`'s grace for blocked legs
-(runner.LEG_STOP_GRACE_S) plus its bookkeeping, so the orderly path normally finishes first."""
+(`run/pool.LEG_STOP_GRACE_S`) plus its bookkeeping, so the orderly path normally finishes first."""
 
 _tripped = threading.Event()
 _lock = threading.Lock()

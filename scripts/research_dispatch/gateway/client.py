@@ -1,6 +1,6 @@
 """The one OpenAI-compatible gateway client, returning a typed `CallRecord` per call.
 
-Two kinds of gateway (DESIGN.md § Gateways — FIXED, `[tool.research-dispatch.gateway] kind`):
+Two kinds of gateway (docs/ARCHITECTURE.md § Gateways — FIXED, `[tool.research-dispatch.gateway] kind`):
 
 * `openrouter` (default). Requests pin the route (concrete slug, `provider.order` + `allow_fallbacks:
   false` when a provider is pinned, `require_parameters: true`) and ask for router metadata
@@ -17,7 +17,7 @@ Two kinds of gateway (DESIGN.md § Gateways — FIXED, `[tool.research-dispatch.
 
 For both:
 
-* assistant turns come back in a canonical form (`canonical_assistant_turn`, DESIGN.md § Route
+* assistant turns come back in a canonical form (`canonical_assistant_turn`, docs/ARCHITECTURE.md § Route
   verdicts): `role`, `content` only when it is a non-empty string, `tool_calls` (id, type, function),
   and `reasoning_details` verbatim — never `content: null`, `function_call` or other fields a strict
   server refuses, and never without the thought signatures Gemini 3 demands back;
@@ -32,8 +32,7 @@ For both:
   usage the product cannot account for (a cost that is NaN, negative or not a number) is `UnusableUsage`;
 * every completed call yields a frozen `CallRecord` — the provenance contract.
 
-The `openai` package is imported lazily so that `research-dispatch --help` stays fast. Its TLS context
-is built once per process and shared by every leg's client.
+The `openai` client's TLS context is built once per process and shared by every leg's client.
 """
 
 from __future__ import annotations
@@ -49,9 +48,13 @@ from collections.abc import Callable, Mapping
 from dataclasses import MISSING, asdict, dataclass, field, fields, replace
 from typing import Any
 
+import openai
+from httpx2 import create_ssl_context  # the HTTP library of openai >= 3
+
 from research_dispatch.config import environment
 from research_dispatch.config.environment import Credentials
 from research_dispatch.config.settings import GatewaySettings
+from research_dispatch.core.bounded_http import bounded, bounded_client
 from research_dispatch.core.bounds import CallBounds
 from research_dispatch.core.errors import (
     AuthenticationFailed,
@@ -193,7 +196,7 @@ def _mapping(value: Any) -> Mapping[str, Any]:
 
 def canonical_assistant_turn(message: Mapping[str, Any], *, tool_turn_content: str | None = None
                              ) -> dict[str, Any]:
-    """The assistant turn as it goes back into the history (DESIGN.md § Route verdicts).
+    """The assistant turn as it goes back into the history (docs/ARCHITECTURE.md § Route verdicts).
 
     `content` only when it is a non-empty string (null is refused by strict servers, an empty text block
     by some providers; a turn that only calls tools has no content key — or, with `tool_turn_content=""`,
@@ -373,8 +376,6 @@ def _shared_tls_context() -> Any:
     (same CA paths, same `SSL_CERT_FILE`/`SSL_CERT_DIR` handling), only built once; an `ssl.SSLContext`
     is safe to share between threads and clients.
     """
-    from httpx2 import create_ssl_context  # the HTTP library of openai >= 3
-
     return create_ssl_context()
 
 
@@ -395,10 +396,6 @@ class Gateway:
             variable = "OPENAI_API_KEY" if self.kind == OPENAI_COMPATIBLE else "OPENROUTER_API_KEY"
             raise MissingKey(variable, "call the model gateway")
         register_secrets([api_key])  # whoever holds a key makes sure it is redacted
-        import openai  # lazy: keeps CLI start-up fast
-
-        from research_dispatch.core.bounded_http import bounded_client
-
         self._openai = openai
         self.interrupt = interrupt
         self.deadline = deadline
@@ -580,7 +577,6 @@ class Gateway:
         """One attempt on the wire, held to `bounds`. OpenRouter calls stream (`stream.py`: an abandoned
         stream stops being billed, and the generation id is known from the first byte); an
         openai-compatible server gets the plain request its interop test proves."""
-        from research_dispatch.core.bounded_http import bounded
 
         with bounded(bounds, f"model call to {model}"):
             if self.kind == OPENROUTER:
@@ -901,7 +897,6 @@ class Gateway:
             return []
         if model in self._listings:
             return self._listings[model]
-        from research_dispatch.core.bounded_http import bounded
 
         bounds = self._bounds(min(self.settings.timeout_s, LOOKUP_TIMEOUT_S), deadline)
         try:
@@ -924,7 +919,6 @@ class Gateway:
     def listing(self, path: str, what: str) -> Any:
         """`GET <base><path>` with the key (`/models`, `/key`): one bounded look-up, errors typed like a call's
         (an authentication failure is `AuthenticationFailed`, an unreachable gateway a `GatewayError`)."""
-        from research_dispatch.core.bounded_http import bounded
 
         if self.kind != OPENROUTER:
             raise GatewayError(f"an openai-compatible gateway publishes no {what}", error_type="unsupported")
@@ -971,7 +965,6 @@ class Gateway:
         if self.kind != OPENROUTER:
             raise GatewayError("an openai-compatible gateway keeps no /generation record; its calls are "
                                "self-reported and cannot be re-checked online", error_type="unsupported")
-        from research_dispatch.core.bounded_http import bounded
 
         ends = None if within_s is None else time.monotonic() + within_s
         last: GatewayError | None = None

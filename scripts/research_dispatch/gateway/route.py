@@ -13,7 +13,7 @@ Pure functions over the facts a gateway response carries. A verdict per call, th
   fallback attempt;
 * `cached` — a response-cache hit (no provider was called, nothing to verify);
 * `unverified` — the response lacked the metadata needed to decide;
-* `self_reported` — an `openai-compatible` gateway (DESIGN.md § Gateways) said the requested model
+* `self_reported` — an `openai-compatible` gateway (docs/ARCHITECTURE.md § Gateways — FIXED) said the requested model
   answered; it has no router metadata and no `/generation` record, so nothing can confirm it.
 
 Only `exact` counts as verified, and `self_reported` when the configuration says

@@ -1,6 +1,6 @@
 """The conversation contract: what the researcher writes to the model and the scripted model keys on.
 
-The offline fakes import nothing of the product (DESIGN.md): a fake that shared the product's parsing
+The offline fakes import nothing of the product (docs/ARCHITECTURE.md): a fake that shared the product's parsing
 or logic could not catch its bugs. This module is the one exception, because it holds no logic: it is
 the protocol both sides agree on, like a wire format — the labels of the first messages, the
 follow-up prompts the researcher may send (the fake's scripted model recognises each by its opening),

@@ -22,10 +22,9 @@ import dataclasses
 import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, ClassVar
+from typing import Any, ClassVar
 
-if TYPE_CHECKING:  # pragma: no cover
-    from research_dispatch.gateway.client import CallRecord
+from research_dispatch.gateway.client import CallRecord
 
 
 @dataclass(frozen=True)
@@ -147,7 +146,7 @@ class WriteFailedEvent(TraceEvent):
 
 @dataclass(frozen=True)
 class WritePendingEvent(TraceEvent):
-    """The write of the report and call log was committed but not completed (see `legfiles`)."""
+    """The write of the report and call log was committed but not completed (see `leg/files`)."""
 
     EVENT: ClassVar[str] = "write_pending"
     error: str | None

@@ -16,9 +16,10 @@ still said `ok`. So:
 
 After the commit point the unit is committed: if applying fails or the process dies, the journal stays,
 and `complete_pending` finishes it (the remaining renames, then the status file). Every writing command
-calls it right after taking the repository lock, and `verify` calls it when the lock is free, so any
-command that looks at the reports afterwards sees all old or all new files, and a status file that
-agrees with them. Until then, `pending_stems` names the legs whose unit is not yet applied.
+takes the repository lock (`core/lock.py`) through `writer_lock`, which calls it right after taking the
+lock, and `verify` calls it when the lock is free (`try_complete_pending`), so any command that looks at
+the reports afterwards sees both old or both new files, and a status file that agrees with them. Until
+then, `pending_stems` names the legs whose unit is not yet applied.
 """
 
 from __future__ import annotations
@@ -27,12 +28,14 @@ import contextlib
 import json
 import os
 import re
-from collections.abc import Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from research_dispatch.core.errors import BadInput, DispatchError
+from research_dispatch.core.errors import BadInput, DispatchError, LockHeld
 from research_dispatch.core.fsio import confined, stage_file, write_atomic
+from research_dispatch.core.interrupt import register_cleanup, unregister_cleanup
+from research_dispatch.core.lock import RepoLock, lock_path
 
 PENDING_DIR = "pending"
 JOURNAL_SCHEMA = "research-dispatch/unit@1"
@@ -149,3 +152,46 @@ def _read_journal(repo: Path, journal: Path) -> tuple[list[tuple[Path, Path]], t
     status = data.get("status")
     status_pair = (confined(repo, str(status[0])), str(status[1])) if status else None
     return moves, status_pair
+
+
+@contextlib.contextmanager
+def writer_lock(repo: Path, build_dir: str, command: str, *,
+                warn: Callable[[str], None] | None = None) -> Iterator[RepoLock]:
+    """Hold the repository lock for one writing command, and complete any unit a killed writer left
+    committed but not applied (`complete_pending`) before the command looks at the reports.
+
+    While it is held, the Ctrl-C backstop (`interrupt.py`) releases it if it must end the process
+    without unwinding (a call that cannot be cancelled), so no command leaves its lock behind."""
+    lock = RepoLock(lock_path(repo, build_dir), repo_display=str(repo), warn=warn, command=command)
+    with lock:
+        outermost = not lock._nested
+        if outermost:
+            register_cleanup(lock.release)
+            completed, problems = complete_pending(repo, build_dir)
+            say = warn or (lambda _message: None)
+            for stem in completed:
+                say(f"completed the interrupted write of {stem}'s report and call log")
+            for problem in problems:
+                say(problem)
+        try:
+            yield lock
+        finally:
+            if outermost:
+                unregister_cleanup(lock.release)
+
+
+def try_complete_pending(repo: Path, build_dir: str) -> list[str]:
+    """For readers (`verify`): complete pending units when no writer holds the lock; never waits or
+    fails. Returns what it completed (or could not)."""
+    if not pending_stems(repo, build_dir):
+        return []
+    lock = RepoLock(lock_path(repo, build_dir), repo_display=str(repo), command="verify")
+    try:
+        lock.acquire()
+    except (LockHeld, OSError):
+        return []
+    try:
+        completed, problems = complete_pending(repo, build_dir)
+    finally:
+        lock.release()
+    return [f"completed the interrupted write of {stem}'s report and call log" for stem in completed] + problems

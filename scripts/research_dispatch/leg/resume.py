@@ -1,8 +1,8 @@
-"""Which legs a re-run must redo: the resume rules of `run`, on the one leg-state rule of `legstate`.
+"""Which legs a re-run must redo: the resume rules of `run`, on the one leg-state rule of `leg/state`.
 
 `run` first overlays the cycle's refresh branch into the working tree, so a leg's standing report may
 come from any earlier run (local or CI, this clone or another). Then, from the leg's assessment
-(`legstate.assess_worktree`), a leg is *kept* (not run again) only when its report for this cycle still
+(`leg/state.assess_worktree`), a leg is *kept* (not run again) only when its report for this cycle still
 stands:
 
 * the report is usable and its front matter `cycle` is the current cycle;

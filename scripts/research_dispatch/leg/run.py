@@ -59,6 +59,7 @@ from research_dispatch.leg.report import (
 )
 from research_dispatch.leg.researcher import PROMPT_VERSION, LegSpec, Researcher, ResearchOutcome, Trace
 from research_dispatch.leg.status import LegResult, LegState, timestamp, write_status
+from research_dispatch.tools.mcp_servers import McpToolset
 from research_dispatch.tools.providers import ExaProvider, SearchProvider, TavilyProvider
 from research_dispatch.tools.search import MODEL_ERROR_KINDS, SearchStats, SearchTools, SourceRegistry
 
@@ -105,7 +106,7 @@ def input_hash(*, topic_sha256: str, model: str, provider: str | None, words: Wo
                search: SearchSettings, mcp: Mapping[str, Any] | None = None) -> str:
     """What a report depends on; an unchanged hash within a cycle means the leg need not run again.
 
-    The resume key of a leg (`resume.py`, `legstate.py`): the topic file's bytes, the route, the
+    The resume key of a leg (`resume.py`, `leg/state.py`): the topic file's bytes, the route, the
     researcher's prompts (`PROMPT_VERSION`), the word band, the budget and the search settings. The
     toolset (search providers other than Tavily alone, MCP servers) is part of it only when it is not
     the default, so adding the toolset changed no existing leg's hash. Existing reports carry this value:
@@ -286,8 +287,6 @@ class _LegRun:
         service = settings.search_service
         mcp = None
         if leg.topic.mcp:
-            from research_dispatch.tools.mcp_servers import McpToolset
-
             mcp = stack.enter_context(McpToolset({n: settings.mcp.servers[n] for n in leg.topic.mcp}, env=self.env,
                                                  interrupt=self.interrupt))
             mcp.open(leg_deadline=leg_deadline)

@@ -34,20 +34,17 @@ import enum
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING
 
+from research_dispatch.config.plan import Leg
+from research_dispatch.config.settings import Settings
 from research_dispatch.core.errors import BadInput, DispatchError
 from research_dispatch.leg import evidence as evidence_file
 from research_dispatch.leg.evidence import MAX_EVIDENCE_BYTES
 from research_dispatch.leg.files import FileWrite
-from research_dispatch.leg.report import Report, parse_report_text, sha256_of
+from research_dispatch.leg.report import MAX_REPORT_BYTES, Report, parse_report_text, sha256_of
 from research_dispatch.leg.run import leg_input_hash
 from research_dispatch.leg.status import LegResult, LegState, read_status
-
-if TYPE_CHECKING:  # pragma: no cover
-    from research_dispatch.config.plan import Leg
-    from research_dispatch.config.settings import Settings
-    from research_dispatch.leg.verify import RouteRow
+from research_dispatch.leg.verify import RouteRow, parse_calls, verify_records
 
 MAX_CALLS_BYTES = 8 * 1024 * 1024
 
@@ -122,8 +119,6 @@ def read_candidate(leg: Leg, settings: Settings, *, where: Where, text: str, cal
                    evidence_text: str | None = None, origin: str = "") -> Candidate:
     """Assess one report text (with its call log and evidence texts) as a candidate for `leg`. Never
     raises for bad content: an unusable report is a candidate with a `problem`."""
-    from research_dispatch.leg.verify import parse_calls, verify_records
-
     relpath = leg.report_relpath(settings)
 
     def made(report: Report | None, row: RouteRow | None, problem: str | None = None) -> Candidate:
@@ -160,8 +155,6 @@ def _companion_text(path: Path, limit: int) -> str | None:
 
 def worktree_candidate(repo: Path, settings: Settings, leg: Leg) -> Candidate | None:
     """The working tree's report of a leg, or None when there is none."""
-    from research_dispatch.leg.report import MAX_REPORT_BYTES
-
     path = repo / leg.report_relpath(settings)
     relpath = leg.report_relpath(settings)
     if path.is_symlink():  # a link could smuggle any file into a commit under a report's name

@@ -22,6 +22,7 @@ from research_dispatch.config.plan import companions
 from research_dispatch.config.settings import Settings
 from research_dispatch.core import sanitize
 from research_dispatch.core.errors import BadInput
+from research_dispatch.core.fsio import read_text_strict
 from research_dispatch.core.tables import Column, console_table
 from research_dispatch.gateway import route
 from research_dispatch.gateway.client import OPENAI_COMPATIBLE, CallRecord, Gateway, credentials
@@ -74,8 +75,6 @@ def parse_call_record(line: str) -> CallRecord:
 
 def load_calls(path: Path, *, display: str | None = None) -> list[CallRecord]:
     """Every record of a call log; a damaged log is `BadInput` naming the file, the line and the field."""
-    from research_dispatch.core.fsio import read_text_strict
-
     display = display or path.name
     records: list[CallRecord] = []
     try:

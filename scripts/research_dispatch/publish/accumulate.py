@@ -5,7 +5,7 @@ any run produced — local or CI, whole or `--topics`, from a fresh clone or not
 built from the working tree alone: for each planned leg the candidates are the working tree's report
 and the report on every tip of the branch this repository knows (`refs/heads/<branch>` and
 `refs/remotes/<remote>/<branch>`, whichever exist — a fresh clone knows the remote one, a laptop that
-published without pushing knows the local one), and the one rule of `legstate` picks the report that
+published without pushing knows the local one), and the one rule of `leg/state` picks the report that
 stands for the leg. A report is replaced only by a newer good one.
 
 The *overlay* makes the working tree match: it writes the branch's chosen reports (report, call log and
@@ -30,7 +30,14 @@ from research_dispatch.core.errors import DispatchError
 from research_dispatch.core.fsio import confined, write_atomic
 from research_dispatch.leg.files import write_unit
 from research_dispatch.leg.report import MAX_REPORT_BYTES, SCHEMA
-from research_dispatch.leg.state import Candidate, LegAssessment, Where, assess_worktree, read_candidate
+from research_dispatch.leg.state import (
+    Candidate,
+    LegAssessment,
+    Where,
+    assess_worktree,
+    read_candidate,
+    worktree_candidate,
+)
 from research_dispatch.publish.gitops import Git, Identity
 
 UNPLANNED_DIR = "unplanned"
@@ -115,7 +122,7 @@ class Accumulation:
 
 def accumulate(repo: Path, settings: Settings, legs: Iterable[Leg], cycle: str, view: BranchView | None, *,
                worktree_stems: set[str] | None = None, replace_edited: bool = False) -> Accumulation:
-    """Assess every planned leg with the branch's reports as extra candidates (`legstate.assess`).
+    """Assess every planned leg with the branch's reports as extra candidates (`leg/state.assess`).
 
     `worktree_stems`: the legs whose working-tree report is a candidate (default: all). `publish
     --topics X` passes X's legs: the other legs' working-tree files were not produced by this refresh.
@@ -272,8 +279,6 @@ def set_aside(repo: Path, settings: Settings, leg: Leg, candidate: Candidate, fo
 def set_aside_edited(repo: Path, settings: Settings, leg: Leg, say: Callable[[str], None]) -> str | None:
     """`research LEG` redoes a leg on request: a hand-edited report of it is moved to `build/edited/`
     first (never overwritten silently). Returns where it went, or None."""
-    from research_dispatch.leg.state import worktree_candidate
-
     candidate = worktree_candidate(repo, settings, leg)
     if candidate is None or not candidate.edited:
         return None

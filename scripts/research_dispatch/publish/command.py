@@ -5,7 +5,7 @@ Order of work, and why:
 2. Fetch the base and the refresh branch. If the branch carries commits the bot did not make, stop and
    comment (Renovate's "Edited/Blocked") instead of rewriting someone else's work.
 3. The branch accumulates (`publish/accumulate`): for every planned leg, the report that stands for it is
-   chosen by the one rule of `legstate` among the working tree's report and the branch's (local and
+   chosen by the one rule of `leg/state` among the working tree's report and the branch's (local and
    remote tips) — the newest good report of this cycle from any run. A refresh is never built from the
    working tree alone, so a partial re-run or a fresh clone never drops another run's work. A report
    edited by hand is refused (exit 2, naming it) unless `--allow-edited`, which commits it with the
@@ -36,6 +36,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
+from github import GithubException
+
 from research_dispatch.config import environment
 from research_dispatch.config.plan import Leg, companions, plan_legs
 from research_dispatch.config.settings import Settings, load_settings
@@ -45,6 +47,7 @@ from research_dispatch.core.fsio import confined, write_atomic
 from research_dispatch.core.ghactions import append_step_summary, run_url
 from research_dispatch.core.notice import read_notice
 from research_dispatch.core.redact import KEY_VARIABLES, redacting, register_env
+from research_dispatch.leg.files import writer_lock
 from research_dispatch.leg.state import LegAssessment, Where
 from research_dispatch.leg.status import LegState
 from research_dispatch.publish import prbody
@@ -52,6 +55,7 @@ from research_dispatch.publish.accumulate import (
     Accumulation,
     BranchView,
     Tip,
+    _unplanned_worktree,
     accumulate,
     apply_overlay,
     branch_view,
@@ -74,8 +78,7 @@ from research_dispatch.publish.preflight import (
     remote_heads,
 )
 from research_dispatch.publish.pulls import GitHubTarget, PullRequests, Retrier, describe, require_target
-from research_dispatch.run.lock import writer_lock
-from research_dispatch.synthesis import stale
+from research_dispatch.synthesis import stale, synthesize
 
 Operation = Literal["created", "updated", "none", "blocked", "dry-run"]
 PARTIAL_LABEL = "partial"
@@ -359,7 +362,6 @@ class _Publisher:
                     saved = stale.save_edit(self.repo, self.settings)
                     self.warn(f"{self.settings.document_relpath} was edited by hand and its reports changed; it is "
                               f"regenerated, and the edit is saved in {saved}")
-                from research_dispatch.synthesis import synthesize
 
                 synthesize(self.repo, self.settings, env=self.env, cycle=self.cycle, legs=self.planned)
                 match = stale.matches(self.repo, self.settings, reports)
@@ -566,8 +568,6 @@ class _Publisher:
                 "skips this cycle; reopen it to let the bot update it")
 
     def open_or_update(self, plan: _Plan, shas: list[str], *, pushed: bool) -> PublishResult:
-        from github import GithubException
-
         state = "pushed" if pushed else "already up to date on " + self.remote
         common = {"commits": shas, "pushed": pushed, "subjects": self.subjects(plan), "body_path": self.save_body(plan)}
         client = self.client
@@ -628,8 +628,6 @@ def publish(repo: Path, settings: Settings, options: PublishOptions, *, env: Map
 
 
 def _unplanned_reports(repo: Path, settings: Settings, planned: list[Leg]) -> set[str]:
-    from research_dispatch.publish.accumulate import _unplanned_worktree
-
     return set(_unplanned_worktree(repo, settings, {leg.stem for leg in planned}))
 
 

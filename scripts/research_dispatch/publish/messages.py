@@ -1,6 +1,6 @@
 """What the publisher writes into git: commit messages with the FIXED trailers, and the files it refuses.
 
-(This was `publish/collect.py`; it collected nothing. Where each leg stands is `legstate`; which report
+(This was `publish/collect.py`; it collected nothing. Where each leg stands is `leg/state`; which report
 the branch holds for it is `publish/accumulate`.)
 
 Commit subjects are built from validated data only (topic id, stem, model slugs from the topic file;

@@ -20,6 +20,8 @@ from research_dispatch.core.redact import redact, register_secrets
 from research_dispatch.leg.state import LegAssessment
 from research_dispatch.leg.status import LegState
 from research_dispatch.publish.gitops import CommitInfo
+from research_dispatch.synthesis.decisions import matrix, matrix_markdown
+from research_dispatch.synthesis.diff import diff_ledgers
 
 BODY_LIMIT = 65_536
 MARKER_NAME = "research-refresh:v1"
@@ -321,17 +323,11 @@ def render_body(facts: BodyFacts, *, secrets: Iterable[str] = (), limit: int = B
 
 
 def claim_diff(old_text: str | None, new_path: Path, rel: str) -> tuple[str | None, str | None, str]:
-    """(diff Markdown, a shorter one, a note) from the synthesis' ledger diff; never raises.
-
-    The synthesis package is optional here (it may be missing or mid-change): without it, or without a
-    ledger, the body says so instead of failing the PR.
+    """(diff Markdown, a shorter one, a note) from the synthesis' ledger diff; never raises: without a
+    ledger, or with one that cannot be diffed, the body says so instead of failing the PR.
     """
     if not new_path.is_file():
         return None, None, f"Synthesis not available: there is no claims ledger (`{rel}`) in this refresh."
-    try:
-        from research_dispatch.synthesis.diff import diff_ledgers
-    except ImportError:
-        return None, None, "Synthesis not available: this version cannot diff claims ledgers."
     try:
         new = json.loads(new_path.read_text(encoding="utf-8"))
         old = json.loads(old_text) if old_text else None
@@ -346,10 +342,6 @@ def claim_diff(old_text: str | None, new_path: Path, rel: str) -> tuple[str | No
 def agreement_matrix(new_path: Path) -> str | None:
     """The agreement matrix of the synthesis' ledger as Markdown, or None; never raises (like `claim_diff`)."""
     if not new_path.is_file():
-        return None
-    try:  # imported here: the synthesis package is optional for the PR body (see claim_diff)
-        from research_dispatch.synthesis.decisions import matrix, matrix_markdown
-    except ImportError:
         return None
     try:
         return matrix_markdown(matrix(json.loads(new_path.read_text(encoding="utf-8"))))

@@ -28,6 +28,10 @@ from dataclasses import dataclass
 from typing import Any, TypeVar
 from urllib.parse import urlsplit
 
+from github import Auth, BadCredentialsException, Github, GithubException
+from requests.exceptions import ConnectionError as RequestsConnectionError
+from requests.exceptions import Timeout
+
 from research_dispatch.config import environment
 from research_dispatch.config.settings import PRSettings
 from research_dispatch.core.errors import BadInput, PublishError
@@ -75,10 +79,6 @@ class Retrier:
         self.waits: list[float] = []
 
     def __call__(self, what: str, call: Callable[[], T]) -> T:
-        from github import GithubException
-        from requests.exceptions import ConnectionError as RequestsConnectionError
-        from requests.exceptions import Timeout
-
         attempt = 0
         while True:
             try:
@@ -153,8 +153,6 @@ class PullRequests:
     """The repository's pull requests for one refresh branch, through the real PyGithub client."""
 
     def __init__(self, target: GitHubTarget, settings: PRSettings, retry: Retrier) -> None:
-        from github import Auth, BadCredentialsException, Github, GithubException
-
         self.target = target
         self.settings = settings
         self.retry = retry
@@ -186,8 +184,6 @@ class PullRequests:
 
     def upsert(self, *, branch: str, base: str, title: str, body: str, draft: bool) -> tuple[Any, str, list[str]]:
         """Create the PR or update the open one; returns (pr, "created"|"updated", warnings)."""
-        from github import GithubException
-
         warnings: list[str] = []
         existing = self.find_open(branch, base)
         if len(existing) > 1:
@@ -221,8 +217,6 @@ class PullRequests:
 
     def _create(self, *, branch: str, base: str, title: str, body: str, draft: bool) -> Any:
         """Create the PR; where GitHub does not support drafts, create it ready and note why."""
-        from github import GithubException
-
         def create(as_draft: bool) -> Any:
             return self.retry("create the pull request", lambda: self.repo.create_pull(
                 base=base, head=branch, title=title, body=body, draft=as_draft, maintainer_can_modify=True))
@@ -242,8 +236,6 @@ class PullRequests:
             self.notes.append(note)
 
     def _edit(self, pr: Any, title: str, body: str) -> None:
-        from github import GithubException
-
         try:
             self.retry("update the pull request", lambda: pr.edit(title=title, body=body))
         except GithubException as exc:
@@ -252,8 +244,6 @@ class PullRequests:
     def set_draft(self, pr: Any, draft: bool) -> list[str]:
         """Drafts change only through GraphQL; PATCH ignores `draft`. Returns notes (never raises for a
         refusal GitHub makes by design: FORBIDDEN for the Actions token, drafts unsupported)."""
-        from github import GithubException
-
         if bool(pr.draft) == draft:
             return []
         what = "convert the pull request to a draft" if draft else "mark the pull request ready for review"
@@ -275,8 +265,6 @@ class PullRequests:
         """Add the wanted labels (GitHub creates unknown ones); drop bot-managed ones no longer wanted.
 
         A label that cannot be added (creating it needs `issues: write`) is a note, never a failure."""
-        from github import GithubException
-
         current = {label.name.lower() for label in pr.labels}
         missing = [name for name in dict.fromkeys(wanted) if name.lower() not in current]
         refused: list[str] = []
@@ -312,8 +300,6 @@ class PullRequests:
 
     def comment_once(self, pr: Any, key: str, body: str) -> bool:
         """Post `body` unless a comment carrying `key` (a hidden marker) is already there."""
-        from github import GithubException
-
         try:
             comments = self.retry("read comments", lambda: list(pr.get_issue_comments()))
             if any(key in (c.body or "") for c in comments):

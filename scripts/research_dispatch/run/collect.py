@@ -24,6 +24,8 @@ from research_dispatch.leg.evidence import MAX_EVIDENCE_BYTES, parse_evidence
 from research_dispatch.leg.report import MAX_REPORT_BYTES, parse_report_text
 from research_dispatch.leg.status import MAX_STATUS_BYTES, LegResult
 from research_dispatch.leg.verify import MAX_CALLS_BYTES, parse_call_record
+from research_dispatch.synthesis.ledger import Ledger
+from research_dispatch.synthesis.methodology import END, START
 
 MAX_TRACE_BYTES = 64 * 1024 * 1024
 
@@ -99,15 +101,11 @@ def _call_line(line: str, number: int) -> CallRecord:
 
 def _outside_table(text: str) -> str:
     """The methodology prose: everything but the generated dispatch table."""
-    from research_dispatch.synthesis.methodology import END, START
-
     start, end = text.find(START), text.find(END)
     return text if start < 0 or end < start else text[:start] + text[end + len(END):]
 
 
 def _validate_synthesis(rel: str, text: str, repo: Path, settings: Settings) -> None:
-    from research_dispatch.synthesis.ledger import Ledger
-
     if "\x00" in text:
         raise ValueError("contains NUL bytes")
     if rel == settings.ledger_relpath:

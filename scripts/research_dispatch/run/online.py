@@ -21,6 +21,7 @@ from research_dispatch.config.settings import Settings
 from research_dispatch.core.errors import AuthenticationFailed, DispatchError, GatewayError
 from research_dispatch.gateway.catalogue import ModelsRefused, model_problems, model_uses, parse_catalogue
 from research_dispatch.gateway.client import OPENROUTER, Gateway, credentials
+from research_dispatch.tools.mcp_servers import McpToolset
 
 
 def gateway_problems(settings: Settings, legs: Sequence[Leg], env: Mapping[str, str]) -> list[str]:
@@ -65,8 +66,6 @@ def require_models(settings: Settings, legs: Sequence[Leg], env: Mapping[str, st
 
 def mcp_problems(settings: Settings, legs: Sequence[Leg], env: Mapping[str, str]) -> list[str]:
     """Every MCP server a planned topic names: started, its allowed tools listed, stopped again."""
-    from research_dispatch.tools.mcp_servers import McpToolset
-
     names = sorted({name for leg in legs for name in leg.topic.mcp})
     if not names:
         return []

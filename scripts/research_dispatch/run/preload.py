@@ -1,56 +1,50 @@
-"""Import, in the main thread, everything that worker threads would otherwise import lazily.
+"""Import, in the main thread, what the client libraries would otherwise import lazily on a worker thread.
 
-Why: the stage modules import their heavy clients (openai, httpx/httpx2, tavily, requests, exa, mcp,
-PyGithub, rich) inside functions, so that `research-dispatch --help` stays fast. In a fresh interpreter
-the first legs of `run` then start those imports *at the same moment* on several threads. Python's
-per-module import locks resolve the resulting lock cycles by handing one thread a partially initialised
-module, and the leg fails with "partially initialized module 'httpx' has no attribute 'URL'" (issue 11:
-6 of 10 fresh `run --jobs 6` lost legs). Importing the whole set once, before the first worker thread
-starts, removes the race: worker threads then only ever look modules up in `sys.modules`.
+Why: in a fresh interpreter, the first legs of `run` (and the synthesis' calls) would start the same
+first imports *at the same moment* on several threads. Python's per-module import locks resolve the
+resulting lock cycles by handing one thread a partially initialised module, and the leg fails with
+"partially initialized module 'httpx' has no attribute 'URL'" (issue 11: 6 of 10 fresh `run --jobs 6`
+lost legs). Worker threads must only ever look modules up in `sys.modules`.
 
-The list is by package, not by the exact submodules used today, and includes the clients' own lazily
-loaded parts (`openai.resources`, the HTTP library's connection and protocol modules, which load on
-the first request). `tests/bounds/test_fresh_interpreter.py` runs a refresh with an import hook and
-fails if any module is still imported on a leg thread, so a new lazy import is caught deterministically
-rather than by a flaky race.
+The product's own modules, and the client libraries they use, are imported at the top of every stage
+module, so they are loaded in the main thread before `run/pool.py` starts a worker (only `cli.py`
+defers imports, for the start-up of `--help`). What is left is the libraries' *own* lazy loading: the
+openai client builds its resource classes on first attribute access (`client.chat`) and parses with
+`jiter` on the first response, the HTTP stacks load their connection and protocol modules on the first
+request, `requests` reads `netrc` on the first call. Those are listed here by package and imported
+once before the first worker starts. `tests/bounds/test_fresh_interpreter.py` runs a leg with an import
+hook and fails if any module is still first imported on a leg thread, so a new lazy import is caught
+deterministically rather than by a flaky race.
 """
 
 from __future__ import annotations
 
 import importlib
 
+import openai
+
 GATEWAY_MODULES: tuple[str, ...] = (
     # the model gateway: openai 3.x on httpx2, with its lazily imported resources and transport pieces
     "httpx", "httpx2", "httpcore2", "h11", "anyio", "sniffio", "certifi", "idna", "jiter",
-    "openai", "openai.resources", "openai.resources.chat", "openai.types", "openai.types.chat",
-    "openai._legacy_response", "openai._streaming", "pydantic",
-    "research_dispatch.gateway.client", "research_dispatch.core.bounds", "research_dispatch.core.bounded_http",
-    "research_dispatch.gateway.endpoints",
+    "openai.resources", "openai.resources.chat", "openai.types", "openai.types.chat",
+    "openai._legacy_response", "openai._streaming",
 )
 
 WORKER_MODULES: tuple[str, ...] = (
     *GATEWAY_MODULES,
-    # search and documentation tools
-    "requests", "urllib3", "charset_normalizer", "netrc", "tavily", "tavily.errors", "exa_py", "mcp",
-    "mcp.client.session", "mcp.client.stdio", "mcp.client.streamable_http",
-    # publishing (runs after the legs, but a pool may start it early) and the live display
-    "github", "rich.console", "rich.live", "rich.table", "rich.box", "rich.text",
-    "pydantic", "yaml",
-    # the product's own stage modules the workers use
-    "research_dispatch.leg.run", "research_dispatch.gateway.client", "research_dispatch.tools.search",
-    "research_dispatch.leg.researcher", "research_dispatch.leg.report", "research_dispatch.gateway.route",
-    "research_dispatch.leg.verify", "research_dispatch.core.sanitize", "research_dispatch.core.redact",
-    "research_dispatch.core.bounds", "research_dispatch.tools.chunks", "research_dispatch.synthesis",
-    "research_dispatch.tools.providers", "research_dispatch.core.search_http", "research_dispatch.tools.mcp_servers",
-    "research_dispatch.core.records",
+    # the search and documentation tools' HTTP and transport pieces
+    "urllib3", "charset_normalizer", "netrc", "tavily.errors", "mcp.client.session", "mcp.client.stdio",
+    "mcp.client.streamable_http",
+    # the live display
+    "rich.console", "rich.live", "rich.table", "rich.box", "rich.text",
 )
 
 
 def import_worker_modules(names: tuple[str, ...] = WORKER_MODULES) -> list[str]:
     """Import every module in `names` (in this thread); return those that are not installed.
 
-    A module that is not installed is skipped: an optional client the run does not use (exa, mcp)
-    must not stop the run, and one it does use fails in the leg with its own clear error.
+    A module that is not installed is skipped: an optional piece the run does not use must not stop
+    the run, and one it does use fails in the leg with its own clear error.
     """
     missing = []
     for name in names:
@@ -65,10 +59,6 @@ def import_worker_modules(names: tuple[str, ...] = WORKER_MODULES) -> list[str]:
 def _warm_lazy_attributes() -> None:
     """The openai client loads its resource classes on first attribute access (`client.chat`); build
     one client without a key that is ever sent, touch those attributes, and close it."""
-    try:
-        import openai
-    except ImportError:  # pragma: no cover - openai is a hard dependency
-        return
     client = openai.OpenAI(api_key="preload-not-a-key", base_url="http://127.0.0.1:9/v1", max_retries=0)
     try:
         _ = client.chat.completions

@@ -8,18 +8,22 @@ Fed by the legs' typed events (`events.LegProgress`) from worker threads, so eve
 Only counts, names the product chose, and statuses are ever shown. The events also carry the model's
 messages, tool arguments (the model's search queries) and prompts; none of that is printed. Tool names
 are shown only when they are ours (a model may invent any name).
-
-`rich` is imported inside `LiveDisplay`, so importing this module (and `run --help`) stays cheap.
 """
 
 from __future__ import annotations
 
 import os
+import sys
 import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
+
+from rich import box
+from rich.console import Console
+from rich.live import Live
+from rich.table import Table
 
 from research_dispatch.core.tables import shorten_ids
 from research_dispatch.leg.events import (
@@ -181,8 +185,6 @@ class LiveDisplay(Display):
 
     def __init__(self, board: Board, *, title: str = "research legs") -> None:
         super().__init__(board)
-        from rich.console import Console
-        from rich.live import Live
 
         self.title = title
         self.console = Console()
@@ -196,11 +198,8 @@ class LiveDisplay(Display):
         self._live.stop()
 
     def _render(self) -> Any:
-        from rich.table import Table
-
         now = time.monotonic()
         rows = self.board.snapshot()
-        from rich import box
 
         table = Table(title=f"{self.title} — ${self.board.spent_usd:.4f} spent", title_justify="left",
                       expand=False, box=box.SIMPLE_HEAD, pad_edge=False)
@@ -240,7 +239,6 @@ def wants_live(stream: Any = None) -> bool:
         return choice == "live"
     if os.environ.get("CI") or os.environ.get("TERM") == "dumb":
         return False
-    import sys
 
     stream = stream or sys.stdout
     try:

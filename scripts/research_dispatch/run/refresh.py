@@ -5,7 +5,7 @@ Order of work, and why:
 1. plan the legs, require the API keys, check every directory the run writes and (when it publishes)
    what publishing needs (`publish/preflight.py`) — all *before* anything touches the network or spends
    money;
-2. take the repository lock (`build/.research-dispatch.lock`, see `lock.py`): two writers on one
+2. take the repository lock (`build/.research-dispatch.lock`, see `core/lock.py`): two writers on one
    checkout would interleave writes and fight over the branch. The lock is held for the whole refresh;
    the stages below take it again re-entrantly, never deadlocking on it;
 3. overlay the cycle's refresh branch (`publish/accumulate.py`): its newest good reports of this cycle
@@ -46,7 +46,7 @@ from research_dispatch.core.errors import BadInput, DispatchError, ExitCode
 from research_dispatch.core.fsio import confined, require_writable_dir
 from research_dispatch.core.redact import redact, redacting
 from research_dispatch.core.sanitize import one_line
-from research_dispatch.leg.files import complete_pending
+from research_dispatch.leg.files import complete_pending, writer_lock
 from research_dispatch.leg.resume import decide_all
 from research_dispatch.leg.run import require_keys
 from research_dispatch.leg.state import Where, assess_worktree
@@ -55,7 +55,6 @@ from research_dispatch.publish import PublishOptions, publish, summary_lines
 from research_dispatch.publish.accumulate import accumulate, apply_overlay, branch_view, move_edited_aside
 from research_dispatch.publish.preflight import preflight, publisher_git
 from research_dispatch.run import pool, summary
-from research_dispatch.run.lock import writer_lock
 from research_dispatch.run.online import require_models
 from research_dispatch.run.outcome import RunOutcome
 from research_dispatch.synthesis import synthesize as synthesize_all
@@ -164,7 +163,7 @@ def overlay_for_synthesis(repo: Path, settings: Settings, cycle: str, env: Mappi
 
 
 def _assess_after(repo: Path, settings: Settings, outcome: RunOutcome, echo: Echo) -> None:
-    """Where each leg stands after the run: the one rule of `legstate`, from the repository."""
+    """Where each leg stands after the run: the one rule of `leg/state`, from the repository."""
     completed, problems = complete_pending(repo, settings.build_dir)
     for stem in completed:
         echo(f"completed the write of {stem}'s report and call log")

@@ -173,7 +173,7 @@ class Extraction(BaseModel):
 class Claim:
     """A claim after code has cleaned it: sanitised text, valid sources, a stable key.
 
-    The checked fields (DESIGN.md, "Evidence and checked claims"): `quote` is the report's own words
+    The checked fields (docs/ARCHITECTURE.md, "Evidence and checked claims" — FIXED): `quote` is the report's own words
     that make the claim, `section` the heading code found it under, `position` where it stands on its
     pick, `anchored` whether code found `quote` in the report body, and `citations` what checking each
     cited source against the stored evidence found. Their defaults describe an unchecked claim (never

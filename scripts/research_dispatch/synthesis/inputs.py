@@ -25,7 +25,7 @@ The counting rules, in one place (docs/METHODOLOGY.md states them for readers):
 Legs tell the synthesis what is *missing*: a planned leg with no report, a leg whose latest run failed
 (its previous report, if any, is still used and says so), a degraded report, or a report left over from
 an earlier cycle. The synthesis must never present a partial council as the full council. Where a leg
-stands is `legstate.assess` — the one rule resume, the run summary and publish use (status files read
+stands is `leg/state.assess` — the one rule resume, the run summary and publish use (status files read
 by `LegResult.from_json`, a status file of another cycle says nothing about this one) — so the
 synthesis' limitations and the pull request never disagree about a leg.
 """
@@ -35,7 +35,6 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 from research_dispatch.config.plan import Leg, plan_legs
 from research_dispatch.config.settings import Settings
@@ -45,12 +44,9 @@ from research_dispatch.core.sanitize import one_line
 from research_dispatch.gateway.route import is_verified
 from research_dispatch.leg.report import Report, ReportMeta, load_report
 from research_dispatch.leg.state import assess_worktree
-from research_dispatch.leg.status import LegState
+from research_dispatch.leg.status import LegResult, LegState
 from research_dispatch.leg.verify import verify_report
 from research_dispatch.synthesis.text import sha256_text
-
-if TYPE_CHECKING:  # pragma: no cover
-    from research_dispatch.leg.status import LegResult
 
 _STEM_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,199}$")
 
@@ -110,7 +106,7 @@ class SkippedReport:
 
 @dataclass(frozen=True)
 class LegCoverage:
-    """A planned leg for the coverage table and the limitations: where it stands (`legstate`) and
+    """A planned leg for the coverage table and the limitations: where it stands (`leg/state`) and
     whether the synthesis reads a report of it (its own, possibly of an earlier cycle)."""
 
     stem: str
@@ -262,7 +258,7 @@ def _attempt_error(status: LegResult | None) -> str:
 
 def leg_coverage(repo: Path, settings: Settings, legs: list[Leg], reports: list[ReportInput],
                  skipped: list[SkippedReport] | None = None, *, cycle: str) -> list[LegCoverage]:
-    """One entry per planned leg: its `LegState` (`legstate.assess_worktree`: its report, call log and
+    """One entry per planned leg: its `LegState` (`leg/state.assess_worktree`: its report, call log and
     status file of this cycle) and what the synthesis says about it."""
     by_stem = {r.stem: r for r in reports}
     failed_reports = {s.stem: s for s in skipped or [] if s.kind == "failed"}

@@ -7,7 +7,7 @@ The machine-readable record of a synthesis and the input of the next one's diff:
   prompt version, the gateway calls that produced it, and the statements dropped as not findings);
 * `skipped` — report files the synthesis did not use: outside the plan (`ignored`) or `failed`;
 * `claims` — every extracted claim (the extractor's fields, cleaned) with a stable key and its cluster,
-  and what code checked (DESIGN.md, "Evidence and checked claims" — FIXED): the report's `quote`, its
+  and what code checked (docs/ARCHITECTURE.md, "Evidence and checked claims" — FIXED): the report's `quote`, its
   `section`, its `position`, whether it is `anchored`, and one `citations` entry per cited source;
 * `clusters` — claims that agree, with a stable key, status, counted support, excluded reports, the
   clusters the judge set against it, and contrary claims of excluded reports;

@@ -22,11 +22,16 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from pydantic import ValidationError
+
 from research_dispatch.config.plan import Leg
 from research_dispatch.config.settings import Settings
 from research_dispatch.core.fsio import confined, write_atomic
 from research_dispatch.core.notice import read_notice
+from research_dispatch.core.redact import redact
 from research_dispatch.leg.report import sha256_of
+from research_dispatch.synthesis.ledger import Ledger
+from research_dispatch.synthesis.render import render_document
 
 
 @dataclass
@@ -81,10 +86,6 @@ def document_edited(repo: Path, settings: Settings) -> bool:
     """The synthesis document differs from what its ledger renders to: someone edited it by hand.
 
     False when that cannot be told (no document, no ledger, a ledger this version cannot read)."""
-    from pydantic import ValidationError
-
-    from research_dispatch.core.redact import redact
-
     document = repo / settings.document_relpath
     try:
         text = document.read_text(encoding="utf-8")
@@ -92,8 +93,6 @@ def document_edited(repo: Path, settings: Settings) -> bool:
     except (OSError, ValueError):
         return False
     try:
-        from research_dispatch.synthesis.ledger import Ledger
-        from research_dispatch.synthesis.render import render_document
 
         rendered = redact(render_document(Ledger.model_validate(data), settings, read_notice(repo)))
     except (ImportError, ValidationError, ValueError, KeyError, TypeError, AttributeError):

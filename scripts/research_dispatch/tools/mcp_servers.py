@@ -29,6 +29,7 @@ import concurrent.futures
 import contextlib
 import json
 import logging
+import math
 import os
 import shutil
 import tempfile
@@ -38,6 +39,11 @@ import weakref
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import IO, Any, TextIO, cast
+
+import anyio
+from mcp import Client
+from mcp.client.stdio import StdioServerParameters, stdio_client
+from mcp.client.streamable_http import streamable_http_client
 
 from research_dispatch.config.settings import ENV_REFERENCE_RE, McpServerSettings
 from research_dispatch.core import sanitize
@@ -156,11 +162,6 @@ class _Server:
         One cancel scope spans the life (the SDK's `Client` opens task groups that must close inside
         the scope they were opened in); its deadline bounds the start and is lifted once listed.
         """
-        import math
-
-        import anyio
-        from mcp import Client
-
         queue: asyncio.Queue[_Call | None] = asyncio.Queue()
         stderr = tempfile.TemporaryFile("w+", encoding="utf-8", errors="replace")  # noqa: SIM115 - closed below
         self.queue, self._stderr = queue, stderr
@@ -207,8 +208,6 @@ class _Server:
             stderr.close()
 
     async def _serve(self, client: Any, call: _Call) -> bool:
-        import anyio
-
         keep = True
         with anyio.CancelScope() as scope:
             call.cancel = scope
@@ -237,11 +236,7 @@ class _Server:
         return keep
 
     def _transport(self, stderr: IO[str]) -> Any:
-        from mcp.client.stdio import StdioServerParameters, stdio_client
-
         if self.settings.url is not None:
-            from mcp.client.streamable_http import streamable_http_client
-
             return streamable_http_client(self.settings.url)
         command = list(self.settings.command or ())
         environment = server_environment(self.settings, self.env)

@@ -6,7 +6,7 @@ A provider answers two questions — which pages match a query (`search`) and wh
 alike. Every request is read under a `CallBounds` (whole-call deadline, size cap, interrupt) through
 `search_http.BoundedSession`.
 
-Clients are imported lazily (CLI start-up). Wire facts:
+Wire facts:
 * tavily-python takes the session (`TavilyClient(session=...)`); its extract `timeout` travels in the
   body, where Tavily accepts 1–60 s only (400 otherwise), and is also its HTTP read timeout, so the
   value is clamped to 1–60 s and the per-read timeout gets a margin above it.
@@ -23,6 +23,12 @@ import re
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any, Protocol
+
+import requests
+from exa_py import Exa
+from exa_py.api import ExaJSONEncoder  # type: ignore[attr-defined]
+from tavily import TavilyClient
+from tavily import errors as tavily_errors
 
 from research_dispatch.core import sanitize
 from research_dispatch.core.bounds import CallBounds
@@ -92,8 +98,6 @@ def _bound_error(exc: Exception, provider: str) -> SearchServiceError | None:
 
 
 def _transport_error(exc: Exception, provider: str) -> SearchServiceError | None:
-    import requests
-
     if isinstance(exc, requests.Timeout):
         return SearchServiceError(f"{provider} search timed out", kind="timeout", retryable=True)
     if isinstance(exc, requests.HTTPError):
@@ -132,8 +136,6 @@ class TavilyProvider:
     def __init__(self, *, api_key: str, base_url: str, client: Any = None) -> None:
         self.session = BoundedSession()
         if client is None:
-            from tavily import TavilyClient  # lazy: keeps CLI start-up fast
-
             client = TavilyClient(api_key=api_key, api_base_url=base_url.rstrip("/"), session=self.session)
             # tavily-python only sets headers a caller's session lacks; ours has none of its own.
         self._client = client
@@ -166,8 +168,6 @@ class TavilyProvider:
 
     @staticmethod
     def translate(exc: Exception) -> SearchServiceError:
-        from tavily import errors as tavily_errors
-
         def detail() -> str:
             return sanitize.one_line(str(exc), 160)
 
@@ -200,9 +200,6 @@ _EXA_STATUS = re.compile(r"^Request failed with status code (\d{3}): ?(.*)$", re
 
 
 def _exa_client_class() -> Any:
-    from exa_py import Exa
-    from exa_py.api import ExaJSONEncoder  # type: ignore[attr-defined]
-
     class _BoundedExa(Exa):
         """exa-py's `Exa`, sending its POSTs through a bounded session (see the module docstring)."""
 

@@ -3,7 +3,7 @@ the per-leg source registry.
 
 Providers (`providers.py`) are merged: with several, one `web_search` asks each, interleaves their
 results by rank and registers each page once (by normalised URL), so one `S<n>` registry spans every
-index. A page is read through the provider that found it. MCP tools (`mcp_tools.py`) appear as
+index. A page is read through the provider that found it. MCP tools (`mcp_servers.py`) appear as
 `<server>__<tool>`; their output is untrusted text like a page: a result that names a URL (an argument
 or a field) becomes a citable source, anything else is shown wrapped and capped but cites nothing.
 Every call runs under a `CallBounds` (its own timeout, never past the leg's deadline; a size cap; the
@@ -17,8 +17,8 @@ timeouts and resets are retried with back-off (`search_service` settings); a rej
 exhausted plan (401, 403/432/433) will not heal within a leg, so after the first one the tools refuse
 further calls locally instead of spending requests on certain failures.
 
-`tavily-python` is imported lazily. A missing key is refused up front: the client would otherwise
-silently fall back to keyless mode.
+A missing key is refused up front: the Tavily client would otherwise silently fall back to keyless
+mode.
 
 Token economy (docs/PERFORMANCE.md): a search result is a lead, so each shows its title, URL and a
 snippet cut to `snippet_chars` at a sentence end; a source already shown earlier in the leg is listed by
@@ -37,7 +37,7 @@ import threading
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import Any
 from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
@@ -48,6 +48,7 @@ from research_dispatch.core.bounds import CallBounds
 from research_dispatch.core.errors import CallBoundExceeded, Interrupted, MissingKey
 from research_dispatch.core.redact import redact, register_secrets
 from research_dispatch.tools import chunks
+from research_dispatch.tools.mcp_servers import McpError, McpOutput, McpToolset
 from research_dispatch.tools.providers import (
     Hit,
     SearchProvider,
@@ -55,9 +56,6 @@ from research_dispatch.tools.providers import (
     SearchServiceError,
     TavilyProvider,
 )
-
-if TYPE_CHECKING:
-    from research_dispatch.tools.mcp_servers import McpOutput, McpToolset
 
 DEFAULT_BASE_URL = "https://api.tavily.com"
 TAVILY_QUERY_LIMIT = 400
@@ -502,8 +500,6 @@ class SearchTools:
     # ------------------------------------------------------------------------------------------
     def mcp_call(self, name: str, raw: Any) -> ToolOutcome:
         """Call an MCP tool; its output is untrusted, capped, and cited only where it names a URL."""
-        from research_dispatch.tools.mcp_servers import McpError
-
         assert self.mcp is not None
         tool = self.mcp.tools[name]
         self.stats.mcp_calls += 1

@@ -29,7 +29,7 @@ def built_commit() -> str | None:
 
 def checkout_commit() -> str | None:
     """HEAD of the git checkout the package runs from (editable install), else None."""
-    root = Path(__file__).resolve().parents[2]
+    root = Path(__file__).resolve().parents[3]  # core/ of the package in scripts/ of the checkout
     if not (root / ".git").exists() or not (root / "pyproject.toml").is_file():
         return None
     try:

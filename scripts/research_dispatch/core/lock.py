@@ -1,9 +1,10 @@
 """The repository lock: one writer at a time per repository.
 
-Every command that writes — `research`, `synthesize`, `publish`, `run`, `collect` — takes it (see
-`writer_lock`): two writers on the same checkout would interleave report writes, race on the synthesis
-and fight over the refresh branch (a `publish` beside a running `run` committed half a refresh). A
-second writer is refused with one line naming the holder's command, pid and start time.
+Every command that writes — `research`, `synthesize`, `publish`, `run`, `collect` — takes it through
+`leg/files.writer_lock` (which also completes a unit a killed writer left half-applied): two writers on
+the same checkout would interleave report writes, race on the synthesis and fight over the refresh
+branch (a `publish` beside a running `run` committed half a refresh). A second writer is refused with
+one line naming the holder's command, pid and start time.
 
 The lock is re-entrant within one process: `run` holds it for the whole refresh, and the stages it
 calls (`publish`, the synthesis) take it again without deadlocking on their own lock.
@@ -35,6 +36,7 @@ from pathlib import Path
 from typing import Any
 
 from research_dispatch.core.errors import LockHeld
+from research_dispatch.core.fsio import confined
 
 LOCK_NAME = ".research-dispatch.lock"
 _HELD_TOKENS: set[str] = set()  # tokens held by this process (a lock with our pid but not ours is stale)
@@ -107,7 +109,7 @@ def is_stale(info: LockInfo | None, *, host: str | None = None) -> bool:
 def _guard(path: Path) -> Iterator[None]:
     """Serialise check-and-replace of stale locks between processes on this host (best effort)."""
     try:
-        import fcntl
+        import fcntl  # lazy: POSIX only; where there is no flock the guard is best effort (below)
     except ImportError:  # pragma: no cover - not POSIX
         yield
         return
@@ -239,54 +241,4 @@ class RepoLock:
 
 def lock_path(repo: Path, build_dir: str) -> Path:
     """The repository's lock file (`<build_dir>/.research-dispatch.lock`), confined to the repository."""
-    from research_dispatch.core.fsio import confined
-
     return confined(repo, build_dir) / LOCK_NAME
-
-
-@contextlib.contextmanager
-def writer_lock(repo: Path, build_dir: str, command: str, *,
-                warn: Callable[[str], None] | None = None) -> Iterator[RepoLock]:
-    """Hold the repository lock for one writing command, and complete any unit a killed writer left
-    committed but not applied (`legfiles.complete_pending`) before the command looks at the reports.
-
-    While it is held, the Ctrl-C backstop (`interrupt.py`) releases it if it must end the process
-    without unwinding (a call that cannot be cancelled), so no command leaves its lock behind."""
-    from research_dispatch.core.interrupt import register_cleanup, unregister_cleanup
-    from research_dispatch.leg.files import complete_pending
-
-    lock = RepoLock(lock_path(repo, build_dir), repo_display=str(repo), warn=warn, command=command)
-    with lock:
-        outermost = not lock._nested
-        if outermost:
-            register_cleanup(lock.release)
-            completed, problems = complete_pending(repo, build_dir)
-            say = warn or (lambda _message: None)
-            for stem in completed:
-                say(f"completed the interrupted write of {stem}'s report and call log")
-            for problem in problems:
-                say(problem)
-        try:
-            yield lock
-        finally:
-            if outermost:
-                unregister_cleanup(lock.release)
-
-
-def try_complete_pending(repo: Path, build_dir: str) -> list[str]:
-    """For readers (`verify`): complete pending units when no writer holds the lock; never waits or
-    fails. Returns what it completed (or could not)."""
-    from research_dispatch.leg.files import complete_pending, pending_stems
-
-    if not pending_stems(repo, build_dir):
-        return []
-    lock = RepoLock(lock_path(repo, build_dir), repo_display=str(repo), command="verify")
-    try:
-        lock.acquire()
-    except (LockHeld, OSError):
-        return []
-    try:
-        completed, problems = complete_pending(repo, build_dir)
-    finally:
-        lock.release()
-    return [f"completed the interrupted write of {stem}'s report and call log" for stem in completed] + problems
