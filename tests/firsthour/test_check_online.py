@@ -68,7 +68,8 @@ def test_the_fakes_model_list_is_openrouters_published_shape(gateway: FakeGatewa
 
 
 def test_check_online_lists_every_model_problem_in_one_run(tmp_path: Path, gateway: FakeGateway) -> None:
-    repo = review(tmp_path, extra='[tool.research-dispatch.synthesis]\nextractor_model = "openai/gpt5-mini"\n')
+    repo = review(tmp_path, extra='[tool.research-dispatch.synthesis]\nextractor_model = "openai/gpt5-mini"\n'
+                                  'citation_models = ["google/gemini-3-flsh"]\n')
     done = run_cli("check", "--online", env=env_for(gateway), cwd=repo)
     assert done.code == 2, done.output
     assert done.stdout == "" and "Traceback" not in done.stderr
@@ -83,7 +84,8 @@ def test_check_online_lists_every_model_problem_in_one_run(tmp_path: Path, gatew
             "by provider nowhere") in text
     assert ("pyproject.toml: tool.research-dispatch.synthesis.extractor_model: openai/gpt5-mini is not a model "
             "the gateway lists; did you mean openai/gpt-5-mini") in text
-    assert len(lines) == 4, lines
+    assert "pyproject.toml: tool.research-dispatch.synthesis.citation_models[0]: google/gemini-3-flsh" in text
+    assert len(lines) == 5, lines
     assert gateway.completions == []  # not one chat call was made
 
 

@@ -135,6 +135,9 @@ def model_uses(settings: Settings, legs: Iterable[Leg]) -> list[ModelUse]:
     for index, judge in enumerate(settings.synthesis.judge_models):
         uses.append(ModelUse(judge, None, STRUCTURED_NEEDS, CONFIG, f"{synthesis}.judge_models[{index}]",
                              "a synthesis judge"))
+    for index, checker in enumerate(settings.synthesis.citation_models):
+        uses.append(ModelUse(checker, None, STRUCTURED_NEEDS, CONFIG, f"{synthesis}.citation_models[{index}]",
+                             "a synthesis citation checker"))
     return uses
 
 
