@@ -17,9 +17,10 @@ from __future__ import annotations
 
 import json
 import re
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
@@ -43,24 +44,26 @@ class _NotFinding(BaseModel):
     reason: str
 
 
-class _ExtractEntry(BaseModel):
-    """A build-cache (or ledger) extraction entry; `answer` is validated separately as an Extraction."""
+class _JudgeEntry(BaseModel):
+    """A build-cache (or ledger) entry: the request's key, the answer (validated separately, by its own
+    model) and the calls it came from. Judgements and citation checks are stored as exactly this."""
 
     model_config = ConfigDict(extra="ignore")
 
     key: str
     answer: dict[str, Any]
     calls: list[dict[str, Any]] = Field(default_factory=list)
+
+
+class _ExtractEntry(_JudgeEntry):
+    """An extraction entry also keeps what cleaning dropped, so a replay is the same."""
+
     dropped_citations: int = Field(0, ge=0)
     not_findings: list[_NotFinding] = Field(default_factory=list)
 
 
-class _JudgeEntry(BaseModel):
-    model_config = ConfigDict(extra="ignore")
-
-    key: str
-    answer: dict[str, Any]
-    calls: list[dict[str, Any]] = Field(default_factory=list)
+_Entry = TypeVar("_Entry", bound=_JudgeEntry)
+_Answer = TypeVar("_Answer")
 
 
 @dataclass
@@ -150,29 +153,39 @@ class SynthesisCache:
         write_atomic(confined(self.repo, self._rel(kind, key)),
                      json.dumps({"key": key, **payload}, sort_keys=True, ensure_ascii=False))
 
-    # -- extraction --------------------------------------------------------------------------------
-    def extraction(self, key: str) -> CachedExtraction | None:
-        """The cleaned claims as an Extraction, what cleaning dropped, and the calls; or None."""
-        sources = ((self._read("extract", key), None), (self._ledger_extractions.get(key), "framework/claims.json"))
-        for raw, where in sources:
+    def _replayed(self, kind: str, key: str, ledger: dict[str, dict[str, Any]], entry_type: type[_Entry],
+                  answer_of: Callable[[_Entry], _Answer]) -> tuple[_Entry, _Answer] | None:
+        """The first usable entry for `key` — the build cache's, then the committed ledger's — and its
+        validated answer; a damaged one is a warning naming where it is, and the next source is tried."""
+        for raw, where in ((self._read(kind, key), None), (ledger.get(key), "framework/claims.json")):
             if raw is None:
                 continue
             try:
-                entry = _ExtractEntry.model_validate(raw)
+                entry = entry_type.model_validate(raw)
                 if entry.key != key:
                     raise ValueError("field key: another request's answer")
-                extraction = Extraction.model_validate(entry.answer)
+                answer = answer_of(entry)
                 _valid_calls(entry.calls)
             except ValidationError as exc:
-                self._damaged("extract", key, _problem(exc), where=where)
+                self._damaged(kind, key, _problem(exc), where=where)
                 continue
             except ValueError as exc:
-                self._damaged("extract", key, str(exc), where=where)
+                self._damaged(kind, key, str(exc), where=where)
                 continue
-            return CachedExtraction(extraction=extraction, dropped_citations=entry.dropped_citations,
-                                    not_findings=[NotAFinding(n.statement, n.reason) for n in entry.not_findings],
-                                    calls=list(entry.calls))
+            return entry, answer
         return None
+
+    # -- extraction --------------------------------------------------------------------------------
+    def extraction(self, key: str) -> CachedExtraction | None:
+        """The cleaned claims as an Extraction, what cleaning dropped, and the calls; or None."""
+        found = self._replayed("extract", key, self._ledger_extractions, _ExtractEntry,
+                               lambda entry: Extraction.model_validate(entry.answer))
+        if found is None:
+            return None
+        entry, extraction = found
+        return CachedExtraction(extraction=extraction, dropped_citations=entry.dropped_citations,
+                                not_findings=[NotAFinding(n.statement, n.reason) for n in entry.not_findings],
+                                calls=list(entry.calls))
 
     def store_extraction(self, key: str, claims: list[dict[str, Any]], dropped: int, not_findings: list[NotAFinding],
                          calls: list[dict[str, Any]]) -> None:
@@ -183,24 +196,9 @@ class SynthesisCache:
 
     # -- judgement ---------------------------------------------------------------------------------
     def judgement(self, key: str, ids: set[str]) -> tuple[Judgement, list[dict[str, Any]]] | None:
-        sources = ((self._read("judge", key), None), (self._ledger_judgements.get(key), "framework/claims.json"))
-        for raw, where in sources:
-            if raw is None:
-                continue
-            try:
-                entry = _JudgeEntry.model_validate(raw)
-                if entry.key != key:
-                    raise ValueError("field key: another request's answer")
-                judgement = Judgement.model_validate(entry.answer, context={"ids": ids})
-                _valid_calls(entry.calls)
-            except ValidationError as exc:
-                self._damaged("judge", key, _problem(exc), where=where)
-                continue
-            except ValueError as exc:
-                self._damaged("judge", key, str(exc), where=where)
-                continue
-            return judgement, list(entry.calls)
-        return None
+        found = self._replayed("judge", key, self._ledger_judgements, _JudgeEntry,
+                               lambda entry: Judgement.model_validate(entry.answer, context={"ids": ids}))
+        return None if found is None else (found[1], list(found[0].calls))
 
     def store_judgement(self, key: str, judgement: Judgement, calls: list[dict[str, Any]]) -> None:
         self._write("judge", key, {"answer": judgement.model_dump(mode="json"), "calls": calls})
@@ -208,24 +206,9 @@ class SynthesisCache:
     # -- citation checks ---------------------------------------------------------------------------
     def citation(self, key: str) -> tuple[Verdicted, list[dict[str, Any]]] | None:
         """A citation judge's answer (call-independent form) and the calls it came from; or None."""
-        sources = ((self._read("cite", key), None), (self._ledger_citations.get(key), "framework/claims.json"))
-        for raw, where in sources:
-            if raw is None:
-                continue
-            try:
-                entry = _JudgeEntry.model_validate(raw)
-                if entry.key != key:
-                    raise ValueError("field key: another request's answer")
-                answer = Verdicted.from_dict(entry.answer)
-                _valid_calls(entry.calls)
-            except ValidationError as exc:
-                self._damaged("cite", key, _problem(exc), where=where)
-                continue
-            except ValueError as exc:
-                self._damaged("cite", key, str(exc), where=where)
-                continue
-            return answer, list(entry.calls)
-        return None
+        found = self._replayed("cite", key, self._ledger_citations, _JudgeEntry,
+                               lambda entry: Verdicted.from_dict(entry.answer))
+        return None if found is None else (found[1], list(found[0].calls))
 
     def store_citation(self, key: str, answer: Verdicted, calls: list[dict[str, Any]]) -> None:
         self._write("cite", key, {"answer": answer.to_dict(), "calls": calls})
