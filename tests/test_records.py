@@ -21,12 +21,11 @@ from research_dispatch.gateway.client import CallRecord
 from research_dispatch.leg.status import LegResult, LegState
 
 STATUS = json.loads(LegResult(stem="02-x", topic="x", model="a/b", family="a", status=LegState.OK).to_json())
-CALL = {"generation_id": "gen-1", "requested_model": "a/b", "requested_provider": None, "served_model": "a/b",
-        "served_provider": "A", "metadata_present": True, "attempt": 1, "attempts_recorded": 1, "strategy": None,
-        "cached": False, "finish_reason": "stop", "native_finish_reason": None, "prompt_tokens": 10,
-        "completion_tokens": 5, "cached_tokens": 0, "reasoning_tokens": 0, "cost_usd": 0.01, "latency_s": 1.5,
-        "retries": 0, "purpose": "research", "verdict": "exact", "gateway_kind": "openrouter", "is_byok": False,
-        "provider_cost_usd": None, "gateway_fee_usd": None}
+CALL = json.loads(CallRecord(
+    generation_id="gen-1", requested_model="a/b", requested_provider=None, served_model="a/b", served_provider="A",
+    metadata_present=True, attempt=1, attempts_recorded=1, strategy=None, cached=False, finish_reason="stop",
+    native_finish_reason=None, prompt_tokens=10, completion_tokens=5, cached_tokens=0, reasoning_tokens=0,
+    cost_usd=0.01, latency_s=1.5, retries=0, purpose="research", verdict="exact").to_json())  # every field
 json_values = st.recursive(st.none() | st.booleans() | st.integers(-10**6, 10**6) | st.floats() | st.text(max_size=8),
                            lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=4), inner,
                                                                                           max_size=3),

@@ -98,21 +98,35 @@ def _words(text: str) -> set[str]:
     return {w for w in _WORD.findall(text.lower()) if w not in _STOP}
 
 
-def _claims_text(body: dict[str, Any]) -> str:
-    """The user message carrying the `<claims>` block (a repair turn comes after it)."""
-    for message in body.get("messages") or []:
-        if isinstance(message, dict) and message.get("role") == "user" and "<claims>" in str(message.get("content")):
-            return str(message["content"])
+def _text(content: Any) -> str:
+    """A message's text: a string, or the text parts of a content-part list joined (the form a message
+    takes when it carries a `cache_control` breakpoint, as the product sends to Anthropic and Gemini)."""
+    if isinstance(content, str):
+        return content
+    if isinstance(content, list):
+        return "".join(str(part.get("text") or "") for part in content
+                       if isinstance(part, dict) and part.get("type") == "text")
     return ""
+
+
+def _user_text(body: dict[str, Any], marker: str = "") -> str:
+    """The first user message whose text holds `marker` (a repair turn comes after it), as text."""
+    for message in body.get("messages") or []:
+        if isinstance(message, dict) and message.get("role") == "user":
+            text = _text(message.get("content"))
+            if marker in text:
+                return text
+    return ""
+
+
+def _claims_text(body: dict[str, Any]) -> str:
+    """The user message carrying the `<claims>` block."""
+    return _user_text(body, "<claims>")
 
 
 def _report_text(body: dict[str, Any]) -> str:
     """The report: the first user message (a repair turn repeats the question; the report is unchanged)."""
-    for message in body.get("messages") or []:
-        content = message.get("content") if isinstance(message, dict) else None
-        if isinstance(content, str) and message.get("role") == "user":
-            return content
-    return ""
+    return _user_text(body)
 
 
 def _numbers(group: str) -> list[int]:
@@ -391,11 +405,7 @@ def _passage_sentences(text: str) -> list[str]:
 
 def check_citations(body: dict[str, Any], quirks: frozenset[str] = frozenset()) -> dict[str, Any]:
     """The `citation_check` answer: the lexical rule of the module docstring, per citation."""
-    text = ""
-    for message in body.get("messages") or []:
-        if isinstance(message, dict) and message.get("role") == "user" and "<passages>" in str(message.get("content")):
-            text = str(message["content"])
-            break
+    text = _user_text(body, "<passages>")
     passages = {p["id"]: str(p.get("text") or "") for p in _block_lines(text, "passages")}
     checks = []
     for claim in _block_lines(text, "claims"):

@@ -141,3 +141,17 @@ def test_the_fake_citation_judge_decides_by_word_overlap_and_quotes_the_passage(
     assert misquoted["verdict"] == "supports" and misquoted["quote"] not in passage
     assert script_synthesis.check_citations(citation_body(sentence, passage)) == \
         script_synthesis.check_citations(citation_body(sentence, passage))  # deterministic
+
+
+def test_the_fake_reads_a_message_sent_as_content_parts_with_a_cache_breakpoint() -> None:
+    """The product sends an Anthropic or Gemini judge its last message as content parts (a `cache_control`
+    breakpoint, gateway/caching.py): the fake judges the same text the same way as a plain string."""
+    sentence = "Streaming DiLoCo cuts peak bandwidth between datacentres by syncing parameter fragments"
+    passage = "Streaming DiLoCo syncs parameter fragments on a schedule, which cuts peak bandwidth between datacentres."
+    plain = citation_body(sentence, passage)
+    parts = json.loads(json.dumps(plain))
+    text = parts["messages"][1]["content"]
+    parts["messages"][1]["content"] = [{"type": "text", "text": text[:20]},
+                                       {"type": "text", "text": text[20:], "cache_control": {"type": "ephemeral"}}]
+    answer = script_synthesis.check_citations(parts)
+    assert answer == script_synthesis.check_citations(plain) and answer["checks"][0]["verdict"] == "supports"
