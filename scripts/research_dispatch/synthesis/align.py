@@ -482,12 +482,129 @@ def _agree(first: list[str], second: list[str], by_key: dict[str, Claim]) -> boo
     return not any(numbers_disagree(by_key[a].statement, by_key[b].statement) for a in first for b in second)
 
 
+@dataclass
+class _Assembly:
+    """The state `assemble` builds, step by step: the union of claims, and what each step leaves for the
+    next (which batches saw a claim, which failed, which counted claims an uncounted one was judged with,
+    and the sides of every contradict group)."""
+
+    by_key: dict[str, Claim]
+    counted: set[str] | frozenset[str]
+    uf: _UnionFind
+    in_batches: dict[str, set[str]] = field(default_factory=lambda: defaultdict(set))
+    failed: set[str] = field(default_factory=set)
+    attached: dict[str, set[str]] = field(default_factory=lambda: defaultdict(set))
+    sides: list[list[tuple[str, list[str]]]] = field(default_factory=list)  # per group: (representative, claims)
+
+    def unite_judged(self, batches: list[Batch], judgements: dict[int, Judgement | None]) -> None:
+        """Step 1: each judged position, split into its consistent parts; counted claims of a part united."""
+        for batch in sorted(batches, key=lambda b: b.index):
+            judgement = judgements.get(batch.index)
+            for key in batch.claim_keys:
+                self.in_batches[key].add(batch.id)
+                if judgement is None and key not in batch.anchors:  # anchors were judged in an earlier batch
+                    self.failed.add(key)
+            if judgement is None:
+                continue
+            for group in judgement.groups:
+                representatives = []
+                for position in group.positions:
+                    judged = sorted(batch.ids[c] for c in position.claims)
+                    for keys in consistent_parts(judged, self.by_key):
+                        mine = [k for k in keys if k in self.counted] or keys
+                        for key in mine[1:]:
+                            self.uf.union(mine[0], key)
+                        if mine is not keys:
+                            for key in keys:
+                                if key not in self.counted:
+                                    self.attached[key].add(mine[0])
+                        representatives.append((mine[0], keys))
+                if group.relation == "contradict" or len(representatives) > 1:
+                    self.sides.append(representatives)
+
+    def groups_by_pick(self, only_counted: bool) -> dict[tuple[str, str, str], list[list[str]]]:
+        """The groups (counted ones, or the others) that recommend one pick, by (layer, pick, position)."""
+        out: dict[tuple[str, str, str], list[list[str]]] = defaultdict(list)
+        for members in self.uf.groups():
+            if any(k in self.counted for k in members) != only_counted:
+                continue
+            scope = [k for k in members if k in self.counted] if only_counted else members
+            identity = _pick_of(scope, self.by_key)
+            if identity is not None:
+                out[identity].append(scope)
+        return out
+
+    def merge_same_picks(self) -> dict[tuple[str, str, str], list[list[str]]]:
+        """Step 2, code not judgement: counted groups recommending one pick for one layer are one cluster
+        (unless their numbers differ). Returns the counted groups by pick, for step 3."""
+        counted_picks = self.groups_by_pick(True)
+        for groups in counted_picks.values():
+            merged: list[list[str]] = []
+            for scope in groups:
+                home = next((m for m in merged if _agree(m, scope, self.by_key)), None)
+                if home is None:
+                    merged.append(list(scope))
+                else:
+                    self.uf.union(home[0], scope[0])
+                    home.extend(scope)
+        return counted_picks
+
+    def attach_uncounted(self, counted_picks: dict[tuple[str, str, str], list[list[str]]]) -> None:
+        """Step 3: each uncounted group joins at most one counted group, so it never bridges two."""
+        uncounted_groups = [members for members in self.uf.groups() if not any(k in self.counted for k in members)]
+        for members in uncounted_groups:
+            targets = sorted({self.uf.find(t) for k in members for t in self.attached.get(k, ())})
+            if targets:
+                self.uf.union(targets[0], members[0])
+        for identity, groups in self.groups_by_pick(False).items():
+            target = counted_picks.get(identity)
+            first = self.uf.find(target[0][0]) if target else groups[0][0]
+            for scope in groups:
+                self.uf.union(first, scope[0])
+
+    def alignment(self) -> Alignment:
+        """Step 4: the clusters, and the contradictions mapped onto them (plus for-X beside against-X)."""
+        index_of: dict[str, int] = {}
+        clusters = []
+        by_pick: dict[tuple[str, str], dict[str, set[int]]] = defaultdict(lambda: defaultdict(set))
+        for index, members in enumerate(self.uf.groups()):
+            scope = [k for k in members if k in self.counted] or members
+            for key in members:
+                index_of[key] = index
+            clusters.append(RawCluster(members=members,
+                                       batches=sorted({b for k in scope for b in self.in_batches.get(k, ())}),
+                                       unaligned=any(k in self.failed for k in scope)))
+            held = _pick_of([k for k in members if k in self.counted], self.by_key)
+            if held is not None:
+                by_pick[held[:2]][held[2]].add(index)
+        pairs: set[tuple[int, int]] = set()
+        contrary: dict[int, set[str]] = defaultdict(set)
+        for group_sides in self.sides:
+            counted_sides = sorted({index_of[rep] for rep, _keys in group_sides if rep in self.counted})
+            for i, a in enumerate(counted_sides):
+                for b in counted_sides[i + 1:]:
+                    pairs.add((a, b))
+            for rep, keys in group_sides:
+                if rep in self.counted:
+                    continue
+                for index in counted_sides:
+                    if index != index_of[rep]:
+                        contrary[index].update(keys)
+        for positions in by_pick.values():
+            for a in positions.get(Position.FOR.value, set()):
+                for b in positions.get(Position.AGAINST.value, set()):
+                    pairs.add((min(a, b), max(a, b)))
+        return Alignment(clusters=clusters, contradictions=sorted(pairs),
+                         contrary_excluded={i: sorted(keys) for i, keys in sorted(contrary.items())})
+
+
 def assemble(claims: list[Claim], batches: list[Batch], judgements: dict[int, Judgement | None],
              counted: set[str] | frozenset[str]) -> Alignment:
     """Clusters and contradictions from the judged groups. `counted`: keys of the claims that count
     (`counting.counted_claims`); the others can join a counted cluster but never connect two.
 
-    Order of work (each step deterministic and independent of input order):
+    Order of work (each step deterministic and independent of input order; `_Assembly` has one method
+    per step):
     1. each judged position is split into the parts code finds consistent (`consistent_parts`: one
        position for or against, no numbers that differ); a position split in two is a contradiction
        between its parts, whatever the judge called it. Counted claims of one part are united; a part
@@ -502,105 +619,7 @@ def assemble(claims: list[Claim], batches: list[Batch], judgements: dict[int, Ju
        against-X is a divergence, never two agreements.
     """
     by_key = {c.key: c for c in claims}
-
-    def is_counted(key: str) -> bool:
-        return key in counted
-
-    uf = _UnionFind(by_key)
-    in_batches: dict[str, set[str]] = defaultdict(set)
-    failed: set[str] = set()
-    attached: dict[str, set[str]] = defaultdict(set)  # uncounted claim -> counted claims judged with it
-    sides: list[list[tuple[str, list[str]]]] = []  # per contradict group: (representative, claims) per side
-    for batch in sorted(batches, key=lambda b: b.index):
-        judgement = judgements.get(batch.index)
-        for key in batch.claim_keys:
-            in_batches[key].add(batch.id)
-            if judgement is None and key not in batch.anchors:  # anchors were judged in an earlier batch
-                failed.add(key)
-        if judgement is None:
-            continue
-        for group in judgement.groups:
-            representatives = []
-            for position in group.positions:
-                judged = sorted(batch.ids[c] for c in position.claims)
-                for keys in consistent_parts(judged, by_key):
-                    mine = [k for k in keys if is_counted(k)] or keys
-                    for key in mine[1:]:
-                        uf.union(mine[0], key)
-                    if mine is not keys:
-                        for key in keys:
-                            if not is_counted(key):
-                                attached[key].add(mine[0])
-                    representatives.append((mine[0], keys))
-            if group.relation == "contradict" or len(representatives) > 1:
-                sides.append(representatives)
-
-    # 2. code, not judgement: counted groups recommending the same pick for the same layer are one cluster
-    def groups_by_pick(only_counted: bool) -> dict[tuple[str, str, str], list[list[str]]]:
-        out: dict[tuple[str, str, str], list[list[str]]] = defaultdict(list)
-        for members in uf.groups():
-            if any(is_counted(k) for k in members) != only_counted:
-                continue
-            scope = [k for k in members if is_counted(k)] if only_counted else members
-            identity = _pick_of(scope, by_key)
-            if identity is not None:
-                out[identity].append(scope)
-        return out
-
-    counted_picks = groups_by_pick(True)
-    for groups in counted_picks.values():
-        merged: list[list[str]] = []
-        for scope in groups:
-            home = next((m for m in merged if _agree(m, scope, by_key)), None)
-            if home is None:
-                merged.append(list(scope))
-            else:
-                uf.union(home[0], scope[0])
-                home.extend(scope)
-
-    # 3. uncounted groups join at most one counted group
-    uncounted_groups = [members for members in uf.groups() if not any(is_counted(k) for k in members)]
-    for members in uncounted_groups:
-        targets = sorted({uf.find(t) for k in members for t in attached.get(k, ())})
-        if targets:
-            uf.union(targets[0], members[0])
-    for identity, groups in groups_by_pick(False).items():
-        target = counted_picks.get(identity)
-        first = uf.find(target[0][0]) if target else groups[0][0]
-        for scope in groups:
-            uf.union(first, scope[0])
-
-    # 4. clusters and contradictions
-    clusters_of = uf.groups()
-    index_of: dict[str, int] = {}
-    clusters = []
-    by_pick: dict[tuple[str, str], dict[str, set[int]]] = defaultdict(lambda: defaultdict(set))
-    for index, members in enumerate(clusters_of):
-        scope = [k for k in members if is_counted(k)] or members
-        for key in members:
-            index_of[key] = index
-        clusters.append(RawCluster(members=members,
-                                   batches=sorted({b for k in scope for b in in_batches.get(k, ())}),
-                                   unaligned=any(k in failed for k in scope)))
-        held = _pick_of([k for k in members if is_counted(k)], by_key)
-        if held is not None:
-            by_pick[held[:2]][held[2]].add(index)
-    pairs: set[tuple[int, int]] = set()
-    contrary: dict[int, set[str]] = defaultdict(set)
-    for group_sides in sides:
-        counted_sides = sorted({index_of[rep] for rep, _keys in group_sides if is_counted(rep)})
-        for i, a in enumerate(counted_sides):
-            for b in counted_sides[i + 1:]:
-                pairs.add((a, b))
-        for rep, keys in group_sides:
-            if is_counted(rep):
-                continue
-            for index in counted_sides:
-                if index != index_of[rep]:
-                    contrary[index].update(keys)
-    for positions in by_pick.values():
-        for a in positions.get(Position.FOR.value, set()):
-            for b in positions.get(Position.AGAINST.value, set()):
-                pairs.add((min(a, b), max(a, b)))
-    return Alignment(clusters=clusters, contradictions=sorted(pairs),
-                     contrary_excluded={i: sorted(keys) for i, keys in sorted(contrary.items())})
+    assembly = _Assembly(by_key=by_key, counted=counted, uf=_UnionFind(by_key))
+    assembly.unite_judged(batches, judgements)
+    assembly.attach_uncounted(assembly.merge_same_picks())
+    return assembly.alignment()
