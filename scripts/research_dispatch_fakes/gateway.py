@@ -354,6 +354,29 @@ def endpoints_for(model: str, scenario: dict[str, Any] | None = None) -> list[En
     return [Endpoint(name, tag, params) for name, tag, params in entries]
 
 
+def _choice(turn: Turn, served_model: str, finish_reason: str, native: str,
+            error: dict[str, Any] | None) -> dict[str, Any]:
+    """The one choice of a completion: the turn's message (tool calls with the thought signatures Gemini
+    3 requires), or, for an error in an HTTP-200 body, an empty message with `finish_reason: "error"`."""
+    message: dict[str, Any] = {"role": "assistant", "content": turn.content, "refusal": None, "reasoning": None}
+    if turn.tool_calls:
+        message["tool_calls"] = [
+            {"id": call.id, "type": "function", "index": i,
+             "function": {"name": call.name, "arguments": call.arguments}}
+            for i, call in enumerate(turn.tool_calls)]
+        if strict.requires_thought_signatures(served_model):
+            message["reasoning_details"] = strict.reasoning_details_for(
+                (call.id, call.name, call.arguments) for call in turn.tool_calls)
+    choice: dict[str, Any] = {"index": 0, "logprobs": None, "message": message}
+    if error is not None:
+        message["content"] = ""
+        message.pop("tool_calls", None)
+        choice.update(finish_reason="error", native_finish_reason="error", error=error)
+    else:
+        choice.update(finish_reason=finish_reason, native_finish_reason=native)
+    return choice
+
+
 class FakeGateway(FakeServer):
     """Fake OpenRouter: scripted researcher answers, OpenRouter metadata, and scripted faults."""
 
@@ -547,6 +570,41 @@ class FakeGateway(FakeServer):
             return index, rule
         return -1, {}
 
+    def _scripted(self, body: dict[str, Any], rule: dict[str, Any], record: dict[str, Any],
+                  delay: float) -> FakeResponse | None:
+        """What a rule answers before any routing — a reset connection, a raw body, a whole scripted
+        completion, or an HTTP error in OpenRouter's envelope — or None for a served completion."""
+        if rule.get("reset"):
+            record["status"] = "reset"
+            return FakeResponse(reset_connection=True, delay_s=delay)
+        if rule.get("raw_body") is not None:
+            record["status"] = "raw"
+            return FakeResponse(status=200, body=str(rule["raw_body"]).encode("utf-8"),
+                                headers={"Content-Type": "application/json"}, delay_s=delay)
+        if isinstance(rule.get("answer"), dict):  # a scripted chat completion, in the form the request asked for
+            record["status"] = "answer"
+            answer: dict[str, Any] = rule["answer"]
+            headers = {"X-Generation-Id": str(answer.get("id") or "")}
+            if body.get("stream") is True:
+                return self._streamed(answer, headers, str(answer.get("id") or ""), str(answer.get("provider") or ""),
+                                      rule, delay, None)
+            return FakeResponse.json(answer, 200, headers=headers, delay_s=delay)
+        if not rule.get("status"):
+            return None
+        status = int(rule["status"])
+        record["status"] = status
+        headers = {}
+        if rule.get("retry_after") is not None:
+            headers["Retry-After"] = str(rule["retry_after"])
+        if status == 429:
+            headers.update({"X-RateLimit-Limit": "20", "X-RateLimit-Remaining": "0",
+                            "X-RateLimit-Reset": str((EPOCH + 60) * 1000)})
+        envelope = error_envelope(status, rule.get("message"))
+        if status == 404:
+            envelope["error"]["availability"] = {"code": "no_endpoints", "retryable": False,
+                                                 "requested_models": [str(body["model"])]}
+        return FakeResponse.json(envelope, status, headers=headers, delay_s=delay)
+
     def _chat_locked(self, request: FakeRequest, body: dict[str, Any]) -> FakeResponse:
         requested = str(body["model"])
         session = str(body.get("session_id") or "")
@@ -566,35 +624,9 @@ class FakeGateway(FakeServer):
         self.completions.append(record)
         self._seen_models.add(requested.split(":", 1)[0])
 
-        if rule.get("reset"):
-            record["status"] = "reset"
-            return FakeResponse(reset_connection=True, delay_s=delay)
-        if rule.get("raw_body") is not None:
-            record["status"] = "raw"
-            return FakeResponse(status=200, body=str(rule["raw_body"]).encode("utf-8"),
-                                headers={"Content-Type": "application/json"}, delay_s=delay)
-        if isinstance(rule.get("answer"), dict):  # a scripted chat completion, in the form the request asked for
-            record["status"] = "answer"
-            answer: dict[str, Any] = rule["answer"]
-            headers = {"X-Generation-Id": str(answer.get("id") or "")}
-            if body.get("stream") is True:
-                return self._streamed(answer, headers, str(answer.get("id") or ""), str(answer.get("provider") or ""),
-                                      rule, delay, None)
-            return FakeResponse.json(answer, 200, headers=headers, delay_s=delay)
-        if rule.get("status"):
-            status = int(rule["status"])
-            record["status"] = status
-            headers = {}
-            if rule.get("retry_after") is not None:
-                headers["Retry-After"] = str(rule["retry_after"])
-            if status == 429:
-                headers.update({"X-RateLimit-Limit": "20", "X-RateLimit-Remaining": "0",
-                                "X-RateLimit-Reset": str((EPOCH + 60) * 1000)})
-            envelope = error_envelope(status, rule.get("message"))
-            if status == 404:
-                envelope["error"]["availability"] = {"code": "no_endpoints", "retryable": False,
-                                                     "requested_models": [requested]}
-            return FakeResponse.json(envelope, status, headers=headers, delay_s=delay)
+        scripted = self._scripted(body, rule, record, delay)
+        if scripted is not None:
+            return scripted
 
         route = self._route(body, rule)
         if isinstance(route, FakeResponse):
@@ -640,24 +672,8 @@ class FakeGateway(FakeServer):
         if error_mode == "top_level":
             payload["error"] = error_obj
         else:
-            message: dict[str, Any] = {"role": "assistant", "content": turn.content, "refusal": None,
-                                       "reasoning": None}
-            if turn.tool_calls:
-                message["tool_calls"] = [
-                    {"id": call.id, "type": "function", "index": i,
-                     "function": {"name": call.name, "arguments": call.arguments}}
-                    for i, call in enumerate(turn.tool_calls)]
-                if strict.requires_thought_signatures(served_model):
-                    message["reasoning_details"] = strict.reasoning_details_for(
-                        (call.id, call.name, call.arguments) for call in turn.tool_calls)
-            choice: dict[str, Any] = {"index": 0, "logprobs": None, "message": message}
-            if error_mode:
-                message["content"] = ""
-                message.pop("tool_calls", None)
-                choice.update(finish_reason="error", native_finish_reason="error", error=error_obj)
-            else:
-                choice.update(finish_reason=finish_reason, native_finish_reason=native)
-            payload["choices"] = [choice]
+            payload["choices"] = [_choice(turn, served_model, finish_reason, native,
+                                          error_obj if error_mode else None)]
         payload["usage"] = usage
         metadata_enabled = self._metadata_enabled(request)
         if metadata_enabled and not cache_hit and not rule.get("no_metadata"):
