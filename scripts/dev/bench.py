@@ -454,7 +454,7 @@ def bench_prompt_cache() -> dict[str, Any]:
     share = ours["cached_tokens"] / ours["prompt_tokens"] if ours["prompt_tokens"] else 0.0
     saving = 1 - ours["cost_usd"] / plain["cost_usd"] if plain["cost_usd"] else 0.0
     return figure(
-        "8", "prompt_cache", "Prompt cache, 30-step leg routed to Claude: prompt tokens read from the cache",
+        "9", "prompt_cache", "Prompt cache, 30-step leg routed to Claude: prompt tokens read from the cache",
         round(share, 3), f"{share:.0%} ({ours['calls']} calls); cost ${ours['cost_usd']:.4f} with breakpoints, "
                          f"${plain['cost_usd']:.4f} without ({saving:.0%} less)",
         "≥ 70 % read from the cache", share >= 0.7,
@@ -747,20 +747,20 @@ def write_doc(data: dict[str, Any], path: Path) -> None:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--quick", action="store_true", help="fewer repeats; synthesis up to 50 reports")
-    parser.add_argument("--only", default="", help="comma-separated figure numbers (1-8)")
+    parser.add_argument("--only", default="", help="comma-separated figure numbers (1-9)")
     parser.add_argument("--write-doc", action="store_true", help="also regenerate docs/PERFORMANCE.md")
     parser.add_argument("--doc-only", action="store_true", help="regenerate docs/PERFORMANCE.md from build/bench.json")
     args = parser.parse_args(argv)
     if args.doc_only:
         data = json.loads(BUILD_JSON.read_text(encoding="utf-8"))
-        if {f["id"].rstrip("ab") for f in data["figures"]} != set("12345678"):
+        if {f["id"].rstrip("ab") for f in data["figures"]} != set("123456789"):
             parser.error(f"{BUILD_JSON.relative_to(ROOT)} holds a partial run (--only): run every figure first")
         write_doc(data, DOC)
         say(f"wrote {DOC.relative_to(ROOT)}")
         return 0
     only = {part.strip() for part in args.only.split(",") if part.strip()}
-    if only - set("12345678"):
-        parser.error("--only takes figure numbers 1-8")
+    if only - set("123456789"):
+        parser.error("--only takes figure numbers 1-9")
     if args.write_doc and only:
         parser.error("--write-doc needs every figure: run without --only")
     quick = args.quick

@@ -116,10 +116,21 @@ def _section_prompt_cache(f: dict[str, Any]) -> list[str]:
               for label, leg in (("with breakpoints", d["ours"]), ("without", d["without_breakpoints"])))]
 
 
+def _section_verification(f: dict[str, Any]) -> list[str]:
+    d = f["details"]
+    return ["| run | citation-check calls | citations cached | research legs' prompt tokens | citation checks' prompt "
+            "tokens |", "|---|---|---|---|---|",
+            f"| cold | {d['cold']['check_calls']} | {d['cold'].get('cached_checks', 0)} | "
+            f"{_n(d['research_prompt_tokens'])} | {_n(d['check_prompt_tokens'])} "
+            f"({_pct(d['check_prompt_tokens'], d['research_prompt_tokens'])}) |",
+            f"| unchanged reports | {d['unchanged']['check_calls']} | {d['unchanged'].get('cached_checks', 0)} "
+            "| — | 0 |"]
+
+
 SECTIONS = {"parallel": _section_parallel, "overhead": _section_overhead, "cli_start": _section_cli,
             "amplification_reading": _section_amplification, "amplification_searching": _section_amplification,
             "synthesis": _section_synthesis, "matrix": _section_matrix, "tokens_per_report": _section_tokens,
-            "prompt_cache": _section_prompt_cache}
+            "verification": _section_verification, "prompt_cache": _section_prompt_cache}
 
 
 def _what_it_would_take(f: dict[str, Any]) -> str:
@@ -158,6 +169,8 @@ def _what_it_would_take(f: dict[str, Any]) -> str:
         "matrix": "Profile `plan` on the 1,000-leg repository (topic loading dominates).",
         "tokens_per_report": "Tighten the per-search snippet budget or the per-read passage budget, or compact "
                              "search leads once their pages have been read.",
+        "verification": "Send each citation fewer passages (the most relevant excerpt only) or check several "
+                        "claims of one source in one item.",
         "prompt_cache": "Compact less often (each compaction rewrites the history after it), or place the "
                         "rolling breakpoint further back so that more of each step's prompt is a read.",
     }
