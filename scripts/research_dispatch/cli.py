@@ -117,13 +117,6 @@ def _runner_file(variable: str) -> Path:
     return require_runner_file(os.environ, variable)
 
 
-def _writable(path: Path, label: str, field: str | None = None) -> None:
-    # lazy: `--help` must not import the stages (module docstring)
-    from research_dispatch.core.fsio import require_writable_dir
-
-    require_writable_dir(path, label=label, field=field)
-
-
 def _load(repo: Path) -> tuple[Any, list[Any]]:
     # lazy: `--help` must not import the stages (module docstring)
     from research_dispatch.config.settings import load_settings
@@ -169,7 +162,7 @@ def main() -> None:
 def check(repo: Path, online: bool, as_json: bool) -> None:
     """Validate [tool.research-dispatch] and every topic file; print one line per problem, all at once."""
     # lazy: `--help` must not import the stages (module docstring)
-    from research_dispatch.config.plan import plan_legs
+    from research_dispatch.config.plan import plan_problems
     from research_dispatch.config.settings import load_settings
     from research_dispatch.config.topics import check_topics
     from research_dispatch.core.errors import BadInput
@@ -183,8 +176,8 @@ def check(repo: Path, online: bool, as_json: bool) -> None:
         _fail(str(exc), ExitCode.BAD_INPUT)
         return
     topics, problems = check_topics(repo, settings)
-    lines = [line for problem in problems for line in str(problem).splitlines()]  # every problem: one line
-    legs = plan_legs(topics, settings)
+    legs, across = plan_problems(topics, settings)  # the valid topics' legs: every problem at once
+    lines = [line for problem in [*problems, *across] for line in str(problem).splitlines()]  # one line each
     if online:  # the valid topics' legs are checked too, so one run lists every problem
         # lazy: `--help` must not import the stages (module docstring)
         from research_dispatch.run.online import online_problems
@@ -211,26 +204,46 @@ def check(repo: Path, online: bool, as_json: bool) -> None:
 def plan(repo: Path, topic_ids: str | None, model_ids: str | None, github_output: bool, as_json: bool,
          cycle: str | None) -> None:
     """On a terminal: the legs, their caps, the worst-case spend and an estimate. Piped or with --json:
-    the matrix JSON {"include": [{"leg", "topic", "model"}, ...]}."""
+    the matrix JSON {"include": [{"leg", "topic", "model"}, ...]}.
+
+    With --github-output (the workflow's plan job) also what the jobs need, derived from the caps:
+    `research-minutes` and `synthesize-minutes` (the jobs' timeouts); a plan no hosted job can hold, or a
+    cycle git refuses as a branch name, is refused here, before any leg is paid for."""
     # lazy: `--help` must not import the stages (module docstring)
-    from research_dispatch.config.plan import matrix, matrix_json, plan_legs, write_github_output
+    from research_dispatch.config.plan import (
+        job_time_problems,
+        matrix,
+        matrix_json,
+        plan_legs,
+        refresh_branch,
+        research_job_minutes,
+        synthesize_job_minutes,
+        write_github_output,
+    )
     from research_dispatch.config.topics import select_topics
 
     target = _runner_file("GITHUB_OUTPUT") if github_output else None
     settings, topics = _load(repo)
     legs = plan_legs(select_topics(topics, _split(topic_ids, "--topics")), settings, _split(model_ids, "--models"))
+    cycle_id = _cycle(cycle)
+    refresh_branch(settings, cycle_id)
     text = matrix_json(legs)
+    too_long = job_time_problems(legs, settings) if target is not None else []
+    if too_long:
+        raise too_long[0]
     if as_json or not sys.stdout.isatty():  # FIXED: the matrix JSON exactly as before, for machines
         click.echo(text)
     else:
         # lazy: `--help` must not import the stages (module docstring)
         from research_dispatch.config.estimate import plan_lines
 
-        for line in plan_lines(settings, legs, _cycle(cycle)):
+        for line in plan_lines(settings, legs, cycle_id):
             click.echo(line)
     if target is not None:
         write_github_output(target, {"matrix": text, "count": str(len(matrix(legs)["include"])),
-                                     "legs": str(len(legs)), "cycle": _cycle(cycle)})
+                                     "legs": str(len(legs)), "cycle": cycle_id,
+                                     "research-minutes": str(research_job_minutes(legs, settings)),
+                                     "synthesize-minutes": str(synthesize_job_minutes(settings))})
 
 
 @main.command()
@@ -244,24 +257,19 @@ def plan(repo: Path, topic_ids: str | None, model_ids: str | None, github_output
 def research(repo: Path, topic: str, model: str | None, export_dir: Path | None, cycle: str | None) -> None:
     """Run one leg (or a packed batch) and write its report and call log at their computed paths."""
     # lazy: `--help` must not import the stages (module docstring)
-    from research_dispatch.config.plan import resolve_legs
+    from research_dispatch.config.plan import plan_legs, resolve_legs
     from research_dispatch.core.errors import Interrupted
-    from research_dispatch.core.fsio import confined
     from research_dispatch.core.ghactions import run_url
-    from research_dispatch.leg.run import require_keys, run_leg
+    from research_dispatch.leg.run import run_leg
     from research_dispatch.publish.accumulate import set_aside_edited
     from research_dispatch.run.collect import export_leg
-    from research_dispatch.run.online import require_models
+    from research_dispatch.run.preflight import Work, preflight
 
     settings, topics = _load(repo)
     legs = resolve_legs(topics, settings, topic, model)
-    require_keys(os.environ, settings, legs)
-    require_models(settings, legs, os.environ)  # the models exist and take the calls, before any is made
     cycle_id = _cycle(cycle)
-    for relative, field in ((settings.build_dir, "build_dir"), (settings.research_dir, "research_dir")):
-        _writable(confined(repo, relative), relative, field)
-    if export_dir is not None:
-        _writable(export_dir, "--export")
+    preflight(repo, settings, Work(cycle=cycle_id, legs=legs, planned=plan_legs(topics, settings),
+                                   export_dir=export_dir), os.environ)
     codes = []
     with _writer(repo, settings, "research"):
         for leg in legs:
@@ -427,11 +435,14 @@ def synthesize(repo: Path, github_summary: bool, cycle: str | None) -> None:
 @click.option("--models", "model_ids", default=None, help="Only legs routed to these model slugs.")
 @click.option("--allow-edited", is_flag=True, help="Commit reports edited by hand (trailer `Edited: yes`) instead of "
               "refusing them with exit 2.")
+@click.option("--synthesis-failed", type=click.BOOL, default=False, show_default=True,
+              help="This refresh's synthesis failed (the workflow passes its synthesize job's result): publish the "
+              "good reports without it, as a partial PR that says the synthesis is missing.")
 @cycle_option
 @guarded
 def publish(repo: Path, branch: str | None, base: str | None, no_push: bool, no_pr: bool, dry_run: bool,
             github_summary: bool, topic_ids: str | None, model_ids: str | None, allow_edited: bool,
-            cycle: str | None) -> None:
+            synthesis_failed: bool, cycle: str | None) -> None:
     """Commit (one per changed report, one for the synthesis), push, and create or update the PR."""
     # lazy: `--help` must not import the stages (module docstring)
     from research_dispatch.config import environment
@@ -448,9 +459,11 @@ def publish(repo: Path, branch: str | None, base: str | None, no_push: bool, no_
         settings, topics = _load(repo)
         legs = plan_legs(select_topics(topics, _split(topic_ids, "--topics")), settings,
                          _split(model_ids, "--models"))
+    failure = "the synthesize job of this run failed (its log says why)" if synthesis_failed else ""
     sys.exit(publish_command(repo, branch=branch, base=base, push=not no_push, open_pr=not no_pr,
                              dry_run=dry_run, cycle=_cycle(cycle), env=os.environ, echo=click.echo,
-                             github_summary=github_summary, legs=legs, allow_edited=allow_edited))
+                             github_summary=github_summary, legs=legs, allow_edited=allow_edited,
+                             synthesis_failure=failure))
 
 
 @main.command()

@@ -213,8 +213,8 @@ def test_an_edited_synthesis_document_is_kept_until_its_reports_change(user_worl
 
 @reliability(area="refresh", case="publish finds a synthesis that no longer matches the reports it commits and "
                                   "cannot re-synthesize (no gateway key)",
-             expect="the stale synthesis is not committed (the branch keeps the base's); the title says 'synthesis "
-                    "not updated' and the body why; the new report is published; exit 0")
+             expect="the stale synthesis is not committed (the base has none, so the branch has none); the PR is "
+                    "partial, titled 'synthesis missing', and the body says why; the new report is published; exit 0")
 def test_a_stale_synthesis_is_never_committed(user_world: UserWorld) -> None:  # noqa: F811
     world = user_world
     clone = world.clone()
@@ -232,8 +232,8 @@ def test_a_stale_synthesis_is_never_committed(user_world: UserWorld) -> None:  #
     assert world.branch_file(f"research/{STEMS['B']}.md") == (clone / "research" / f"{STEMS['B']}.md").read_text()
     assert world.branch_file("framework/claims.json") is None  # never a synthesis of other reports
     pr = world.pr()
-    assert "synthesis not updated" in pr["title"]
-    assert "The synthesis was not updated" in pr["body"] and "OPENROUTER_API_KEY" in pr["body"]
+    assert "synthesis missing" in pr["title"] and pr["draft"] is True
+    assert "The synthesis is missing" in pr["body"] and "OPENROUTER_API_KEY" in pr["body"]
 
 
 # -- (6) one writer at a time ---------------------------------------------------------------------

@@ -123,7 +123,7 @@ def test_killed_mid_run_leaves_no_partial_report_and_the_next_run_redoes_exactly
     report = repo / "research" / "02-diloco-family.md"
     before = report.read_text()
     path = repo / "topics" / "02-diloco-family.yaml"
-    write_topic(repo, path.name, path.read_text() + "# edited: the leg must run again\n")
+    write_topic(repo, path.name, path.read_text().replace("title: DiLoCo family", "title: DiLoCo family, edited"))
 
     gateway.reset()
     gateway.set_scenario({"rules": [{"match": {"kind": "write"}, "delay_s": 8}]})

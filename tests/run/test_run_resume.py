@@ -35,7 +35,10 @@ def test_second_run_keeps_good_legs_and_redoes_failed_and_changed_ones(repo: Pat
     assert third.exit_code == 0 and "0 to run, 5 kept" in out.text
 
     path = repo / "topics" / "02-diloco-family.yaml"
-    write_topic(repo, path.name, path.read_text() + "# a reviewer's note changes the topic file\n")
+    write_topic(repo, path.name, path.read_text() + "# a reviewer's note: a comment changes nothing it says\n")
+    out.clear()
+    assert refresh(repo, run_env, out.append).ran == [] and gateway.completions == []  # inputs hashed as meaning
+    write_topic(repo, path.name, path.read_text().replace("title: DiLoCo family", "title: DiLoCo family, revised"))
     out.clear()
     fourth = refresh(repo, run_env, out.append)
     assert fourth.ran == ["02-diloco-family"] and sessions(gateway) == {"02-diloco-family"}

@@ -13,7 +13,7 @@ import pytest
 from research_dispatch.config.plan import plan_legs
 from research_dispatch.config.settings import load_settings
 from research_dispatch.config.topics import load_topics
-from research_dispatch.leg.run import leg_input_hash
+from research_dispatch.leg.run import leg_input_hash, leg_input_hashes
 from tests.tools.conftest import make_repo, mcp_server_table
 
 ROOT = Path(__file__).resolve().parent.parent.parent
@@ -102,10 +102,14 @@ def test_the_default_toolset_leaves_input_hashes_unchanged(tmp_path: Path) -> No
     settings = load_settings(repo)
     (leg,) = plan_legs(load_topics(repo, settings), settings)
     search = {"max_results": 8, "depth": "advanced", "include_domains": [], "exclude_domains": []}
-    before = {"topic": leg.topic_file.raw_sha256, "model": leg.route.model, "provider": None, "prompt": PROMPT_VERSION,
-              "words": settings.words.model_dump(), "budget": settings.budget.model_dump(), "search": search}
+    before = {"topic": leg.topic_file.content_sha256, "model": leg.route.model, "provider": None,
+              "prompt": PROMPT_VERSION, "words": settings.words.model_dump(), "budget": settings.budget.model_dump(),
+              "search": search}
     expected = hashlib.sha256(json.dumps(before, sort_keys=True).encode()).hexdigest()[:16]
     assert leg_input_hash(leg, settings) == expected
+    legacy = hashlib.sha256(json.dumps({**before, "topic": leg.topic_file.raw_sha256},
+                                       sort_keys=True).encode()).hexdigest()[:16]
+    assert leg_input_hashes(leg, settings) == {expected, legacy}  # reports hashed by the file's bytes still count
     with_exa = make_repo(tmp_path / "exa", config='search = {providers = ["tavily", "exa"]}\n')
     exa_settings = load_settings(with_exa)
     (exa_leg,) = plan_legs(load_topics(with_exa, exa_settings), exa_settings)

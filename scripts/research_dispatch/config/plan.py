@@ -18,13 +18,22 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from research_dispatch.config.settings import ModelRoute, Settings, Topic
-from research_dispatch.config.topics import TopicFile
+from research_dispatch.config.topics import TopicFile, effective
 from research_dispatch.core.errors import BadInput
+from research_dispatch.core.gitref import valid_branch_name
 
 MAX_MATRIX_ENTRIES = 256
 REPORT_SUFFIX = ".md"
 CALLS_SUFFIX = ".calls.jsonl"
 EVIDENCE_SUFFIX = ".evidence.jsonl"
+_CYCLE = re.compile(r"\d{4}-H[12]|[A-Za-z0-9][A-Za-z0-9._-]{0,39}")
+# GitHub-hosted runners end any job after 6 hours, whatever its `timeout-minutes` says.
+JOB_LIMIT_MINUTES = 360
+# Around the legs, a research job checks out, installs, exports and uploads; a synthesize job also
+# collects, verifies, previews the PR and uploads. Ten minutes holds all of that on a hosted runner
+# (a typical job spends two to three minutes on it), so the job's timeout never cuts a leg or a
+# synthesis that is still within its own cap.
+JOB_MARGIN_MINUTES = 10
 
 
 @dataclass(frozen=True)
@@ -80,25 +89,66 @@ class Leg:
 
 
 def plan_legs(topics: Iterable[TopicFile], settings: Settings, models: Iterable[str] | None = None) -> list[Leg]:
-    """Expand topics into legs, optionally keeping only the given model slugs."""
+    """Expand topics into legs, optionally keeping only the given model slugs.
+
+    Two legs whose report paths coincide are refused here (`path_conflicts`), whatever the selection:
+    otherwise both would be paid for and one report would overwrite the other."""
+    every = expand(topics, settings)
+    require_unique_paths(every, settings)
     given = list(models or [])
     wanted = {m.strip() for m in given if m.strip()}
     if given and not wanted:
         raise BadInput("the selection names no model (only separators or spaces); leave the option out for "
                        "all models", path="--models")
-    legs: list[Leg] = []
-    seen_models: set[str] = set()
-    for topic_file in sorted(topics, key=lambda t: t.stem):
-        for route in topic_file.topic.models:
-            seen_models.add(route.model)
-            if wanted and route.model not in wanted:
-                continue
-            legs.append(Leg(topic_file=topic_file, route=route, stem=topic_file.report_stem(route),
-                            family=settings.family_of(route.model)))
-    unknown = wanted - seen_models
+    legs = [leg for leg in every if not wanted or leg.route.model in wanted]
+    unknown = wanted - {leg.route.model for leg in every}
     if unknown:
         raise BadInput(f"no selected topic routes to model(s): {', '.join(sorted(unknown))}", path="--models")
     return legs
+
+
+def expand(topics: Iterable[TopicFile], settings: Settings) -> list[Leg]:
+    """Every leg of these topics, unchecked (`plan_legs` is the checked form)."""
+    return [Leg(topic_file=topic_file, route=route, stem=topic_file.report_stem(route),
+                family=settings.family_of(route.model))
+            for topic_file in sorted(topics, key=lambda t: t.stem) for route in topic_file.topic.models]
+
+
+def _where(leg: Leg) -> str:
+    return f"{leg.topic_file.relpath} models[{leg.topic.models.index(leg.route)}] ({leg.route.model})"
+
+
+def path_conflicts(legs: Iterable[Leg], settings: Settings) -> list[BadInput]:
+    """Legs whose computed report paths coincide, one problem per extra leg naming both topic files.
+
+    A stem is `NN-<id>` or `NN-<id>.<author>-<name>`, so different inputs can meet: models
+    `openai-x/gpt-5` and `openai/x-gpt-5` of one topic, or topic `a` with model `openai/gpt-5` beside a
+    topic whose id is `a.openai-gpt-5`. Paths are never read from input, so the only remedy is to rename."""
+    first: dict[str, Leg] = {}
+    problems: list[BadInput] = []
+    for leg in legs:
+        other = first.setdefault(leg.stem, leg)
+        if other is leg:
+            continue
+        problems.append(BadInput(
+            f"its report path {leg.report_relpath(settings)} is also computed for {_where(other)}, so one report "
+            f"would overwrite the other after both were paid for; rename a topic id or change one model",
+            path=leg.topic_file.relpath, field=f"models[{leg.topic.models.index(leg.route)}]"))
+    return problems
+
+
+def plan_problems(topics: Iterable[TopicFile], settings: Settings) -> tuple[list[Leg], list[BadInput]]:
+    """The whole plan and what is wrong across its legs, every problem at once (`check`): report paths
+    that coincide, and time caps no GitHub-hosted job can hold."""
+    legs = expand(topics, settings)
+    return legs, path_conflicts(legs, settings) + job_time_problems(legs, settings)
+
+
+def require_unique_paths(legs: Iterable[Leg], settings: Settings) -> None:
+    """`path_conflicts`, the first one raised (exit 2 before any work)."""
+    conflicts = path_conflicts(legs, settings)
+    if conflicts:
+        raise conflicts[0]
 
 
 def resolve_legs(topics: list[TopicFile], settings: Settings, topic_arg: str, model_arg: str | None) -> list[Leg]:
@@ -128,27 +178,73 @@ def resolve_legs(topics: list[TopicFile], settings: Settings, topic_arg: str, mo
             if not routes:
                 raise BadInput(f"topic {topic_id!r} has no route to {model_ids[index]!r}",
                                path=topic_file.relpath, field="models")
-        for route in routes:
-            legs.append(Leg(topic_file=topic_file, route=route, stem=topic_file.report_stem(route),
-                            family=settings.family_of(route.model)))
+        legs += [leg for leg in expand([topic_file], settings) if leg.route in routes]
     return legs
+
+
+def batches(legs: list[Leg], max_entries: int = MAX_MATRIX_ENTRIES) -> list[list[Leg]]:
+    """The legs of each matrix entry: one each up to `max_entries`, else packed in consecutive batches."""
+    size = 1 if len(legs) <= max_entries else math.ceil(len(legs) / max_entries)
+    return [legs[i:i + size] for i in range(0, len(legs), size)]
 
 
 def matrix(legs: list[Leg], max_entries: int = MAX_MATRIX_ENTRIES) -> dict[str, list[dict[str, str]]]:
     """The Actions matrix. Up to `max_entries` legs map one to one; beyond, legs are packed into batches."""
     if len(legs) <= max_entries:
         return {"include": [{"leg": leg.stem, "topic": leg.topic.id, "model": leg.route.model} for leg in legs]}
-    size = math.ceil(len(legs) / max_entries)
-    batches = [legs[i:i + size] for i in range(0, len(legs), size)]
-    width = len(str(len(batches)))
+    packed = batches(legs, max_entries)
+    width = len(str(len(packed)))
     include = []
-    for number, batch in enumerate(batches, start=1):
+    for number, batch in enumerate(packed, start=1):
         include.append({
-            "leg": f"batch-{number:0{width}d}-of-{len(batches)}",
+            "leg": f"batch-{number:0{width}d}-of-{len(packed)}",
             "topic": ",".join(leg.topic.id for leg in batch),
             "model": ",".join(leg.route.model for leg in batch),
         })
     return {"include": include}
+
+
+def _entry_minutes(batch: list[Leg], settings: Settings) -> float:
+    """The time caps of a matrix entry's legs, which one job runs one after the other."""
+    return sum(effective(leg.topic, settings)[1].timeout_minutes for leg in batch)
+
+
+def research_job_minutes(legs: list[Leg], settings: Settings) -> int:
+    """`timeout-minutes` of the research job: its longest matrix entry (a leg, or a packed batch's legs in
+    turn) at their `budget.timeout_minutes`, plus the job's margin — derived, so a leg within its cap is
+    never killed by the job, and a hung job still ends."""
+    longest = max((_entry_minutes(batch, settings) for batch in batches(legs)), default=0.0)
+    return math.ceil(longest + JOB_MARGIN_MINUTES)
+
+
+def synthesize_job_minutes(settings: Settings) -> int:
+    """`timeout-minutes` of the synthesize job: the synthesis cap plus the job's margin."""
+    return math.ceil(settings.synthesis.timeout_minutes + JOB_MARGIN_MINUTES)
+
+
+def job_time_problems(legs: list[Leg], settings: Settings) -> list[BadInput]:
+    """Caps that no GitHub-hosted job can hold (6 h), one problem per topic file or setting."""
+    problems: list[BadInput] = []
+    room = JOB_LIMIT_MINUTES - JOB_MARGIN_MINUTES
+    for batch in batches(legs):
+        minutes = _entry_minutes(batch, settings)
+        if minutes <= room:
+            continue
+        leg = max(batch, key=lambda item: effective(item.topic, settings)[1].timeout_minutes)
+        own = leg.topic.budget is not None and "timeout_minutes" in leg.topic.budget.model_fields_set
+        path, field = (leg.topic_file.relpath, "budget.timeout_minutes") if own else \
+            ("pyproject.toml", "tool.research-dispatch.budget.timeout_minutes")
+        what = f"{leg.stem} needs" if len(batch) == 1 else f"the packed batch with {leg.stem} ({len(batch)} legs) needs"
+        problems.append(BadInput(f"{what} {minutes:g} minutes plus the research job's {JOB_MARGIN_MINUTES}-minute "
+                                 f"margin, above the {JOB_LIMIT_MINUTES} minutes a GitHub-hosted job can run; lower "
+                                 f"it to at most {room:g} minutes per job", path=path, field=field))
+    synthesis = settings.synthesis.timeout_minutes
+    if synthesis > room:
+        problems.append(BadInput(f"{synthesis:g} minutes plus the synthesize job's {JOB_MARGIN_MINUTES}-minute margin "
+                                 f"is above the {JOB_LIMIT_MINUTES} minutes a GitHub-hosted job can run; lower it to "
+                                 f"at most {room:g}", path="pyproject.toml",
+                                 field="tool.research-dispatch.synthesis.timeout_minutes"))
+    return problems
 
 
 def current_cycle(now: dt.datetime | None = None) -> str:
@@ -158,9 +254,23 @@ def current_cycle(now: dt.datetime | None = None) -> str:
 
 
 def validate_cycle(value: str) -> str:
-    if not re.fullmatch(r"\d{4}-H[12]|[A-Za-z0-9][A-Za-z0-9._-]{0,39}", value) or ".." in value:
-        raise BadInput(f"invalid cycle {value!r} (expected YYYY-H1 or YYYY-H2, or a short name)", path="--cycle")
+    """A cycle id: `YYYY-H1`/`YYYY-H2` or a short name that is also a valid last part of a branch name
+    (`refresh_branch` checks the whole branch with git's rules)."""
+    if (not _CYCLE.fullmatch(value) or ".." in value or value.endswith((".", ".lock"))):
+        raise BadInput(f"invalid cycle {value!r} (expected YYYY-H1 or YYYY-H2, or a short name of letters, digits, "
+                       "'.', '_' and '-' that git accepts in a branch name: no '..', no trailing '.' or '.lock')",
+                       path="--cycle")
     return value
+
+
+def refresh_branch(settings: Settings, cycle: str) -> str:
+    """The refresh branch a cycle names (`<pr.branch_prefix><cycle>`), checked with git's own rules
+    before any work: a name git refuses would otherwise fail the publish after every leg was paid."""
+    branch = f"{settings.pr.branch_prefix}{validate_cycle(cycle)}"
+    if not valid_branch_name(branch):
+        raise BadInput(f"cycle {cycle!r} makes the branch name {branch!r}, which git refuses "
+                       "(git check-ref-format)", path="--cycle")
+    return branch
 
 
 def write_github_output(path: Path, outputs: dict[str, str]) -> None:

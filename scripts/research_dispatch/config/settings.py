@@ -10,9 +10,10 @@ ever read from input.
 
 from __future__ import annotations
 
+import posixpath
 import re
 import sys
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 from typing import Any, Literal
 from urllib.parse import urlsplit
 
@@ -35,6 +36,14 @@ MODEL_SLUG_RE = re.compile(rf"^{SLUG_PART}/{SLUG_PART}$")
 PROVIDER_SLUG_RE = re.compile(rf"^{SLUG_PART}(?:/{SLUG_PART})?$")
 
 MAX_TOPIC_ID_LEN = 64
+# `1e308`, `1.0e308` or `5E-3`: a number in YAML 1.2 and TOML, but text under YAML 1.1's float rule
+# (PyYAML), which reads an exponent only after a dot and with a sign (`1.0e+308`, `5.0e-3`). Said as
+# such, not as "expected a number, got str".
+_YAML11_TEXT_NUMBER = re.compile(r"(?P<sign>[-+]?)(?P<int>\d+)(?:\.(?P<frac>\d*))?[eE](?P<esign>[-+]?)(?P<exp>\d+)")
+
+
+def _yaml11_spelling(match: re.Match[str]) -> str:
+    return f"{match['sign']}{match['int']}.{match['frac'] or '0'}e{match['esign'] or '+'}{match['exp']}"
 
 
 class _Strict(BaseModel):
@@ -52,6 +61,10 @@ class _Strict(BaseModel):
     def _no_coercion(cls, value: Any, info: ValidationInfo) -> Any:
         field = cls.model_fields.get(info.field_name or "")
         annotation = field.annotation if field is not None else None
+        number = _YAML11_TEXT_NUMBER.fullmatch(value.strip()) if isinstance(value, str) else None
+        if annotation in (int, float) and number is not None:
+            raise ValueError(f"{value.strip()!r} is read as text, not a number: YAML 1.1 (PyYAML) needs a dot and a "
+                             f"signed exponent to read it as a number; write it as {_yaml11_spelling(number)}"[:200])
         if annotation in (int, float) and isinstance(value, bool | str):
             raise ValueError(f"expected a number, got {type(value).__name__} {value!r}"[:120])
         if annotation is bool and not isinstance(value, bool):
@@ -72,12 +85,34 @@ class WordBand(_Strict):
         return self
 
 
+# Below these a leg cannot do its work at all (a search, a read and a written report): the cap would
+# end every leg before its first useful answer, so such a budget is refused rather than paid for.
+MIN_LEG_MINUTES = 0.1  # six seconds: less than one model call takes
+MIN_LEG_USD = 0.001  # a tenth of a cent: less than a few thousand tokens of any listed model
+
+
 class Budget(_Strict):
     """Hard caps for one leg. Caps, not prompt hints: the loop stops when any is reached."""
 
     max_steps: int = Field(40, ge=1, le=400)
     max_cost_usd: float = Field(3.0, gt=0, le=500)
     timeout_minutes: float = Field(12.0, gt=0, le=360)
+
+    @field_validator("max_cost_usd")
+    @classmethod
+    def _payable(cls, value: float) -> float:
+        if value < MIN_LEG_USD:
+            raise ValueError(f"{value:g} dollars cannot pay for any leg (at least {MIN_LEG_USD:g}: a search, a read "
+                             "and a report take thousands of tokens)")
+        return value
+
+    @field_validator("timeout_minutes")
+    @classmethod
+    def _long_enough(cls, value: float) -> float:
+        if value < MIN_LEG_MINUTES:
+            raise ValueError(f"{value:g} minutes is shorter than any leg can take (at least {MIN_LEG_MINUTES:g}: one "
+                             "model call alone takes seconds)")
+        return value
 
 
 SEARCH_PROVIDERS = ("tavily", "exa")
@@ -457,10 +492,23 @@ class PRSettings(_Strict):
 
 
 def _relative_dir(value: str) -> str:
-    path = Path(value)
-    if not value or path.is_absolute() or ".." in path.parts:
+    """A repository-relative directory (or file) path in one canonical spelling.
+
+    `research/`, `./research` and `research//` all mean `research`, and are stored so: every computed
+    path (`research/<stem>.md`) is then a path git accepts (`research//x.md` is not). The top level
+    itself, `.git` and anything outside the repository are refused: reports written there could never
+    be committed, or would land in git's own files."""
+    if not value or "\\" in value or value.startswith("/") or Path(value).is_absolute():
+        raise ValueError(f"{value!r} must be a relative path inside the repository, with '/' between parts")
+    parts = PurePosixPath(value).parts
+    if ".." in parts:
         raise ValueError(f"{value!r} must be a relative path inside the repository")
-    return value
+    if any(part.lower() == ".git" for part in parts):
+        raise ValueError(f"{value!r} is inside .git, where git keeps its own files")
+    normal = posixpath.normpath(value)
+    if normal == ".":
+        raise ValueError(f"{value!r} is the repository's top level; give a directory inside it (e.g. research)")
+    return normal
 
 
 class Settings(_Strict):
@@ -487,8 +535,21 @@ class Settings(_Strict):
 
     @field_validator("topics_dir", "research_dir", "framework_dir", "methodology_path", "build_dir")
     @classmethod
-    def _dirs(cls, value: str) -> str:
-        return _relative_dir(value)
+    def _dirs(cls, value: str, info: ValidationInfo) -> str:
+        """Each directory has one role: reports, synthesis, build files and topics never share one (a
+        report directory holding the synthesis would be read as reports; a build directory inside it
+        would be committed). Fields validate in order, so each is compared with the ones before it."""
+        value = _relative_dir(value)
+        if info.field_name == "methodology_path":
+            return value
+        for other in ("topics_dir", "research_dir", "framework_dir", "build_dir"):
+            if other == info.field_name:
+                break
+            known = info.data.get(other)
+            if isinstance(known, str) and (value == known or value.startswith(known + "/")
+                                           or known.startswith(value + "/")):
+                raise ValueError(f"{value!r} overlaps {other} {known!r}; give each its own directory")
+        return value
 
     @field_validator("framework_name")
     @classmethod

@@ -11,6 +11,7 @@ The file name gives the report stem (`NN-<id>`): report paths are computed from 
 from __future__ import annotations
 
 import hashlib
+import json
 import re
 from collections.abc import Iterable
 from dataclasses import dataclass
@@ -36,7 +37,8 @@ class TopicFile:
     path: Path  # absolute
     relpath: str  # as shown to users, e.g. topics/02-diloco-family.yaml
     nn: str
-    raw_sha256: str
+    raw_sha256: str  # the file's bytes: what reports written before 0.2 hashed (`leg.run.leg_input_hashes`)
+    content_sha256: str  # the topic's meaning: its validated fields in canonical JSON (`content_hash`)
 
     @property
     def stem(self) -> str:
@@ -71,7 +73,16 @@ def load_topic_file(path: Path, *, repo: Path) -> TopicFile:
         raise BadInput(f"id {topic.id!r} does not match the file name ({match.group('id')!r})",
                        path=display, field="id")
     return TopicFile(topic=topic, path=path.resolve(), relpath=display, nn=match.group("nn"),
-                     raw_sha256=hashlib.sha256(text.encode("utf-8")).hexdigest())
+                     raw_sha256=hashlib.sha256(text.encode("utf-8")).hexdigest(), content_sha256=content_hash(topic))
+
+
+def content_hash(topic: Topic) -> str:
+    """The hash of what a topic says, not how its file spells it: line endings, comments, quoting, key
+    order, flow or block style and omitted defaults change nothing, so a Windows checkout (CRLF) and CI
+    agree and a comment-only edit pays for no leg again. The validated fields, defaults filled in, as
+    canonical JSON."""
+    canonical = json.dumps(topic.model_dump(mode="json"), sort_keys=True, ensure_ascii=False, separators=(",", ":"))
+    return hashlib.sha256(canonical.encode("utf-8")).hexdigest()
 
 
 def _display(path: Path, repo: Path) -> str:

@@ -391,6 +391,29 @@ class Report:
         A report without `body_sha256` (written before the key existed) cannot tell and counts as unedited."""
         return self.meta.body_sha256 is not None and self.meta.body_sha256 != self.written_body_sha256
 
+    def require_no_conflict(self) -> None:
+        """An unfinished merge (`<<<<<<<` … `>>>>>>>` in the file) is never a report anyone meant: every
+        reader that would pass it on — the synthesis, the publisher, even with `--allow-edited` — refuses
+        it alike, exit 2 naming the file and the line."""
+        line = conflict_marker_line(self.text)
+        if line is not None:
+            raise BadInput(f"line {line} holds a git conflict marker ('<<<<<<<'): an unfinished merge, never "
+                           "synthesized or published; resolve the conflict (or restore the report) first",
+                           path=self.relpath)
+
+
+_CONFLICT_START = re.compile(r"^<{7}(?: |$)", re.MULTILINE)
+_CONFLICT_END = re.compile(r"^>{7}(?: |$)", re.MULTILINE)
+
+
+def conflict_marker_line(text: str) -> int | None:
+    """The line of the first `<<<<<<<` conflict marker that a later `>>>>>>>` closes, or None. A lone
+    `=======` is a Markdown heading underline, so only the two outer markers count."""
+    start = _CONFLICT_START.search(text)
+    if start is None or _CONFLICT_END.search(text, start.end()) is None:
+        return None
+    return text.count("\n", 0, start.start()) + 1
+
 
 def parse_report_text(text: str, *, display: str, path: Path | None = None) -> Report:
     if not text.startswith("---\n"):

@@ -6,9 +6,11 @@ come from any earlier run (local or CI, this clone or another). Then, from the l
 stands:
 
 * the report is usable and its front matter `cycle` is the current cycle;
-* its `input_hash` equals the leg's current one — the hash covers the topic file's bytes, the model,
-  the pinned provider, the word band, the budget, the search settings and the prompt version, so
-  editing any of those reruns exactly the legs they feed;
+* its `input_hash` equals the leg's current one — the hash covers what the topic file says (its parsed,
+  canonical fields: line endings, comments and formatting do not count), the model, the pinned
+  provider, the word band, the budget, the search settings and the prompt version, so editing any of
+  those reruns exactly the legs they feed (a report written before topics were hashed by meaning
+  carries the file's bytes' hash, which still counts: `leg_input_hashes`);
 * its `status` is `ok` (a degraded report is worth another try) and its route re-verifies from the
   call log as `exact` (the same check `verify` makes): state `LegState.OK`;
 * the leg's last attempt did not fail after it (`build/legs/<stem>.json`): a failed attempt after a good
@@ -29,7 +31,7 @@ from pathlib import Path
 
 from research_dispatch.config.plan import Leg
 from research_dispatch.config.settings import Settings
-from research_dispatch.leg.run import leg_input_hash
+from research_dispatch.leg.run import leg_input_hashes
 from research_dispatch.leg.state import LegAssessment, assess_worktree
 from research_dispatch.leg.status import LegState
 
@@ -81,7 +83,7 @@ def decide(repo: Path, settings: Settings, leg: Leg, *, cycle: str, fresh: bool)
             return run(f"last report is {meta.status}")
         return run("no report yet")
     meta = report.meta
-    if meta.input_hash != leg_input_hash(leg, settings):
+    if meta.input_hash not in leg_input_hashes(leg, settings):
         return run("inputs changed (topic file, model, settings or prompt version)")
     if meta.status != "ok":
         return run(f"last report is {meta.status}")

@@ -126,11 +126,21 @@ def input_hash(*, topic_sha256: str, model: str, provider: str | None, words: Wo
 
 
 def leg_input_hash(leg: Leg, settings: Settings) -> str:
-    """The leg's `input_hash` from its topic and the settings in force."""
+    """The leg's `input_hash` from its topic's meaning (`topics.content_hash`) and the settings in force."""
+    return _leg_hash(leg, settings, leg.topic_file.content_sha256)
+
+
+def leg_input_hashes(leg: Leg, settings: Settings) -> frozenset[str]:
+    """Every `input_hash` that means "these inputs": the current one, and the one reports written before
+    topics were hashed by meaning carry (the file's bytes), so upgrading pays for no leg again."""
+    return frozenset({leg_input_hash(leg, settings), _leg_hash(leg, settings, leg.topic_file.raw_sha256)})
+
+
+def _leg_hash(leg: Leg, settings: Settings, topic_sha256: str) -> str:
     words, budget, search = effective(leg.topic, settings)
     mcp = {name: settings.mcp.servers[name].model_dump(mode="json") for name in leg.topic.mcp
            if name in settings.mcp.servers}
-    return input_hash(topic_sha256=leg.topic_file.raw_sha256, model=leg.route.model, provider=leg.route.provider,
+    return input_hash(topic_sha256=topic_sha256, model=leg.route.model, provider=leg.route.provider,
                       words=words, budget=budget, search=search, mcp=mcp)
 
 

@@ -47,6 +47,7 @@ from research_dispatch.core.fsio import confined, write_atomic
 from research_dispatch.core.ghactions import append_step_summary, run_url
 from research_dispatch.core.notice import read_notice
 from research_dispatch.core.redact import KEY_VARIABLES, redacting, register_env
+from research_dispatch.core.sanitize import one_line
 from research_dispatch.leg.files import writer_lock
 from research_dispatch.leg.state import LegAssessment, Where
 from research_dispatch.leg.status import LegState
@@ -69,6 +70,7 @@ from research_dispatch.publish.messages import (
     stray_files,
     synthesis_cost,
     synthesis_message,
+    synthesis_removal_message,
 )
 from research_dispatch.publish.preflight import (
     base_commit,
@@ -126,6 +128,7 @@ class _Synthesis:
     commit: bool  # the files on disk describe the commit's reports (or were regenerated to)
     edited: bool = False  # the document was edited by hand and is kept
     note: str = ""  # said in the body when not updated
+    missing: bool = False  # none describes the commit's reports: the base's is removed, the PR is partial
 
 
 @dataclass
@@ -157,7 +160,9 @@ class PublishOptions:
     every planned leg (`planned`, default: all topics) is assessed over the branch either way, so a
     partial publish never drops another leg's report. `replace_edited` (`run --fresh`) lets newer
     generated reports replace hand edits (saved to build/edited/ first). `resynthesize`: regenerate a
-    synthesis that does not describe the commit's reports (never in a dry run)."""
+    synthesis that does not describe the commit's reports (never in a dry run). `synthesis_failure`:
+    this refresh's synthesis already failed (said in the PR; it is not asked of the gateway again here),
+    so the good reports are published without one."""
 
     cycle: str
     branch: str | None = None  # default: <pr.branch_prefix><cycle>
@@ -170,6 +175,7 @@ class PublishOptions:
     allow_edited: bool = False
     replace_edited: bool = False
     resynthesize: bool = True
+    synthesis_failure: str = ""  # why this refresh's synthesis failed (run's stage, CI's synthesize job)
 
     def branch_name(self, settings: Settings) -> str:
         return self.branch or f"{settings.pr.branch_prefix}{self.cycle}"
@@ -306,7 +312,11 @@ class _Publisher:
 
     def refuse_edited(self, accumulation: Accumulation, base_sha: str, view: BranchView | None) -> None:
         """A report edited by hand is never committed under a model's trailers without `--allow-edited`.
-        An edit already on the base or the branch was accepted before and passes."""
+        An edit already on the base or the branch was accepted before and passes. An unfinished merge
+        (conflict markers) is refused even with `--allow-edited`, as the synthesis refuses it."""
+        for item in accumulation.legs:
+            if item.chosen is not None and item.chosen.where is Where.WORKTREE and item.chosen.report is not None:
+                item.chosen.report.require_no_conflict()
         if self.allow_edited:
             return
         refused = []
@@ -345,16 +355,17 @@ class _Publisher:
         ledger = self.settings.ledger_relpath
         on_branch = view is not None and any(self.git.read_blob(t.sha, self.git.tree_path(ledger)) is not None
                                              for t in view.tips)
-        if not (self.repo / ledger).is_file() and not on_branch:
+        failure = self.options.synthesis_failure
+        if not (self.repo / ledger).is_file() and not on_branch and not failure:
             return _Synthesis(commit=False)  # no synthesis in this refresh: nothing to commit or to say
         match = stale.matches(self.repo, self.settings, reports)
         if match.matches:
             return _Synthesis(commit=True, edited=stale.document_edited(self.repo, self.settings))
-        if self.dry_run:
+        if self.dry_run and not failure:
             return _Synthesis(commit=False, note=f"The synthesis on disk does not describe this refresh's reports "
                                                  f"({match.reason()}); a real publish regenerates it.")
-        why = "re-synthesizing is off for this call"
-        if self.resynthesize:
+        why = failure or "re-synthesizing is off for this call"
+        if self.resynthesize and not failure:
             self.log(f"the synthesis on disk does not describe the reports this commit holds ({match.reason()}); "
                      "re-synthesizing")
             try:
@@ -370,11 +381,17 @@ class _Publisher:
                 why = f"the regenerated synthesis still differs: {match.reason()}"
             except Exception as exc:  # any failure: the stale synthesis must not be committed
                 why = f"{type(exc).__name__}: {exc}" if not isinstance(exc, DispatchError) else str(exc)
-        note = (f"The synthesis was not updated: the synthesis on disk does not describe the reports this commit "
-                f"holds ({match.reason()}), and it could not be regenerated here ({prbody.inline(why, 300)}). The "
-                f"branch keeps the base's synthesis; run `research-dispatch synthesize` and publish again.")
+        if stale.compare(stale.ledger_text_reports(self.git.read_blob(base_sha, self.git.tree_path(ledger))),
+                         reports).matches:
+            note = (f"The synthesis was not regenerated ({one_line(why, 300)}), but the base's synthesis "
+                    "describes exactly this commit's reports, so it stands.")
+            return _Synthesis(commit=False, note=note)
+        note = (f"The synthesis is missing: none describes the reports this commit holds, and it could not be "
+                f"computed ({one_line(why, 300)}). The good reports are published without it; a synthesis of "
+                "other reports is removed from this branch rather than shown as current. Re-run the synthesis "
+                "(`research-dispatch synthesize`, or the workflow's failed jobs) and publish again.")
         self.warn(note)
-        return _Synthesis(commit=False, note=note)
+        return _Synthesis(commit=False, note=note, missing=True)
 
     def prepare(self, base_sha: str, accumulation: Accumulation, synthesis: _Synthesis) -> _Plan:
         """The commits against base_sha, their messages, the title and the body."""
@@ -431,20 +448,30 @@ class _Publisher:
                                                 for rel in synthesis_changed),
                                     message=synthesis_message(synthesis_changed, self.cycle, self.run_url,
                                                               reports_on_branch, edited=synthesis.edited)))
+        if synthesis.missing:  # the methodology page is the team's prose: only the synthesis' own files go
+            generated = [settings.document_relpath, settings.ledger_relpath, settings.synthesis_calls_relpath]
+            stale_files = [rel for rel in generated
+                           if git.tree_path(rel) in git.blob_shas(base_sha, [git.tree_path(r) for r in generated])]
+            if stale_files:
+                synthesis_changed = stale_files
+                specs.append(CommitSpec(files=tuple(FileSpec(git.tree_path(rel), delete=True) for rel in stale_files),
+                                        message=synthesis_removal_message(stale_files, self.cycle, self.run_url)))
         gaps = prbody.incomplete(entries)
-        partial = bool(gaps)
+        partial = bool(gaps) or synthesis.missing
         counts = {state: sum(1 for e in entries if e.state is state) for state in LegState}
-        title = prbody.render_title(self.cycle, reports=len(changed_stems), synthesis=bool(synthesis_changed),
+        title = prbody.render_title(self.cycle, reports=len(changed_stems),
+                                    synthesis=bool(synthesis_changed) and not synthesis.missing,
                                     failed=counts[LegState.FAILED], missing=counts[LegState.MISSING],
                                     stale=counts[LegState.STALE], invalid=counts[LegState.INVALID],
                                     unverified=counts[LegState.UNVERIFIED],
                                     complete=len(entries) - len(gaps), planned=len(entries),
-                                    synthesis_stale=bool(synthesis.note) and not synthesis.commit)
+                                    synthesis_stale=bool(synthesis.note) and not synthesis.commit
+                                    and not synthesis.missing, synthesis_missing=synthesis.missing)
         ledger = settings.ledger_relpath
         diff, diff_short, note = prbody.claim_diff(git.read_blob(base_sha, git.tree_path(ledger)),
                                                    self.repo / ledger, ledger) if synthesis.commit else \
             (None, None, "Synthesis not updated in this refresh (see above).")
-        synthesis_usd = synthesis_cost(self.repo, settings) if synthesis_changed else 0.0
+        synthesis_usd = synthesis_cost(self.repo, settings) if synthesis_changed and not synthesis.missing else 0.0
         synthesis_note = synthesis.note
         if synthesis.edited and synthesis_changed:
             synthesis_note = (f"`{settings.document_relpath}` was edited by hand and nothing it depends on changed: "
@@ -456,7 +483,8 @@ class _Publisher:
                                  agreement=prbody.agreement_matrix(self.repo / ledger) if synthesis.commit else None,
                                  run_url=self.run_url, synthesis_cost_usd=synthesis_usd,
                                  changed=changed_stems, removed=unplanned, synthesis_note=synthesis_note,
-                                 notes=list(self.notes), notice=read_notice(self.repo))
+                                 notes=list(self.notes), notice=read_notice(self.repo),
+                                 synthesis_missing=synthesis.missing)
         body = prbody.render_body(facts, secrets=self.secrets)
         cost = round(sum(e.report_cost_usd for e in entries if e.stem in changed_stems)
                      + sum(e.failed_attempt_cost_usd for e in entries) + synthesis_usd, 6)
@@ -559,12 +587,10 @@ class _Publisher:
     def closed_cycle(self) -> str | None:
         """Closing the PR skips the cycle (the body says so): a closed, unmerged PR and no open one."""
         client = self.client
-        if client is None or client.find_open(self.branch, self.base):
+        closed = client.closed_cycle(self.branch, self.base) if client is not None else None
+        if closed is None:
             return None
-        closed = client.find_closed_unmerged(self.branch, self.base)
-        if not closed:
-            return None
-        return (f"nothing published: PR #{closed[-1].number} for {self.branch} was closed without merging, which "
+        return (f"nothing published: PR #{closed.number} for {self.branch} was closed without merging, which "
                 "skips this cycle; reopen it to let the bot update it")
 
     def open_or_update(self, plan: _Plan, shas: list[str], *, pushed: bool) -> PublishResult:
@@ -666,13 +692,13 @@ def summary_lines(result: PublishResult) -> list[str]:
 def publish_command(repo: Path, *, branch: str | None, base: str | None, push: bool, open_pr: bool, dry_run: bool,
                     cycle: str, env: Mapping[str, str], echo: Callable[[str], None],
                     github_summary: bool = False, legs: list[Leg] | None = None,
-                    allow_edited: bool = False) -> ExitCode:
+                    allow_edited: bool = False, synthesis_failure: str = "") -> ExitCode:
     """The CLI's `publish`: run, print a short summary (or, with --dry-run, the title and body)."""
     settings = load_settings(repo)
     say = redacting(echo, env)
 
     options = PublishOptions(cycle=cycle, branch=branch, base=base, push=push, open_pr=open_pr, dry_run=dry_run,
-                             legs=legs, allow_edited=allow_edited)
+                             legs=legs, allow_edited=allow_edited, synthesis_failure=synthesis_failure)
     result = publish(repo, settings, options, env=env, log=say)
     if dry_run:
         say(result.title)

@@ -89,6 +89,21 @@ def synthesis_message(paths: list[str], cycle: str, run_url: str | None, reports
     return f"{subject}\n\n{body}\n\n" + "\n".join(trailers) + "\n"
 
 
+def synthesis_removal_message(paths: list[str], cycle: str, run_url: str | None) -> str:
+    """The commit that takes a synthesis describing other reports off the branch, when this refresh
+    could not compute one: a stale synthesis is never left to be read as current (DESIGN, "A failed
+    synthesis never loses the legs"). Why it failed is said in the PR body, not here: the reason may
+    quote a service's error text, which never goes into a commit."""
+    subject = f"research(synthesis): remove the {cycle} synthesis until it can be recomputed"
+    body = ("Removes " + ", ".join(paths) + ": they describe other reports than this branch holds, and this "
+            "refresh could not compute a synthesis of its own (the pull request says why). Re-run the synthesis "
+            "and publish again to add it back.")
+    trailers = [f"Refresh-Cycle: {cycle}", "Synthesis-Reports: 0"]
+    if run_url:
+        trailers.append(f"Run-Link: {run_url}")
+    return f"{subject}\n\n{body}\n\n" + "\n".join(trailers) + "\n"
+
+
 def removal_message(paths: list[str], cycle: str, run_url: str | None) -> str:
     """The commit that removes reports of legs no longer planned (a topic renamed or removed, a model
     dropped): they would otherwise keep shaping the synthesis and be linked from it."""

@@ -72,15 +72,18 @@ def block(markdown: str) -> str:
 
 def render_title(cycle: str, *, reports: int, synthesis: bool, failed: int, unverified: int,
                  complete: int | None = None, planned: int | None = None, synthesis_stale: bool = False,
-                 missing: int = 0, stale: int = 0, invalid: int = 0) -> str:
+                 missing: int = 0, stale: int = 0, invalid: int = 0, synthesis_missing: bool = False) -> str:
     """`docs(research): refresh <cycle> — N reports, synthesis[, k failed][, m missing][, s stale][, i invalid]
     [, j unverified]`: the legs without a report of this cycle counted by their `LegState` (each word is the
     state the body's tables show); while some planned leg is not complete the title says so:
-    `refresh <cycle> (partial: c/p legs) — …`."""
+    `refresh <cycle> (partial: c/p legs) — …`, and while no synthesis describes the reports too:
+    `(partial: synthesis missing)` or `(partial: c/p legs, synthesis missing)`."""
     partial = complete is not None and planned is not None and complete < planned
     head = f"docs(research): refresh {cycle}"
-    if partial:
-        head += f" (partial: {complete}/{planned} legs)"
+    gaps = [f"{complete}/{planned} legs"] if partial else []
+    gaps += ["synthesis missing"] if synthesis_missing else []
+    if gaps:
+        head += f" (partial: {', '.join(gaps)})"
     title = f"{head} — {reports} report{'s' if reports != 1 else ''}"
     if synthesis:
         title += ", synthesis"
@@ -121,6 +124,7 @@ class BodyFacts:
     synthesis_note: str = ""  # why the synthesis was not updated (stale), or that it was edited by hand
     notes: list[str] = field(default_factory=list)  # what GitHub could not do (draft state), said once
     notice: str | None = None  # the repository's standing notice (`core.notice`: a demo says so)
+    synthesis_missing: bool = False  # no synthesis describes these reports: the PR is partial until one does
 
 
 def incomplete(entries: Iterable[LegAssessment]) -> list[LegAssessment]:
@@ -139,7 +143,9 @@ def _summary(facts: BodyFacts) -> list[str]:
     families = len({e.leg.family for e in changed})
     line = (f"This PR refreshes **{len(changed)}** research report{'s' if len(changed) != 1 else ''} "
             f"({topics} topic{'s' if topics != 1 else ''}, {families} model famil{'ies' if families != 1 else 'y'})")
-    if facts.synthesis_changed:
+    if facts.synthesis_missing:
+        line += "; **the synthesis is missing** (see below)."
+    elif facts.synthesis_changed:
         line += f" and regenerates the synthesis (`{facts.framework_doc}`)."
     else:
         line += "; the synthesis is unchanged."
@@ -164,7 +170,7 @@ def _summary(facts: BodyFacts) -> list[str]:
     if warnings:
         lines += ["", "> [!WARNING]"]
         lines += [f"> {w}" for w in warnings]
-        if gaps:
+        if gaps or facts.synthesis_missing:
             lines.append("> This PR stays a draft, labelled `partial`, until the refresh is re-run or the gaps are "
                          "accepted.")
     for note in facts.notes:
@@ -246,6 +252,9 @@ def _checklist(facts: BodyFacts) -> list[str]:
     if gaps:
         lines.append(f"- [ ] Incomplete legs: re-run them (Actions → research-refresh → Run workflow, "
                      f"topics=`{topics}`) or accept the partial refresh")
+    if facts.synthesis_missing:
+        lines.append("- [ ] The synthesis is missing: re-run it (the workflow's failed jobs, or `research-dispatch "
+                     "synthesize` then `publish`) before merging")
     return lines
 
 

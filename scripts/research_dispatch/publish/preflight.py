@@ -8,7 +8,9 @@ about whether a refresh could be published:
 * the base branch (`pr.base`): locally, or with `--push` on the remote — which must be reachable;
 * with `--push`, the GitHub token and API URL (`environment`) and the repository name;
 * no commit on the refresh branch (local, and remote with `--push`) that the bot did not make:
-  publish would refuse to overwrite it, so the legs' money would buy nothing.
+  publish would refuse to overwrite it, so the legs' money would buy nothing;
+* with `--push`, no closed, unmerged PR of the cycle (and none open): closing it skips the cycle, so
+  publish would push nothing — said before the legs, with what to do (exit 2 naming `--cycle`).
 
 Bad settings or environment are `BadInput` (exit 2); an unreachable remote or a branch someone else
 committed to is `PublishError` (exit 1). Every question to git is read-only here.
@@ -23,7 +25,7 @@ from research_dispatch.config.settings import PRSettings, Settings
 from research_dispatch.core.errors import BadInput, PublishError
 from research_dispatch.core.sanitize import one_line
 from research_dispatch.publish.gitops import Git, Identity
-from research_dispatch.publish.pulls import require_target
+from research_dispatch.publish.pulls import PullRequests, Retrier, require_target
 
 
 def resolve_identity(settings: PRSettings, env: Mapping[str, str]) -> Identity:
@@ -101,6 +103,12 @@ def preflight(repo: Path, settings: Settings, env: Mapping[str, str], *, push: b
             raise PublishError(f"remote {pr.remote!r} is not reachable, so the refresh could not be pushed; "
                                f"no leg was run ({exc})") from None
         remote_tip = fetch_heads(git, pr.remote, pr.base, branch, heads)
+        closed = PullRequests(target, pr, Retrier(pr)).closed_cycle(branch, pr.base)
+        if closed is not None:
+            raise BadInput(f"PR #{closed.number} for {branch} was closed without merging, which skips cycle {cycle}: "
+                           "a refresh now would be paid for and never published, so no leg was run. Reopen "
+                           f"PR #{closed.number} to let the bot update it, name another cycle, or run without --push",
+                           path="--cycle")
     base_sha = base_commit(git, pr.base, pr.remote, option="pr.base", local=not push)
     for where, tip in (("remote", remote_tip), ("local", git.rev(f"refs/heads/{branch}"))):
         foreign = git.foreign_commits(base_sha, tip) if tip else []

@@ -182,6 +182,14 @@ class PullRequests:
     def find_closed_unmerged(self, branch: str, base: str) -> list[Any]:
         return [pr for pr in self._list("closed", branch, base) if pr.merged_at is None]
 
+    def closed_cycle(self, branch: str, base: str) -> Any | None:
+        """The PR whose closing skips this cycle: the latest closed, unmerged PR of the branch when none is
+        open (closing the PR is how a reviewer says "not this cycle"; reopening it hands it back)."""
+        if self.find_open(branch, base):
+            return None
+        closed = self.find_closed_unmerged(branch, base)
+        return closed[-1] if closed else None
+
     def upsert(self, *, branch: str, base: str, title: str, body: str, draft: bool) -> tuple[Any, str, list[str]]:
         """Create the PR or update the open one; returns (pr, "created"|"updated", warnings)."""
         warnings: list[str] = []

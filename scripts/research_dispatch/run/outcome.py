@@ -76,6 +76,7 @@ class RunOutcome:
     synthesis: SynthesisResult | None = None
     publication: PublishResult | None = None
     stage_errors: list[str] = field(default_factory=list)
+    synthesis_error: str = ""  # why the synthesis failed (also in stage_errors); the reports still publish
     interrupted: bool = False
     legs_cost_usd: float = 0.0
     branch_changed: bool = False

@@ -2,9 +2,10 @@
 
 Order of work, and why:
 
-1. plan the legs, require the API keys, check every directory the run writes and (when it publishes)
-   what publishing needs (`publish/preflight.py`) — all *before* anything touches the network or spends
-   money;
+1. plan the legs and make the one preflight (`run/preflight.py`): report paths unique across the plan,
+   the cycle valid as its branch's name, the API keys, every path the run writes (no symbolic link, a
+   writable directory) and, when it publishes, what publishing needs (`publish/preflight.py`, with
+   `--push` also a closed PR of the cycle) — all *before* any leg spends money;
 2. take the repository lock (`build/.research-dispatch.lock`, see `core/lock.py`): two writers on one
    checkout would interleave writes and fight over the branch. The lock is held for the whole refresh;
    the stages below take it again re-entrantly, never deadlocking on it;
@@ -20,7 +21,8 @@ Order of work, and why:
 6. print the summary (what this run did with each leg, where the leg now stands — one `LegState` —, and
    the money every call cost, failed legs included) and the route table, then synthesize (an edited
    synthesis document is kept when nothing it depends on changed), then publish to the local refresh
-   branch (push and PR only with `--push`). A stage failure after the legs is reported and exits 1.
+   branch (push and PR only with `--push`). A stage failure after the legs is reported and exits 1; a
+   failed synthesis still publishes the good reports (the PR is partial and says why it has no synthesis).
 
 Ctrl-C: no new leg starts, running legs stop at their next step or are abandoned after a grace period
 (`run/pool.py`), and the run releases the lock and exits 1 within seconds (`interrupt.py` holds the
@@ -43,20 +45,18 @@ from research_dispatch.config.plan import Leg, plan_legs
 from research_dispatch.config.settings import Settings, load_settings
 from research_dispatch.config.topics import load_topics, select_topics, topic_paths
 from research_dispatch.core.errors import BadInput, DispatchError, ExitCode
-from research_dispatch.core.fsio import confined, require_writable_dir
 from research_dispatch.core.redact import redact, redacting
 from research_dispatch.core.sanitize import one_line
 from research_dispatch.leg.files import complete_pending, writer_lock
 from research_dispatch.leg.resume import decide_all
-from research_dispatch.leg.run import require_keys
 from research_dispatch.leg.state import Where, assess_worktree
 from research_dispatch.leg.status import read_status
 from research_dispatch.publish import PublishOptions, publish, summary_lines
 from research_dispatch.publish.accumulate import accumulate, apply_overlay, branch_view, move_edited_aside
-from research_dispatch.publish.preflight import preflight, publisher_git
+from research_dispatch.publish.preflight import publisher_git
 from research_dispatch.run import pool, summary
-from research_dispatch.run.online import require_models
 from research_dispatch.run.outcome import RunOutcome
+from research_dispatch.run.preflight import Work, preflight
 from research_dispatch.synthesis import synthesize as synthesize_all
 from research_dispatch.synthesis.stale import keep_edited_document
 
@@ -83,13 +83,10 @@ def run_refresh(repo: Path, *, topics: list[str] | None = None, models: list[str
     legs = plan_legs(select_topics(all_topics, topics), settings, models)
     if not legs:
         raise BadInput("nothing to run: the selection has no legs", path="--topics")
-    require_keys(env, settings, legs)
-    require_models(settings, legs, env)  # every model exists and takes its calls, before the first leg
-    _require_output_dirs(repo, settings, synthesize=synthesize)
-    if publish and synthesize:
-        preflight(repo, settings, env, push=push, cycle=cycle)
-    outcome = RunOutcome(cycle=cycle)
     full_plan = plan_legs(all_topics, settings)
+    preflight(repo, settings, Work(cycle=cycle, legs=legs, planned=full_plan, synthesize=synthesize,
+                                   publish=publish and synthesize, push=push), env)
+    outcome = RunOutcome(cycle=cycle)
     with writer_lock(repo, settings.build_dir, "run", warn=lambda message: echo(f"warning: {message}")):
         _sweep_temp_files(repo, settings, echo)
         _overlay(repo, settings, full_plan, outcome, env=env, fresh=fresh, echo=echo)
@@ -101,7 +98,10 @@ def run_refresh(repo: Path, *, topics: list[str] | None = None, models: list[str
             summary.routes(outcome.routes, missing, echo)
             if synthesize:
                 _synthesize(repo, settings, outcome, env=env, legs=full_plan, echo=echo)
-                if publish and not outcome.stage_errors:
+                # A failed synthesis never loses the legs (DESIGN): the good reports are published anyway,
+                # and the PR says the synthesis is missing. Any other stage failure stops the publish.
+                others = [e for e in outcome.stage_errors if not e.startswith("synthesize:")]
+                if publish and not others:
                     _publish(repo, settings, outcome, env=env, push=push, legs=full_plan, echo=echo,
                              fresh=fresh, allow_edited=allow_edited)
                 elif publish:
@@ -206,11 +206,13 @@ def _collect_routes(outcome: RunOutcome) -> list[str]:
 # Synthesis and publishing
 
 
-def _stage_failed(outcome: RunOutcome, stage: str, exc: BaseException, echo: Echo) -> None:
+def _stage_failed(outcome: RunOutcome, stage: str, exc: BaseException, echo: Echo) -> str:
+    """Record a stage's failure (one line, redacted) and say it; returns the line."""
     message = one_line(redact(f"{type(exc).__name__}: {exc}" if not isinstance(exc, DispatchError) else str(exc)),
                        400)
     outcome.stage_errors.append(f"{stage}: {message}")
     echo(f"{stage}: FAILED — {message}")
+    return message
 
 
 
@@ -231,7 +233,7 @@ def _synthesize(repo: Path, settings: Settings, outcome: RunOutcome, *, env: Map
         result = synthesize_all(repo, settings, env=env, cycle=outcome.cycle, legs=legs,
                                 progress=lambda p: echo(p.line()))
     except Exception as exc:
-        _stage_failed(outcome, "synthesize", exc, echo)
+        outcome.synthesis_error = _stage_failed(outcome, "synthesize", exc, echo)
         return
     outcome.synthesis = result
     summary.synthesis(repo, result, echo)
@@ -242,7 +244,9 @@ def _publish(repo: Path, settings: Settings, outcome: RunOutcome, *, env: Mappin
     """Commit to the local refresh branch; with `push`, also push it and create or update the PR."""
     branch = f"{settings.pr.branch_prefix}{outcome.cycle}"
     options = PublishOptions(cycle=outcome.cycle, push=push, open_pr=push, legs=legs, planned=legs,
-                             replace_edited=fresh, allow_edited=allow_edited)
+                             replace_edited=fresh, allow_edited=allow_edited,
+                             synthesis_failure=f"the synthesis failed: {outcome.synthesis_error}"
+                             if outcome.synthesis_error else "")
     try:
         git = publisher_git(repo, settings, env)
         tips_before = {git.rev(f"refs/heads/{branch}"), git.rev(f"refs/remotes/{settings.pr.remote}/{branch}")}
@@ -259,13 +263,3 @@ def _publish(repo: Path, settings: Settings, outcome: RunOutcome, *, env: Mappin
     if result.exit_code != ExitCode.OK:
         outcome.stage_errors.append(f"publish: {result.message or 'did not complete'}")
     echo("")
-
-
-def _require_output_dirs(repo: Path, settings: Settings, *, synthesize: bool) -> None:
-    """Every directory the run writes to, checked before any leg spends money (exit 2 naming it)."""
-    places = [(settings.build_dir, "build_dir"), (settings.research_dir, "research_dir")]
-    if synthesize:
-        places += [(settings.framework_dir, "framework_dir"),
-                   (str(Path(settings.methodology_path).parent), "methodology_path")]
-    for relative, setting in places:
-        require_writable_dir(confined(repo, relative), label=relative, field=setting)

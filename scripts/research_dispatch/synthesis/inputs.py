@@ -222,6 +222,7 @@ def load_inputs(repo: Path, settings: Settings, legs: list[Leg]) -> Inputs:
         if not _STEM_RE.fullmatch(stem) or ".." in stem:
             raise BadInput("report file names must be [A-Za-z0-9._-] (as computed by the planner)", path=display)
         report = load_report(path, repo=repo)
+        report.require_no_conflict()  # as publish refuses it
         if legs:
             why = _outside_plan(report, by_stem.get(stem))
             if why is not None:

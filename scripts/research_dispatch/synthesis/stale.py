@@ -58,10 +58,17 @@ class Match:
 def ledger_reports(repo: Path, settings: Settings) -> dict[str, str] | None:
     """{report path: sha256} the synthesis on disk read, or None when there is no readable ledger."""
     try:
-        data = json.loads((repo / settings.ledger_relpath).read_text(encoding="utf-8"))
-        reports = data["reports"]
+        return ledger_text_reports((repo / settings.ledger_relpath).read_text(encoding="utf-8"))
+    except OSError:
+        return None
+
+
+def ledger_text_reports(text: str | None) -> dict[str, str] | None:
+    """{report path: sha256} a ledger's text lists (a file, or a blob of a commit), None if unreadable."""
+    try:
+        reports = json.loads(text or "")["reports"]
         return {str(r["path"]): str(r["sha256"]) for r in reports}
-    except (OSError, ValueError, KeyError, TypeError):
+    except (ValueError, KeyError, TypeError):
         return None
 
 
@@ -73,7 +80,11 @@ def counted_by_synthesis(text: str) -> bool:
 
 def matches(repo: Path, settings: Settings, reports: Mapping[str, str]) -> Match:
     """Compare the ledger on disk with `reports` ({path: file text}): the reports a commit will hold."""
-    read = ledger_reports(repo, settings)
+    return compare(ledger_reports(repo, settings), reports)
+
+
+def compare(read: Mapping[str, str] | None, reports: Mapping[str, str]) -> Match:
+    """Compare what a ledger read ({path: sha256}, None: no readable ledger) with `reports`."""
     if read is None:
         return Match(present=False, matches=False)
     expected = {path: sha256_of(text) for path, text in reports.items()}
