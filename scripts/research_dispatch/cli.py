@@ -197,12 +197,16 @@ def check(repo: Path, online: bool, as_json: bool) -> None:
 @repo_option
 @click.option("--topics", "topic_ids", default=None, help="Comma-separated topic ids (default: all).")
 @click.option("--models", "model_ids", default=None, help="Comma-separated model slugs to keep.")
-@click.option("--github-output", is_flag=True, help="Also append matrix=, count= and cycle= to $GITHUB_OUTPUT.")
+@click.option("--github-output", is_flag=True, help="Also append matrix=, count=, cycle= and the jobs' timeouts "
+              "(research-minutes=, synthesize-minutes=) to $GITHUB_OUTPUT.")
 @click.option("--json", "as_json", is_flag=True, help="Print the matrix JSON even on a terminal.")
+@click.option("--publishing", type=click.BOOL, default=False, show_default=True,
+              help="This refresh will publish: also refuse a cycle whose PR was closed without merging (needs "
+              "GITHUB_TOKEN, GITHUB_REPOSITORY), before any leg is paid for.")
 @cycle_option
 @guarded
 def plan(repo: Path, topic_ids: str | None, model_ids: str | None, github_output: bool, as_json: bool,
-         cycle: str | None) -> None:
+         publishing: bool, cycle: str | None) -> None:
     """On a terminal: the legs, their caps, the worst-case spend and an estimate. Piped or with --json:
     the matrix JSON {"include": [{"leg", "topic", "model"}, ...]}.
 
@@ -231,6 +235,12 @@ def plan(repo: Path, topic_ids: str | None, model_ids: str | None, github_output
     too_long = job_time_problems(legs, settings) if target is not None else []
     if too_long:
         raise too_long[0]
+    if publishing:
+        from research_dispatch.publish.preflight import require_open_cycle
+        from research_dispatch.publish.pulls import require_target
+
+        require_open_cycle(settings, require_target(os.environ), refresh_branch(settings, cycle_id), cycle_id,
+                           remedy="dispatch with dry-run")
     if as_json or not sys.stdout.isatty():  # FIXED: the matrix JSON exactly as before, for machines
         click.echo(text)
     else:

@@ -42,6 +42,9 @@ scenario's `settings`):
 * `issues_write=False` — a token without `issues: write`: creating a label (`POST .../labels`, or adding
   a label that does not exist yet to an issue or PR) answers 403 "Resource not accessible by
   integration"; adding existing labels still works (`pull-requests: write` suffices on a PR).
+* `read_tokens=(...)` — tokens of jobs granted only read access (the Actions `GITHUB_TOKEN` of a job with
+  `pull-requests: read`): they may `GET` (and `HEAD`), and anything else answers 403 "Resource not
+  accessible by integration", as GitHub answers a token without write permission.
 * Test hooks (no auth, never scripted): `GET /__fake__/state`, `POST /__fake__/scenario`,
   `POST /__fake__/reset`.
 
@@ -449,8 +452,10 @@ class FakeGitHub(FakeServer):
                  git_dir: Path | None = None, token: str | None = None,
                  scenario: dict[str, Any] | None = None, host: str = "127.0.0.1", port: int = 0, *,
                  drafts_supported: bool = True, token_kind: str = "app", issues_write: bool = True,
-                 collaborators: tuple[str, ...] | list[str] = ("mia-maintainer", "octocat")) -> None:
+                 collaborators: tuple[str, ...] | list[str] = ("mia-maintainer", "octocat"),
+                 read_tokens: tuple[str, ...] | list[str] = ()) -> None:
         super().__init__(host, port)
+        self.read_tokens = frozenset(read_tokens)
         self.owner = owner
         self.name = name
         self.default_branch = default_branch
@@ -665,8 +670,14 @@ class FakeGitHub(FakeServer):
         if not header:
             return FakeResponse.json(_error_body("Requires authentication"), 401)
         scheme, _, value = header.partition(" ")
-        if scheme.lower() in ("token", "bearer") and value.strip() == self.token:
+        if scheme.lower() not in ("token", "bearer"):
+            return FakeResponse.json(_error_body("Bad credentials"), 401)
+        if value.strip() == self.token:
             return None
+        if value.strip() in self.read_tokens:
+            if request.method in ("GET", "HEAD"):
+                return None
+            return FakeResponse.json(_error_body("Resource not accessible by integration"), 403)
         return FakeResponse.json(_error_body("Bad credentials"), 401)
 
     def _pick_rule(self, method: str, path: str) -> _Rule | None:

@@ -269,6 +269,20 @@ def test_bad_token(memfake: FakeGitHub) -> None:
         assert json.loads(resp.read())["full_name"] == "acme/review"
 
 
+def test_a_read_only_token_reads_and_is_refused_every_write() -> None:
+    """A job granted `pull-requests: read` (the workflow's plan job): GitHub lets its token list pulls and
+    answers 403 "Resource not accessible by integration" to any write."""
+    with FakeGitHub(token=TOKEN, read_tokens=("ghs_read_only",)) as fake:
+        fake.seed_pull(head=BRANCH, title="closed", state="closed")
+        repo = client(fake, token="ghs_read_only").get_repo(fake.full_name)
+        assert [p.title for p in repo.get_pulls(state="closed")] == ["closed"]
+        with pytest.raises(GithubException) as info:
+            repo.create_label("x", "ededed")
+        assert info.value.status == 403 and "Resource not accessible by integration" in str(info.value.data)
+        with pytest.raises(BadCredentialsException):
+            client(fake, token="ghs_unknown").get_repo(fake.full_name)
+
+
 def test_rate_limit_rule(memfake: FakeGitHub) -> None:
     memfake.set_scenario({"rules": [{"method": "GET", "path": "/repos/*/pulls", "rate_limit": True}]})
     repo = client(memfake).get_repo(memfake.full_name)

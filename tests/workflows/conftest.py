@@ -18,7 +18,7 @@ from research_dispatch_fakes.github import FakeGitHub
 from research_dispatch_fakes.tavily import FakeTavily
 from tests.conftest import CANARY, ROOT
 from tests.workflows.adopter import scaffold
-from tests.workflows.runner_harness import Machine, Run, Runner
+from tests.workflows.runner_harness import READ_TOKEN, Machine, Run, Runner
 
 WORKFLOWS = ROOT / ".github" / "workflows"
 CYCLE = "2026-H2"
@@ -83,6 +83,10 @@ class World:
     def run(self, workflow: str, event: str, inputs: dict[str, Any] | None = None, **kwargs: Any) -> Run:
         return Runner(self.machine).run(workflow, event, inputs, **kwargs)
 
+    def rerun_failed(self, previous: Run) -> Run:
+        """GitHub's "Re-run failed jobs" on a finished run (runner_harness.Runner.rerun_failed)."""
+        return Runner(self.machine).rerun_failed(previous)
+
     def origin_git(self, *args: str) -> str:
         return git(self.root, "--git-dir", str(self.origin), *args)
 
@@ -104,7 +108,7 @@ def world_factory(tmp_path: Path) -> Iterator[Callable[..., World]]:
         origin = make_repository(root, source)
         gateway = FakeGateway(scenario=gateway_scenario)
         tavily = FakeTavily()
-        github = FakeGitHub(git_dir=origin, token=app_token or github_token)
+        github = FakeGitHub(git_dir=origin, token=app_token or github_token, read_tokens=(READ_TOKEN,))
         for server in (gateway, tavily, github):
             server.__enter__()
             started.append(server)

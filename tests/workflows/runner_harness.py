@@ -50,7 +50,12 @@ What is emulated, and only as much as it means here
     set), it checks `client-id`/`private-key` are non-empty and outputs the test's `app_token`; with the
     variable empty it is skipped by its own `if:` like any step.
   * `secrets.GITHUB_TOKEN` / `github.token`: the test's token in jobs granted `contents: write` or
-    `pull-requests: write`; a token the fake GitHub rejects in every other job.
+    `pull-requests: write`; `Machine.read_token` (which the fake GitHub lets read, never write) in jobs
+    granted `pull-requests: read`; a token the fake GitHub rejects in every other job.
+  * "Re-run failed jobs" (`Runner.rerun_failed`): a new attempt of the same run (`github.run_attempt`
+    2, the same artifacts, so an upload of an existing name needs `overwrite: true` as on GitHub) that
+    runs again the jobs that failed or were cancelled — of a matrix job only its failed instances — and
+    every job that depends on one of them; the other jobs keep their results and outputs.
 Not emulated: containers and services, caches, composite or Docker actions, other remote actions, job
 `env:`/`defaults:` beyond `run.shell: bash`, `workflow_dispatch` of a workflow from a step. A workflow
 using any of them raises `Unsupported`.
@@ -97,6 +102,7 @@ JOB_KEYS = {"name", "needs", "if", "runs-on", "timeout-minutes", "permissions", 
 STEP_KEYS = {"id", "name", "if", "uses", "with", "run", "env", "continue-on-error", "shell", "working-directory",
              "timeout-minutes"}
 READ_ONLY_TOKEN = "ghs_read_only_token_of_a_job_without_write_permissions"
+READ_TOKEN = "ghs_read_token_of_a_job_with_pull_requests_read"
 
 
 class WorkflowError(Exception):
@@ -211,6 +217,8 @@ class Run:
     jobs: dict[str, JobRun] = field(default_factory=dict)
     concurrency_group: str | None = None
     source: WorkflowSource | None = None
+    attempt: int = 1
+    ref: str = "refs/heads/main"
 
     def job(self, job_id: str) -> JobRun:
         """A job by id; `caller/callee` reaches into a reusable workflow's run."""
@@ -261,6 +269,7 @@ class Machine:
     secrets: dict[str, str] = field(default_factory=dict)
     vars: dict[str, str] = field(default_factory=dict)
     github_token: str = ""
+    read_token: str = READ_TOKEN  # the GITHUB_TOKEN of a job granted only `pull-requests: read`
     app_token: str | None = None
     repository: str = "acme/review"
     server_url: str = "https://github.com"
@@ -311,8 +320,26 @@ class Runner:
         artifacts.mkdir(parents=True, exist_ok=True)
         github = self._github_context(event, ref, sha, path, resolved if event == "workflow_dispatch" else None)
         source = WorkflowSource(self.m.repository, sha, ref, f".github/workflows/{path.name}")
-        return self._run_workflow(path, data, github, resolved, dict(self.m.secrets), artifacts, cap=None, prefix="",
-                                  source=source)
+        run = self._run_workflow(path, data, github, resolved, dict(self.m.secrets), artifacts, cap=None, prefix="",
+                                 source=source)
+        run.ref = ref
+        return run
+
+    def rerun_failed(self, previous: Run) -> Run:
+        """GitHub's "Re-run failed jobs" on `previous`: attempt n+1 of the same run, same event, inputs,
+        commit and artifacts; the failed or cancelled jobs (of a matrix, the failed instances) and their
+        dependents run again, every other job keeps its result and outputs."""
+        data = load_workflow(previous.workflow)
+        assert previous.source is not None
+        sha = previous.source.sha
+        github = self._github_context(previous.event, previous.ref, sha, previous.workflow,
+                                      previous.inputs if previous.event == "workflow_dispatch" else None)
+        github["run_attempt"] = str(previous.attempt + 1)
+        run = self._run_workflow(previous.workflow, data, github, dict(previous.inputs), dict(self.m.secrets),
+                                 previous.artifacts, cap=None, prefix=f"attempt{previous.attempt + 1}-",
+                                 source=previous.source, previous=previous)
+        run.attempt, run.ref = previous.attempt + 1, previous.ref
+        return run
 
     def _workflow_path(self, workflow: str | Path) -> Path:
         path = Path(workflow)
@@ -369,7 +396,7 @@ class Runner:
     # -- a workflow ---------------------------------------------------------------------------------
     def _run_workflow(self, path: Path, data: dict[str, Any], github: dict[str, Any], inputs: dict[str, Any],
                       secrets: dict[str, str], artifacts: Path, cap: dict[str, str] | None, prefix: str,
-                      source: WorkflowSource) -> Run:
+                      source: WorkflowSource, previous: Run | None = None) -> Run:
         run = Run(workflow=path, event=github["event_name"], inputs=inputs, artifacts=artifacts, source=source)
         for key in data:
             if key not in {"name", "on", "permissions", "concurrency", "defaults", "jobs", "run-name"}:
@@ -383,6 +410,7 @@ class Runner:
             group = concurrency.get("group") if isinstance(concurrency, dict) else concurrency
             run.concurrency_group = render_str(group, Scope(base_scope))
         jobs = data.get("jobs") or {}
+        again: set[str] = set()  # on a re-run: the jobs that run again (failed ones and their dependents)
         for job_id in job_order(jobs):
             spec = jobs[job_id]
             unknown = set(spec) - JOB_KEYS
@@ -391,7 +419,17 @@ class Runner:
             permissions = self._permissions(data, spec)
             if cap is not None:
                 self._check_cap(path, job_id, permissions, cap)
-            run.jobs[job_id] = self._run_job(run, job_id, spec, permissions, base_scope, secrets, prefix)
+            before = previous.jobs.get(job_id) if previous is not None else None
+            if before is not None:
+                if before.result not in ("failure", "cancelled") and not again & set(_needs(spec)):
+                    run.jobs[job_id] = before  # kept: its result, outputs and artifacts stand
+                    continue
+                again.add(job_id)
+                if "uses" in spec:
+                    raise Unsupported("re-running a failed reusable-workflow call")
+            keep = {i: inst for i, inst in enumerate(before.instances) if inst.result == "success"} \
+                if before is not None and before.result in ("failure", "cancelled") else {}
+            run.jobs[job_id] = self._run_job(run, job_id, spec, permissions, base_scope, secrets, prefix, keep)
         return run
 
     @staticmethod
@@ -434,12 +472,17 @@ class Runner:
         return status
 
     def _run_job(self, run: Run, job_id: str, spec: Mapping[str, Any], permissions: dict[str, str],
-                 base_scope: dict[str, Any], secrets: dict[str, str], prefix: str) -> JobRun:
+                 base_scope: dict[str, Any], secrets: dict[str, str], prefix: str,
+                 keep: Mapping[int, JobInstance] | None = None) -> JobRun:
         needs = {name: {"result": run.jobs[name].result, "outputs": dict(run.jobs[name].outputs)}
                  for name in _needs(spec)}
         record = JobRun(job_id=job_id, result="skipped", permissions=permissions, needs=_needs(spec))
-        token = self.m.github_token if (permissions.get("contents") == "write"
-                                        or permissions.get("pull-requests") == "write") else READ_ONLY_TOKEN
+        if permissions.get("contents") == "write" or permissions.get("pull-requests") == "write":
+            token = self.m.github_token
+        elif permissions.get("pull-requests") == "read":
+            token = self.m.read_token
+        else:
+            token = READ_ONLY_TOKEN
         github = {**base_scope["github"], "token": token, "job": job_id}
         job_secrets = {**secrets, "GITHUB_TOKEN": token}
         scope_base = {**base_scope, "github": github, "needs": needs, "secrets": job_secrets, "matrix": {},
@@ -466,6 +509,8 @@ class Runner:
         lock = threading.Lock()
 
         def one(index: int, entry: dict[str, Any]) -> JobInstance:
+            if keep and index in keep:  # a re-run: this matrix instance succeeded and is not run again
+                return keep[index]
             scope = {**scope_base, "matrix": entry, "strategy": {"fail-fast": fail_fast, "max-parallel": max_parallel,
                                                                  "job-index": index, "job-total": len(entries)}}
             name = render_str(spec.get("name", job_id), Scope(scope))

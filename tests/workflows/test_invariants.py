@@ -33,6 +33,8 @@ ADOPTER = [f"adopter/{name}" for name in ADOPTER_FILES]
 EVERY_FILE = [*FILES, *ADOPTER]
 INPUTS = {"topics", "models", "max-parallel", "dry-run", "cycle"}
 TOOL_DIR = ".research-dispatch"  # where each job checks out research-dispatch at the called commit
+DERIVED_TIMEOUTS = {"research": "${{ fromJSON(needs.plan.outputs.research-minutes) }}",
+                    "synthesize": "${{ fromJSON(needs.plan.outputs.synthesize-minutes) }}"}
 INSTALL = (f"python -m pip install --require-hashes -r {TOOL_DIR}/requirements.lock\n"
            f"python -m pip install --no-deps ./{TOOL_DIR}\n")
 
@@ -98,6 +100,8 @@ def test_every_job_has_explicit_permissions_and_a_timeout(label: str, path_of: A
         assert isinstance(job.get("permissions"), dict) and job["permissions"], f"{name}:{job_id} permissions"
         if "uses" in job:  # a reusable-workflow call: GitHub allows no timeout-minutes there
             assert "timeout-minutes" not in job and "steps" not in job
+        elif job_id in DERIVED_TIMEOUTS and label == MAIN:  # from the caps, by `plan --github-output`
+            assert job["timeout-minutes"] == DERIVED_TIMEOUTS[job_id], job_id
         else:
             assert isinstance(job.get("timeout-minutes"), int) and 0 < job["timeout-minutes"] <= 60, job_id
 
@@ -107,8 +111,10 @@ def test_only_publish_and_the_schedule_caller_can_write() -> None:
     writers = {key for key, perms in grants.items() if "write" in perms.values()}
     assert writers == {(MAIN, "publish"), (SCHEDULE, "refresh")}
     assert grants[(MAIN, "publish")] == {"contents": "write", "pull-requests": "write"}
+    # the plan job reads the cycle's pull requests (a closed one stops the run before any leg is paid)
+    assert grants[(MAIN, "plan")] == {"contents": "read", "pull-requests": "read"}
     for key, perms in grants.items():
-        if key not in writers:
+        if key not in writers and key != (MAIN, "plan"):
             assert perms == {"contents": "read"}, key
 
 
@@ -164,12 +170,15 @@ def test_secrets_appear_only_where_they_are_needed() -> None:
             for _, expr in (part for part in split_template(text) if part[0]):
                 for secret in re.findall(r"secrets\.([A-Za-z_][A-Za-z0-9_]*)", expr):
                     found.add((name, *path[:-1], path[-1], secret))
+    plan_step = next(i for i, s in enumerate(jobs(MAIN)["plan"]["steps"]) if s.get("id") == "plan")
     research_step = next(i for i, s in enumerate(jobs(MAIN)["research"]["steps"]) if s.get("name") == "Research")
     synth_step = next(i for i, s in enumerate(jobs(MAIN)["synthesize"]["steps"]) if s.get("name") == "Synthesize")
     publish_steps = jobs(MAIN)["publish"]["steps"]
     token_step = next(i for i, s in enumerate(publish_steps) if s.get("id") == "app-token")
     write_step = next(i for i, s in enumerate(publish_steps) if "research-dispatch publish" in s.get("run", ""))
     assert found == {
+        # the plan job's read-only token, to see a closed PR of the cycle before any leg is paid for
+        (MAIN, "jobs", "plan", "steps", plan_step, "env", "GITHUB_TOKEN", "GITHUB_TOKEN"),
         (MAIN, "jobs", "research", "steps", research_step, "env", "OPENROUTER_API_KEY", "OPENROUTER_API_KEY"),
         (MAIN, "jobs", "research", "steps", research_step, "env", "TAVILY_API_KEY", "TAVILY_API_KEY"),
         (MAIN, "jobs", "research", "steps", research_step, "env", "EXA_API_KEY", "EXA_API_KEY"),
@@ -195,9 +204,9 @@ def test_expressions_read_only_trusted_values(label: str, path_of: Any) -> None:
     allowed = re.compile(r"""^(
         inputs\.(topics|models|max-parallel|dry-run|cycle)
       | matrix\.(leg|topic|model|python)
-      | needs\.plan\.outputs\.(matrix|count|cycle)
+      | needs\.plan\.outputs\.(matrix|count|cycle|research-minutes|synthesize-minutes)
       | needs\.(plan|research|synthesize)\.result
-      | steps\.plan\.outputs\.(matrix|count|cycle)
+      | steps\.plan\.outputs\.(matrix|count|cycle|research-minutes|synthesize-minutes)
       | steps\.app-token\.outputs\.token
       | secrets\.[A-Z_]+
       | vars\.REFRESH_APP_CLIENT_ID
@@ -240,7 +249,6 @@ def test_every_input_use_is_defaulted_or_empty_means_all() -> None:
     'all' or 'current cycle' when empty (the CLI's own defaults)."""
     text = (WORKFLOWS / MAIN).read_text(encoding="utf-8")
     assert "fromJSON(inputs.max-parallel || '4')" in text
-    assert "inputs.cycle || 'current-cycle'" in text
     for ref in set(re.findall(r"inputs\.([\w-]+)", text)):
         assert ref in INPUTS
 
@@ -253,13 +261,13 @@ def test_research_matrix_shape() -> None:
     assert strategy["matrix"] == "${{ fromJSON(needs.plan.outputs.matrix) }}"
     assert research["needs"] == "plan"
     assert research["if"] == "${{ needs.plan.outputs.count != '0' }}"
-    assert research["timeout-minutes"] >= 30
+    assert research["timeout-minutes"] == DERIVED_TIMEOUTS["research"]
 
 
 def test_each_leg_uploads_its_artifact_even_when_it_fails() -> None:
     (upload,) = [s for s in jobs(MAIN)["research"]["steps"]
                  if str(s.get("uses", "")).startswith("actions/upload-artifact@")]
-    assert upload["if"] == "${{ !cancelled() }}"
+    assert upload["if"] == "${{ always() }}"
     assert upload["with"]["name"] == "leg-${{ matrix.leg }}"
     research = next(s for s in jobs(MAIN)["research"]["steps"] if s.get("name") == "Research")
     assert f"--export {upload['with']['path'].rstrip('/')}" in research["run"]
@@ -280,7 +288,8 @@ def test_synthesize_runs_when_legs_failed_and_downloads_every_leg() -> None:
 def test_publish_is_the_writer_and_is_skipped_on_dry_run() -> None:
     publish = jobs(MAIN)["publish"]
     assert "!inputs.dry-run" in publish["if"] and "!cancelled()" in publish["if"]
-    assert "needs.synthesize.result == 'success'" in publish["if"]
+    # a failed synthesis never loses the legs: publish runs after a synthesize job that failed too
+    assert "(needs.synthesize.result == 'success' || needs.synthesize.result == 'failure')" in publish["if"]
     token = next(s for s in publish["steps"] if s.get("id") == "app-token")
     assert token["uses"].startswith("actions/create-github-app-token@")
     assert token["if"] == "${{ vars.REFRESH_APP_CLIENT_ID != '' }}"
@@ -293,10 +302,33 @@ def test_publish_is_the_writer_and_is_skipped_on_dry_run() -> None:
     assert "--synthesis" in collect["run"]
 
 
-def test_concurrency_is_one_refresh_per_cycle_never_cancelled() -> None:
+def test_concurrency_is_one_group_whatever_started_the_run_never_cancelled() -> None:
+    """A schedule (empty cycle input: today's cycle) and a dispatch naming that cycle must share a group;
+    no expression can compute today's cycle, so the group reads no input at all."""
     concurrency = wf(MAIN)["concurrency"]
-    assert "inputs.cycle" in concurrency["group"]
+    assert concurrency["group"] == "research-refresh" and "${{" not in concurrency["group"]
     assert concurrency["cancel-in-progress"] is False
+
+
+@pytest.mark.parametrize("label", EVERY_FILE)
+def test_every_upload_overwrites_and_runs_even_when_the_job_is_cancelled(label: str, path_of: Any) -> None:
+    """`upload-artifact` v7 refuses (409) a name the run already has unless `overwrite: true`, so "Re-run
+    failed jobs" could not upload; `always()` uploads a cancelled or timed-out job's paid files too."""
+    for job_id, step in steps(path_of(label)):
+        if str(step.get("uses", "")).startswith("actions/upload-artifact@"):
+            assert step.get("if") == "${{ always() }}", step_label(job_id, step)
+            assert (step.get("with") or {}).get("overwrite") is True, step_label(job_id, step)
+
+
+def test_job_timeouts_come_from_the_plan_and_the_plan_refuses_what_no_job_holds() -> None:
+    plan = jobs(MAIN)["plan"]
+    for name in ("research-minutes", "synthesize-minutes"):
+        assert plan["outputs"][name] == f"${{{{ steps.plan.outputs.{name} }}}}"
+    for job_id, expression in DERIVED_TIMEOUTS.items():
+        assert jobs(MAIN)[job_id]["timeout-minutes"] == expression
+    step = next(s for s in plan["steps"] if s.get("id") == "plan")
+    assert "--github-output" in step["run"] and '--publishing "${PUBLISHING}"' in step["run"]
+    assert step["env"]["PUBLISHING"] == "${{ !inputs.dry-run }}"
 
 
 def test_pip_cache_is_keyed_on_the_lock_file_and_absent_where_we_write() -> None:

@@ -56,7 +56,7 @@ def test_the_schedule_wrapper_runs_the_main_workflow_with_default_inputs(world_f
     assert called is not None and called.workflow.name == "research-refresh.yml"
     assert called.event == "schedule"
     assert called.inputs == {"topics": "", "models": "", "max-parallel": "4", "dry-run": False, "cycle": ""}
-    assert called.concurrency_group == "research-refresh-current-cycle"
+    assert called.concurrency_group == "research-refresh"  # as a dispatch naming this cycle: one group
     cycle = run.job("refresh/plan").outputs["cycle"]
     assert cycle == current_cycle()
     assert run.job("refresh/research").max_parallel == 4

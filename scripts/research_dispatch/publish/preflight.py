@@ -25,7 +25,7 @@ from research_dispatch.config.settings import PRSettings, Settings
 from research_dispatch.core.errors import BadInput, PublishError
 from research_dispatch.core.sanitize import one_line
 from research_dispatch.publish.gitops import Git, Identity
-from research_dispatch.publish.pulls import PullRequests, Retrier, require_target
+from research_dispatch.publish.pulls import GitHubTarget, PullRequests, Retrier, require_target
 
 
 def resolve_identity(settings: PRSettings, env: Mapping[str, str]) -> Identity:
@@ -79,6 +79,17 @@ def fetch_heads(git: Git, remote: str, base: str, branch: str, heads: Mapping[st
     return git.rev(f"refs/remotes/{remote}/{branch}") if branch in heads else None
 
 
+def require_open_cycle(settings: Settings, target: GitHubTarget, branch: str, cycle: str, *, remedy: str) -> None:
+    """Refuse (exit 2 naming `--cycle`) a cycle whose PR was closed without merging: closing it skips the
+    cycle, so a refresh now would be paid for and never published. Said before any leg, with what to do."""
+    closed = PullRequests(target, settings.pr, Retrier(settings.pr)).closed_cycle(branch, settings.pr.base)
+    if closed is not None:
+        raise BadInput(f"PR #{closed.number} for {branch} was closed without merging, which skips cycle {cycle}: a "
+                       "refresh now would be paid for and never published, so no leg was run. Reopen "
+                       f"PR #{closed.number} to let the bot update it, name another cycle, or {remedy}",
+                       path="--cycle")
+
+
 def preflight(repo: Path, settings: Settings, env: Mapping[str, str], *, push: bool, cycle: str) -> None:
     """What publishing will need, checked before any leg spends money (the list in the module docstring)."""
     git = publisher_git(repo, settings, env)
@@ -103,12 +114,7 @@ def preflight(repo: Path, settings: Settings, env: Mapping[str, str], *, push: b
             raise PublishError(f"remote {pr.remote!r} is not reachable, so the refresh could not be pushed; "
                                f"no leg was run ({exc})") from None
         remote_tip = fetch_heads(git, pr.remote, pr.base, branch, heads)
-        closed = PullRequests(target, pr, Retrier(pr)).closed_cycle(branch, pr.base)
-        if closed is not None:
-            raise BadInput(f"PR #{closed.number} for {branch} was closed without merging, which skips cycle {cycle}: "
-                           "a refresh now would be paid for and never published, so no leg was run. Reopen "
-                           f"PR #{closed.number} to let the bot update it, name another cycle, or run without --push",
-                           path="--cycle")
+        require_open_cycle(settings, target, branch, cycle, remedy="run without --push")
     base_sha = base_commit(git, pr.base, pr.remote, option="pr.base", local=not push)
     for where, tip in (("remote", remote_tip), ("local", git.rev(f"refs/heads/{branch}"))):
         foreign = git.foreign_commits(base_sha, tip) if tip else []
