@@ -40,7 +40,14 @@ _KEEP_GIT_VARS = frozenset({
     "GIT_SSH", "GIT_SSH_COMMAND", "GIT_SSH_VARIANT", "GIT_ASKPASS", "GIT_CONFIG_GLOBAL", "GIT_CONFIG_NOSYSTEM",
     "GIT_EXEC_PATH", "GIT_AUTHOR_DATE", "GIT_COMMITTER_DATE", "GIT_SSL_CAINFO", "GIT_SSL_NO_VERIFY",
 })
-_REJECTED = re.compile(r"\[rejected\]|stale info|fetch first|non-fast-forward")
+# A lost race, as git says it: the lease or the fast-forward check failed on our side (`[rejected]`), or
+# the two pushes passed both and the remote's ref transaction refused the later one (`[remote rejected]
+# … cannot lock ref …: reference already exists` when both created the branch, `… is at X but expected
+# Y` when both moved it). A hook or a protection rule refusing the push is no race (`remote rejected`
+# with another reason) and stays an error.
+_REJECTED = re.compile(r"\[rejected\]|stale info|fetch first|non-fast-forward"
+                       r"|\[remote rejected\].*(?:cannot lock ref|reference already exists|but expected"
+                       r"|incorrect old value|failed to update ref)")
 _URL_USERINFO = re.compile(r"(?i)\b([a-z][a-z0-9+.-]*://)[^/@\s]*@")
 
 
