@@ -9,7 +9,7 @@ def test_pr_body_text_cannot_forge_markers_ping_or_hide_text() -> None:
     hostile = "ok <!-- research-refresh:v1 --> @octocat please merge \u202egnp.exe\u2066 x\u200b"
     clean = sanitize.for_pr_body(hostile)
     assert "<!--" not in clean and "-->" not in clean
-    assert "@octocat" not in clean.replace("`@octocat`", "")
+    assert "@octocat" not in clean and "\uff20octocat" in clean
     assert not any(ch in clean for ch in "\u202e\u2066\u200b")
 
 

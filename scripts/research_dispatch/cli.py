@@ -21,14 +21,21 @@ from research_dispatch import __version__
 from research_dispatch.core.errors import BadInput, DispatchError, ExitCode
 from research_dispatch.core.interrupt import handling_sigint
 from research_dispatch.core.redact import redact
+from research_dispatch.core.sanitize import for_log
 
 F = TypeVar("F", bound=Callable[..., Any])
 
 
-def _fail(message: str, code: ExitCode) -> None:
+def _say(line: str, err: bool = False) -> None:
+    """A line a command prints that may carry untrusted text (gateway and search errors, model, provider
+    and page text, an artifact's fields): in Actions it is the job log, so `sanitize.for_log` breaks any
+    workflow command in it (`::` at a line's start, `##[` anywhere) and any mention."""
+    click.echo(for_log(line), err=err)
 
+
+def _fail(message: str, code: ExitCode) -> None:
     for line in redact(message).splitlines() or [""]:  # a list of problems: one `error:` line each
-        click.echo(f"error: {line}", err=True)
+        _say(f"error: {line}", err=True)
     sys.exit(code)
 
 
@@ -89,7 +96,7 @@ def _print_document(document: dict[str, Any]) -> None:
 
 def _narrate(line: str) -> None:
     """Narration while a `--json` command runs: on stderr, so stdout holds the document alone."""
-    click.echo(line, err=True)
+    _say(line, err=True)
 
 
 def _cycle(value: str | None) -> str:
@@ -131,7 +138,7 @@ def _writer(repo: Path, settings: Any, command: str) -> Any:
     # lazy: `--help` must not import the stages (module docstring)
     from research_dispatch.leg.files import writer_lock
 
-    return writer_lock(repo, settings.build_dir, command, warn=lambda message: click.echo(f"warning: {message}"))
+    return writer_lock(repo, settings.build_dir, command, warn=lambda message: _say(f"warning: {message}"))
 
 
 def _print_version(ctx: click.Context, _param: click.Parameter, value: bool) -> None:
@@ -184,7 +191,7 @@ def check(repo: Path, online: bool, as_json: bool) -> None:
 
         lines += online_problems(settings, legs, os.environ)
     for line in lines:
-        click.echo(f"error: {line}", err=True)
+        _say(f"error: {line}", err=True)
     if as_json:
         _print_document(check_document(topics=len(topics), legs=len(legs), online=online, problems=lines))
     if lines:
@@ -283,10 +290,10 @@ def research(repo: Path, topic: str, model: str | None, export_dir: Path | None,
     codes = []
     with _writer(repo, settings, "research"):
         for leg in legs:
-            set_aside_edited(repo, settings, leg, click.echo)  # asked for explicitly: the edit is kept aside
+            set_aside_edited(repo, settings, leg, _say)  # asked for explicitly: the edit is kept aside
             result = run_leg(repo, settings, leg, cycle=cycle_id, run_url=run_url(os.environ))
             codes.append(result.exit_code)
-            click.echo(_leg_line(result))
+            _say(_leg_line(result))
             if result.interrupted:
                 raise Interrupted(f"interrupted by the user (Ctrl-C); {leg.stem} is recorded as interrupted in "
                                   f"{leg.status_relpath(settings)}")
@@ -333,9 +340,9 @@ def collect(repo: Path, incoming: Path, topic_ids: str | None, model_ids: str | 
         result = collect_files(repo, settings, incoming, legs, synthesis=with_synthesis)
     click.echo(f"imported {len(result.imported)} file(s); missing: {', '.join(result.missing) or 'nothing'}")
     for line in result.rejected:
-        click.echo(f"rejected: {line}", err=True)
+        _say(f"rejected: {line}", err=True)
     for line in result.ignored:
-        click.echo(f"ignored: {line}", err=True)
+        _say(f"ignored: {line}", err=True)
     if result.rejected:
         sys.exit(ExitCode.FAILED)
 
@@ -381,12 +388,12 @@ def verify(repo: Path, reports: tuple[Path, ...], online: bool, github_summary: 
     rows = [verify_report(load_report(p if p.is_absolute() or p.exists() else repo / p, repo=repo),
                           gateway=gateway, trust_self_reported=settings.gateway.trust_self_reported)
             for p in paths]
-    click.echo(text_table(rows), err=as_json)
+    _say(text_table(rows), err=as_json)
     for row in rows:  # narration: stderr, like every problem line
         for problem in row.problems:
-            click.echo(f"problem: {row.relpath}: {problem}", err=True)
+            _say(f"problem: {row.relpath}: {problem}", err=True)
     for line in evidence_lines(rows):
-        click.echo(line, err=as_json)
+        _say(line, err=as_json)
     if as_json:
         # lazy: `--help` must not import the stages (module docstring)
         from research_dispatch.run.documents import verify_document
@@ -426,10 +433,10 @@ def synthesize(repo: Path, github_summary: bool, cycle: str | None) -> None:
     cycle_id = _cycle(cycle)
     import_worker_modules(GATEWAY_MODULES)  # the synthesis calls the gateway from a thread pool (preload.py)
     with _writer(repo, settings, "synthesize"):
-        keep = overlay_for_synthesis(repo, settings, cycle_id, os.environ, click.echo)
+        keep = overlay_for_synthesis(repo, settings, cycle_id, os.environ, _say)
         if keep:
             return
-        sys.exit(synthesize_command(repo, cycle=cycle_id, env=os.environ, echo=click.echo,
+        sys.exit(synthesize_command(repo, cycle=cycle_id, env=os.environ, echo=_say,
                                     github_summary=github_summary, narrate=_narrate))
 
 
@@ -471,7 +478,7 @@ def publish(repo: Path, branch: str | None, base: str | None, no_push: bool, no_
                          _split(model_ids, "--models"))
     failure = "the synthesize job of this run failed (its log says why)" if synthesis_failed else ""
     sys.exit(publish_command(repo, branch=branch, base=base, push=not no_push, open_pr=not no_pr,
-                             dry_run=dry_run, cycle=_cycle(cycle), env=os.environ, echo=click.echo,
+                             dry_run=dry_run, cycle=_cycle(cycle), env=os.environ, echo=_say,
                              github_summary=github_summary, legs=legs, allow_edited=allow_edited,
                              synthesis_failure=failure))
 
@@ -499,7 +506,7 @@ def run(repo: Path, topic_ids: str | None, model_ids: str | None, jobs: int | No
     topics, models = _split(topic_ids, "--topics"), _split(model_ids, "--models")
     if not as_json:
         sys.exit(run_command(repo, topics=topics, models=models, jobs=jobs, publish=do_publish, push=push,
-                             fresh=fresh, cycle=_cycle(cycle), env=os.environ, echo=click.echo,
+                             fresh=fresh, cycle=_cycle(cycle), env=os.environ, echo=_say,
                              allow_edited=allow_edited))
     # lazy: `--help` must not import the stages (module docstring)
     from research_dispatch.config.settings import load_settings

@@ -33,7 +33,7 @@ def _assert_clean(body: str) -> None:
     assert body.count("<!--") == 1 and body.count("-->") == 1
     assert body.count("research-refresh:v1") == 1
     assert re.search(r"(?<!`)@(octocat|acme/team)", body) is None
-    assert "`@octocat`" in body
+    assert "\uff20octocat" in body and "\uff20acme/team" in body  # sanitize.NEUTRAL_AT
     for char in ("\u202e", "\u202c", "\u200b"):
         assert char not in body
     assert "<script" not in body and "&lt;script" in body
@@ -74,10 +74,10 @@ def test_the_body_is_capped_at_65536_characters(world_factory) -> None:
 
 
 def test_inline_block_and_cap_helpers() -> None:
-    assert prbody.inline("a\nb <!-- c --> @dave") == "a b `@dave`"
+    assert prbody.inline("a\nb <!-- c --> @dave") == "a b \uff20dave"
     assert prbody.cell("x|y") == "x\\|y"
     block = prbody.block("<details><summary>Claims</summary>\n\n- <b>kept</b> <img src=x> @eve\n</details>")
-    assert block.startswith("<details><summary>Claims</summary>") and "&lt;img" in block and "`@eve`" in block
+    assert block.startswith("<details><summary>Claims</summary>") and "&lt;img" in block and "\uff20eve" in block
     assert prbody.defang("Research-Refresh : v2") == "Research-Refresh v2"
     assert prbody.cap("x" * 10, limit=100) == "x" * 10
     capped = prbody.cap("y" * 500, limit=100)

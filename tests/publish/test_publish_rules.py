@@ -51,7 +51,7 @@ def test_the_claim_diff_from_the_synthesis_is_embedded_and_sanitised(small_world
     section = body.split("### Claim diff", 1)[1].split("###", 1)[0]
     assert "optimizer-c1" in section and "Synthesis not available" not in section
     assert body.count("<!--") == 1 and body.count("research-refresh:v1") == 1
-    assert "`@octocat`" in section and "@octocat" not in section.replace("`@octocat`", "")
+    assert "\uff20octocat" in section and "@octocat" not in section  # sanitize.NEUTRAL_AT
 
 
 def test_the_agreement_matrix_from_the_synthesis_is_embedded_and_sanitised(small_world: World) -> None:

@@ -74,7 +74,7 @@ def test_text_and_markdown() -> None:
     assert "… and 1 more" in markdown  # the budget is spent: the new item is counted, not shown
     hostile = diff_ledgers(None, ledger(new["clusters"][-1])).markdown()
     assert "<!--" not in hostile and "<img" not in hostile and "&lt;img" in hostile
-    assert "`@octocat`" in hostile  # GitHub will not ping
+    assert "\uff20octocat" in hostile and "@octocat" not in hostile  # GitHub will not ping
     assert "\\[link\\]" in hostile and "\\|" in hostile
     assert LedgerDiff().markdown() == "No change in the claims ledger."
     assert LedgerDiff().text() == "claim diff: no change"

@@ -15,8 +15,16 @@ _INVISIBLE = re.compile(
 )
 _HTML_COMMENT = re.compile(r"<!--.*?-->", re.DOTALL)
 _HTML_COMMENT_FRAGMENT = re.compile(r"<!--|--!?>")
-_MENTION = re.compile(r"(?<![\w`/.@])@([A-Za-z0-9](?:[A-Za-z0-9-]{0,38})(?:/[A-Za-z0-9._-]+)?)")
-_WORKFLOW_COMMAND = re.compile(r"^(\s*)::", re.MULTILINE)
+# An `@` GitHub could link: before a letter or digit, not after one (an e-mail address `a@b.org` is no
+# mention). Whatever precedes it otherwise — `/`, another `@`, a backtick, `*`, `\\`, `>` — it may be one.
+_MENTION_AT = re.compile(r"(?<![A-Za-z0-9])@(?=[A-Za-z0-9])")
+# Character references a Markdown renderer turns into `@` (`&#64;`, `&#x40;`, `&commat;`, leading zeros).
+_AT_REFERENCE = re.compile(r"&(?:#0*64|#[xX]0*40|commat);")
+NEUTRAL_AT = "\uff20"  # FULLWIDTH COMMERCIAL AT: reads as `@`, and GitHub's mention pattern matches only ASCII `@`
+# The runner's two command parsers: v2 takes a line that starts `::` once trimmed, v1 finds `##[` anywhere.
+# The runner splits output on `\n`, `\r` and `\r\n`, so a `\r` starts a line too.
+_WORKFLOW_COMMAND = re.compile(r"(?:^|(?<=\r))([^\S\r\n]*)::", re.MULTILINE)
+_LEGACY_COMMAND = re.compile(r"##\[")
 _WRAPPER_TAG = re.compile(r"<(\s*/?\s*)(source|tool_result|untrusted)", re.IGNORECASE)
 _EXPRESSION = re.compile(r"\$\{\{")
 
@@ -38,13 +46,36 @@ def strip_html_comments(text: str) -> str:
 
 
 def neutralise_mentions(text: str) -> str:
-    """Turn `@user` into `@\u200buser`-free inline code so GitHub does not ping anyone."""
-    return _MENTION.sub(lambda m: f"`@{m.group(1)}`", text)
+    """Make every `@name` GitHub could link (a user or `@org/team`) ping nobody, wherever it stands.
+
+    Why not wrap it in backticks (the old guard): inside an existing code span the new backticks close
+    that span and open the mention to the renderer, and a fragment's backticks can pair with another
+    fragment's once a body is assembled. So the `@` itself is replaced by `NEUTRAL_AT`, which needs no
+    context: a code span, a table cell, `@@x`, `/@x` and an entity-spelled `&#64;x` (decoded first, as
+    the renderer would) are all inert the same way, and the text still reads as written."""
+    return _MENTION_AT.sub(NEUTRAL_AT, _AT_REFERENCE.sub("@", text))
 
 
 def neutralise_workflow_commands(text: str) -> str:
-    """A line starting `::` is a workflow command when printed in Actions; break the prefix."""
-    return _WORKFLOW_COMMAND.sub(lambda m: f"{m.group(1)}:\u2009:", text)
+    """Break what the Actions runner would run if this text reached the job log: a line that starts `::`
+    after its leading whitespace (thin space between the colons) and `##[` anywhere (`##\u2009[`)."""
+    text = _WORKFLOW_COMMAND.sub(lambda m: f"{m.group(1)}:\u2009:", text)
+    return _LEGACY_COMMAND.sub("##\u2009[", text)
+
+
+def neutralise(text: str) -> str:
+    """THE neutraliser for untrusted text that GitHub renders or the runner reads — the PR body
+    (`for_pr_body`, `publish.prbody`), the claim diff and every line a command prints (`for_log`): no
+    mention pings anyone, no line is a workflow command. Idempotent, and text without `@`, `&`, `::` or
+    `##[` is returned unchanged. `tests/test_neutralise.py` checks it against a CommonMark renderer,
+    GitHub's mention pattern and the runner's two command parsers."""
+    return neutralise_mentions(neutralise_workflow_commands(text))
+
+
+def for_log(text: str) -> str:
+    """A line printed by a command (the job log in Actions): carriage returns become line breaks first
+    (the runner starts a line at each), then `neutralise`."""
+    return neutralise(text.replace("\r\n", "\n").replace("\r", "\n"))
 
 
 def neutralise_expressions(text: str) -> str:
@@ -72,8 +103,7 @@ def for_report(text: str) -> str:
 
 def for_pr_body(text: str) -> str:
     """Any model- or web-derived text entering a PR body or a job summary."""
-    text = for_report(text)
-    text = neutralise_mentions(text)
+    text = neutralise(for_report(text))
     return text.replace("<", "&lt;").replace(">", "&gt;")
 
 

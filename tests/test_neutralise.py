@@ -1,0 +1,133 @@
+"""The one neutraliser (`sanitize.neutralise`) as properties, checked the way GitHub and the runner read text.
+
+Mentions: the neutralised text is rendered by a CommonMark renderer (markdown-it-py, with GFM tables),
+and every rendered text node outside `code`, `pre` and `a` (where GitHub never links a mention) is
+searched with GitHub's mention pattern — here a superset of it: an ASCII `@` followed by a letter or
+digit and not preceded by a word character (html-pipeline's `MentionPattern` adds only lookaheads that
+match fewer). Workflow commands: every line as the runner splits output (on `\\n` and `\\r`) must hold
+no `##[` anywhere (its v1 parser looks for it at any index) and must not start with `::` once leading
+whitespace is trimmed (the v2 parser). The generated texts are built from the pieces that bypassed the
+old guard — code spans, `@@`, `/@`, `&#64;`/`&#x40;`/`&commat;`, backslashes, emphasis, raw HTML — mixed
+with arbitrary text.
+"""
+
+from __future__ import annotations
+
+import re
+from html.parser import HTMLParser
+
+import pytest
+from hypothesis import example, given, settings
+from hypothesis import strategies as st
+from markdown_it import MarkdownIt
+
+from research_dispatch.core import sanitize
+from research_dispatch.publish import prbody
+
+reliability = pytest.mark.reliability
+RENDERER = MarkdownIt("commonmark").enable("table")
+# GitHub's mention pattern, widened: `(?:^|\W)@name` with Ruby's ASCII `\W`, without its lookaheads.
+GITHUB_MENTION = re.compile(r"(?:^|[^A-Za-z0-9_])@[A-Za-z0-9]")
+INERT = {"code", "pre", "a"}  # GitHub links no mention inside these
+PIECES = ["@", "@@", "/@", "&#64;", "&#x40;", "&#X0040;", "&#0064;", "&commat;", "`", "``", "\\", "*", "_",
+          "octocat", "acme/team", "a", "9", " ", "\n", "\r", "\t", ".", "-", "[", "](x)", "<b>", "</b>", "<code>",
+          "é", "##[", "##[error]", "##[add-mask]", "::", "::error::", "#", ":", "]", "|", "> ", "    "]
+TEXTS = st.lists(st.one_of(st.sampled_from(PIECES), st.text(max_size=4)), max_size=30).map("".join)
+
+
+class _TextNodes(HTMLParser):
+    """The rendered text a mention filter reads: text nodes outside code, pre and links, entities decoded."""
+
+    def __init__(self) -> None:
+        super().__init__(convert_charrefs=True)
+        self.open: list[str] = []
+        self.nodes: list[str] = []
+
+    def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
+        if tag not in {"br", "hr", "img", "input"}:
+            self.open.append(tag)
+
+    def handle_endtag(self, tag: str) -> None:
+        if tag in self.open:
+            del self.open[len(self.open) - 1 - self.open[::-1].index(tag):]
+
+    def handle_data(self, data: str) -> None:
+        if not INERT & set(self.open):
+            self.nodes.append(data)
+
+
+def mentions(markdown: str) -> list[str]:
+    """Every mention GitHub would link in `markdown` (by the widened pattern)."""
+    parser = _TextNodes()
+    parser.feed(RENDERER.render(markdown))
+    parser.close()
+    return [m.group(0) for node in parser.nodes for m in GITHUB_MENTION.finditer(node)]
+
+
+def commands(text: str) -> list[str]:
+    """Every line of `text` the Actions runner would take for a workflow command."""
+    return [line for line in re.split(r"\r\n|\r|\n", text) if "##[" in line or line.strip().startswith("::")]
+
+
+BYPASSES = ["@@octocat", "&#64;octocat", "&#x40;octocat", "&commat;octocat", "/@octocat",
+            "x @acme/team", "*a*@octocat", "\\@octocat", "<b>@octocat</b>"]
+
+
+@pytest.mark.parametrize("text", BYPASSES)
+def test_the_checker_sees_each_old_bypass_as_a_mention(text: str) -> None:
+    """Not a vacuous check: the renderer and the pattern find the mention in each raw bypass."""
+    assert mentions(text), text
+
+
+def test_a_mention_inside_a_code_span_stays_inert_and_the_span_whole() -> None:
+    """The old guard wrapped `@x` in backticks; inside a code span that closed the span and opened the
+    mention (its output, checked here, pings). The neutraliser adds no backtick: one span, no mention."""
+    assert mentions("`a `@octocat` b`")  # what the old guard made of "`a @octocat b`"
+    out = sanitize.neutralise("`a @octocat b`")
+    assert mentions(out) == [] and RENDERER.render(out).count("<code>") == 1
+
+
+@reliability(area="hostile", case="a mention that bypassed the old guard, in a PR body or claim diff: {id}",
+             expect="after `sanitize.neutralise` (and in `prbody.inline`/`block`), a CommonMark render read with "
+                    "GitHub's mention pattern pings nobody; e-mail addresses stay as they are")
+@pytest.mark.parametrize("text", BYPASSES, ids=[b.replace("\\", "backslash ") for b in BYPASSES])
+def test_each_old_bypass_pings_nobody(text: str) -> None:
+    assert mentions(sanitize.neutralise(text)) == []
+    assert mentions(prbody.inline(text)) == [] and mentions(prbody.block(text)) == []
+    assert sanitize.neutralise("mail a@b.org or git@host") == "mail a@b.org or git@host"
+
+
+COMMANDS = {"##[error] mid-line": "boom ##[error]forged", "##[add-mask] mid-line": "x ##[add-mask]secret",
+            ":: after spaces": "  ::error::x", ":: after an em space": "\u2003::warning::x",
+            ":: after a carriage return": "a\r::add-mask::b", "###[ (three hashes)": "###[group]x"}
+
+
+@reliability(area="hostile", case="a workflow command in text bound for the job log: {id}",
+             expect="no line of `sanitize.neutralise`/`for_log` output is a command for the runner's v1 (`##[` at "
+                    "any index) or v2 (`::` after trimming) parser")
+@pytest.mark.parametrize("text", list(COMMANDS.values()), ids=list(COMMANDS))
+def test_workflow_commands_anywhere_in_a_line_are_broken(text: str) -> None:
+    assert commands(text)
+    assert commands(sanitize.neutralise(text)) == []
+    assert commands(sanitize.for_log(text)) == []
+
+
+@reliability(area="hostile", case="hypothesis: arbitrary text mixed with code spans, @@, /@, entities, "
+                                   "backslashes, emphasis, raw HTML, `##[` and `::` pieces",
+             expect="the neutralised text renders (CommonMark) with no mention GitHub would link and holds no line "
+                    "the runner takes for a command; neutralising twice changes nothing; text without `@`, `&`, "
+                    "`##[` or `::` is left exactly as it was")
+@settings(max_examples=400, deadline=None)
+@given(TEXTS)
+@example("`a @octocat b`")
+@example("``x`` @@y &#64;z /@w")
+def test_neutralised_text_pings_nobody_and_forges_no_command(text: str) -> None:
+    out = sanitize.neutralise(text)
+    assert mentions(out) == [], (text, out)
+    assert commands(out) == [], (text, out)
+    assert sanitize.neutralise(out) == out
+    for rendered in (prbody.inline(text), prbody.block(text), sanitize.for_pr_body(text)):
+        assert mentions(rendered) == [], (text, rendered)
+    assert commands(sanitize.for_log(text)) == []
+    if not any(mark in text for mark in ("@", "&", "##[", "::")):
+        assert out == text
