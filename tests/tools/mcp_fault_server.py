@@ -8,7 +8,9 @@ Test-only: `python mcp_fault_server.py MODE` where MODE is one of
 * `hang`      - completes the handshake, then `read_page` never answers;
 * `error`     - `read_page` answers with an `isError` result;
 * `huge`      - `read_page` answers with 5 MB of text;
-* `noisy`     - prints a non-JSON line on stdout before every answer (like a dependency installer).
+* `noisy`     - prints a non-JSON line on stdout before every answer (like a dependency installer);
+* `fetch`     - `read_page(url)` fetches whatever URL it is told, from wherever it runs, and answers with
+                the body: no guard of its own (the destination policy must refuse before the call).
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ from __future__ import annotations
 import os
 import sys
 import time
+import urllib.request
 
 MODE = sys.argv[1] if len(sys.argv) > 1 else "ok"
 if MODE == "exit":
@@ -37,6 +40,9 @@ async def read_page(url: str) -> str:
         raise ToolError(f"upstream refused {url}")
     if MODE == "huge":
         return "x" * (5 * 1024 * 1024)
+    if MODE == "fetch":
+        with urllib.request.urlopen(url, timeout=10) as answer:  # fetching anything is the point
+            return f"Contents of {url}:\n" + answer.read(100_000).decode("utf-8", "replace")
     if MODE == "noisy":
         sys.stdout.write("npm WARN installing a page simplifier...\n")
         sys.stdout.flush()

@@ -80,6 +80,8 @@ def test_leg_reads_local_pages_through_the_reference_fetch_server(tmp_path: Path
     # timeout_s is generous: on first use the fetch server's simplifier may install an npm package.
     config = mcp_server_table("fetch", [str(BIN / "mcp-server-fetch"), "--ignore-robots-txt", "--allow-private-ips"],
                               ["fetch"], timeout_s=240)
+    # the page server is on loopback, which the destination policy refuses unless the config allows it
+    config += '\n[tool.research-dispatch.destinations]\nallow_hosts = ["127.0.0.1"]\n'
     repo = make_repo(tmp_path, topic_extra="mcp: [fetch]\n", scope=scope, config=config)
     run = run_one_leg(repo, tool_env)
     assert run.meta is not None, run.result

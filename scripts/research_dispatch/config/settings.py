@@ -284,6 +284,28 @@ class SearchServiceSettings(_Strict):
     backoff_max_s: float = Field(8.0, ge=0, le=600)
 
 
+class DestinationSettings(_Strict):
+    """`[tool.research-dispatch.destinations]`: where a model may point a tool (`tools/destinations.py`).
+
+    Loopback, private, link-local and metadata addresses, local host names and schemes other than
+    http(s) are refused before any tool call and never become sources; `allow_hosts` names the hosts
+    (exact host names or IP addresses, e.g. an internal documentation server an MCP server should read)
+    that are let through anyway."""
+
+    allow_hosts: tuple[str, ...] = Field((), max_length=100)
+
+    @field_validator("allow_hosts")
+    @classmethod
+    def _hosts(cls, value: tuple[str, ...]) -> tuple[str, ...]:
+        hosts = []
+        for host in value:
+            plain = host.strip().lower().rstrip(".").removeprefix("[").removesuffix("]")
+            if not re.fullmatch(r"[a-z0-9.:-]{1,253}", plain):
+                raise ValueError(f"{host[:100]!r} is not a host name or IP address (no scheme, port or path)")
+            hosts.append(plain)
+        return tuple(sorted(set(hosts)))
+
+
 class McpServerSettings(_Strict):
     """One MCP server (`[tool.research-dispatch.mcp.servers.<name>]`): how to reach it and what it may see.
 
@@ -530,6 +552,7 @@ class Settings(_Strict):
     gateway: GatewaySettings = GatewaySettings()
     search_service: SearchServiceSettings = SearchServiceSettings()
     mcp: McpSettings = McpSettings()
+    destinations: DestinationSettings = DestinationSettings()
     synthesis: SynthesisSettings = SynthesisSettings()
     pr: PRSettings = PRSettings()
 

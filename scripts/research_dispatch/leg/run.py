@@ -59,6 +59,7 @@ from research_dispatch.leg.report import (
 )
 from research_dispatch.leg.researcher import PROMPT_VERSION, LegSpec, Researcher, ResearchOutcome, Trace
 from research_dispatch.leg.status import LegResult, LegState, timestamp, write_status
+from research_dispatch.tools.destinations import DestinationPolicy
 from research_dispatch.tools.mcp_servers import McpToolset
 from research_dispatch.tools.providers import ExaProvider, SearchProvider, TavilyProvider
 from research_dispatch.tools.search import MODEL_ERROR_KINDS, SearchStats, SearchTools, SourceRegistry
@@ -308,7 +309,8 @@ class _LegRun:
                            retries=service.max_retries, timeout_s=service.timeout_s,
                            backoff_base_s=service.backoff_base_s, backoff_max_s=service.backoff_max_s,
                            sleep=self.retry.sleep if self.retry is not None else time.sleep,
-                           leg_deadline=leg_deadline, interrupt=self.interrupt)
+                           leg_deadline=leg_deadline, interrupt=self.interrupt,
+                           destinations=DestinationPolicy.allowing(settings.destinations.allow_hosts))
 
     # --- the outcome ---------------------------------------------------------------------------
     def conclude(self, outcome: ResearchOutcome, tools: SearchTools) -> LegResult:

@@ -48,6 +48,7 @@ from research_dispatch.core.bounds import CallBounds
 from research_dispatch.core.errors import CallBoundExceeded, Interrupted, MissingKey
 from research_dispatch.core.redact import redact, register_secrets
 from research_dispatch.tools import chunks
+from research_dispatch.tools.destinations import DestinationPolicy
 from research_dispatch.tools.mcp_servers import McpError, McpOutput, McpToolset
 from research_dispatch.tools.providers import (
     Hit,
@@ -193,7 +194,7 @@ TOOL_SCHEMAS: list[dict[str, Any]] = [
 
 
 MODEL_ERROR_KINDS = frozenset({"unknown_tool", "malformed_arguments", "invalid_arguments", "extract_unknown_url",
-                               "extract_failed", "search_disabled", "mcp_error_result"})
+                               "extract_failed", "search_disabled", "mcp_error_result", "destination_refused"})
 """Error kinds caused by the model's own calls or by pages; every other kind is a service fault (a search
 provider's, or an MCP server's)."""
 
@@ -266,7 +267,8 @@ class SearchTools:
                  backoff_base_s: float = 1.0, backoff_max_s: float = 8.0, client: Any = None,
                  dedupe: bool = True, providers: Sequence[SearchProvider] | None = None,
                  mcp: McpToolset | None = None, leg_deadline: float | None = None,
-                 interrupt: threading.Event | None = None) -> None:
+                 interrupt: threading.Event | None = None,
+                 destinations: DestinationPolicy | None = None) -> None:
         if providers is None:  # Tavily alone: the original toolset (and what tests inject a client into)
             if not api_key:
                 raise MissingKey("TAVILY_API_KEY", "search the web")
@@ -277,6 +279,8 @@ class SearchTools:
         self.providers = list(providers)
         self.mcp = mcp
         self.settings = settings
+        # Where a model may point a tool; a URL it refuses is never called and never becomes a source.
+        self.destinations = destinations or DestinationPolicy()
         self.registry = registry or SourceRegistry()
         self.stats = SearchStats()
         self.topic_hint = topic_hint
@@ -389,6 +393,8 @@ class SearchTools:
         ids: list[str] = []
         repeats: list[str] = []
         for hit, provider_name in results:
+            if self.destinations.refusal(hit.url) is not None:
+                continue  # a result at a non-public address is never listed, so never cited
             known = self.registry.by_url(hit.url)
             if known is not None and (known.label in ids or known.label in repeats):
                 continue  # another provider's copy of a page already listed in this answer
@@ -425,7 +431,10 @@ class SearchTools:
         problems: list[str] = []
         for url in dict.fromkeys(u.strip() for u in args.urls):
             source = self.registry.by_url(url)
-            if source is None:
+            refused = self.destinations.refusal(url)
+            if refused is not None:
+                problems.append(f"{url[:200]}: refused ({refused}); only public http(s) addresses can be read")
+            elif source is None:
                 problems.append(f"{url[:200]}: not a web_search result; only URLs returned by web_search "
                                 "can be read")
             else:
@@ -507,6 +516,13 @@ class SearchTools:
             self.stats.count_error("invalid_arguments")
             return ToolOutcome(name, _wrap(name, "error", "ERROR: invalid arguments: expected a JSON object"), True,
                                {"error": "invalid_arguments"})
+        refused = self.destinations.refusals(raw)
+        if refused:  # never sent: the server would fetch it from the runner's network
+            self.stats.count_error("destination_refused")
+            return ToolOutcome(name, _wrap(name, "error", f"ERROR: refused before the call: {'; '.join(refused)}. Only "
+                                                          "public http(s) addresses can be read; continue with the "
+                                                          "other tools or the sources you have"),
+                               True, {"error": "destination_refused", "server": tool.server})
         try:
             output = self.mcp.call(name, raw, self._bounds(self.mcp_timeout(tool.server)))
         except (McpError, CallBoundExceeded) as exc:
@@ -547,6 +563,8 @@ class SearchTools:
         for link in output.links:
             if named and normalise_url(link.url) == normalise_url(named[0]):
                 continue
+            if self.destinations.refusal(link.url) is not None:
+                continue  # a link to a non-public address in a result is never a source
             snippet = chunks.lead(link.text, self.snippet_chars * 2)
             if used + len(snippet) + len(link.url) + 60 > self.extract_budget_chars and blocks:
                 break  # over the call's budget: not registered, so never citable unseen
