@@ -110,3 +110,26 @@ def test_publish_after_a_failed_synthesize_publishes_the_reports(user_world: Use
     assert done.code == 0, done
     pr = expect_published_without_synthesis(user_world, ["A"])
     assert "synthesize job of this run failed" in pr["body"]
+
+
+@reliability(area="input", case="a report holding a git conflict marker (an unfinished merge), then synthesize and "
+                                "publish",
+             expect="synthesize refuses it as publish does: exit 2 naming the report and the line, before any "
+                    "synthesis call; publish exit 2 alike, nothing pushed")
+def test_synthesize_refuses_a_conflict_marker_as_publish_does(user_world: UserWorld) -> None:  # noqa: F811
+    world = user_world
+    clone = world.clone()
+    assert world.cli(clone, "research", TOPIC_IDS["A"]).code == 0
+    report = clone / "research" / f"{STEMS['A']}.md"
+    lines = report.read_text(encoding="utf-8").split("\n")
+    at = next(i for i, line in enumerate(lines) if line.startswith("## ")) + 1
+    lines[at:at] = ["<<<<<<< HEAD", "our paragraph", "=======", "their paragraph", ">>>>>>> other"]
+    report.write_text("\n".join(lines), encoding="utf-8")
+    calls = len(world.gateway.completions)
+    for command in ("synthesize", "publish"):
+        done = world.cli(clone, command)
+        assert done.code == 2, done
+        assert f"research/{STEMS['A']}.md" in done.output and f"line {at + 1}" in done.output, done
+        assert "conflict marker" in done.output and "Traceback" not in done.output, done
+    assert len(world.gateway.completions) == calls  # no synthesis call was made
+    assert not world.branch_exists()
