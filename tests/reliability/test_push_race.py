@@ -94,3 +94,34 @@ def test_two_clones_racing_to_create_the_branch_both_land(user_world: UserWorld)
     pr = expect_pr(world, complete=True)
     assert pr["head"]["sha"] == world.origin_git("rev-parse", BRANCH).strip()
     assert len(world.origin_git("log", "--format=%H", f"main..{BRANCH}").split()) == 3  # one commit per report
+
+
+AFTER_HOOK = """#!/bin/sh
+# After the first push of {branch}: another publish pushes on top of it before the pusher returns.
+[ -e "{mark}" ] && exit 0
+: > "{mark}"
+unset $(git rev-parse --local-env-vars)
+cd "{other}" || exit 1
+git fetch -q origin "{branch}" && git checkout -q -B other FETCH_HEAD &&
+  git -c user.name=bot -c user.email=bot@example.invalid commit -q --allow-empty -m "another publish" &&
+  git push -q origin "HEAD:refs/heads/{branch}"
+"""
+
+
+@reliability(area="publish", case="another publish of the cycle pushes on top of this one's push before it updates "
+                                  "the PR (the race's loser pushing again)",
+             expect="this publish exits 0 and leaves the PR to the newer tip's publish instead of titling it for "
+                    "fewer reports than the branch holds; its own commits stay under the newer one")
+def test_a_publish_overtaken_after_its_push_leaves_the_pr_to_the_newer_tip(user_world: UserWorld) -> None:  # noqa: F811
+    world = user_world
+    clone, other = world.clone(), world.clone()
+    assert world.cli(clone, "research", TOPIC_IDS["A"]).code == 0
+    hook = world.origin / "hooks" / "post-receive"
+    hook.write_text(AFTER_HOOK.format(branch=BRANCH, mark=world.root / "overtaken", other=other), encoding="utf-8")
+    hook.chmod(0o755)
+    done = world.cli(clone, "publish", "--topics", TOPIC_IDS["A"])
+    assert done.code == 0, done
+    assert "leaves the PR to it" in done.output, done
+    assert world.pulls() == []  # the newer tip's publish opens it
+    log = world.origin_git("log", "--format=%s", f"main..{BRANCH}").splitlines()
+    assert log[0] == "another publish" and len(log) == 2, log

@@ -581,8 +581,27 @@ class _Publisher:
             if shas[-1] != local_tip:
                 self.git.update_ref(f"refs/heads/{self.branch}", shas[-1], local_tip,
                                     f"research-dispatch: publish {self.cycle}")
+            newer = None if reused else self.newer_tip(shas[-1])
+            if newer is not None:
+                return self.result(plan, "none", commits=shas, pushed=True, subjects=self.subjects(plan),
+                                   body_path=self.save_body(plan),
+                                   message=f"{self.branch} pushed; another publish of this cycle has pushed on top of "
+                                           f"it since ({newer[:12]}) and updates the PR for that tip, so this one "
+                                           "leaves the PR to it")
             return self.open_or_update(plan, shas, pushed=not reused)
         raise AssertionError("unreachable")  # pragma: no cover
+
+    def newer_tip(self, pushed: str) -> str | None:
+        """The remote branch's tip when another publish pushed on top of ours since (the loser of a push
+        race pushing again), else None. Its PR update describes the newer tip; ours, landing after it,
+        would title and label the PR for fewer reports than the branch holds. Asked of git, not of
+        GitHub: a PR's head follows a push only after a delay. When the remote cannot say, None (the PR
+        is updated as before)."""
+        try:
+            tip = self.git.ls_remote_heads(self.remote, [self.branch]).get(self.branch)
+        except PublishError:
+            return None
+        return tip if tip is not None and tip != pushed else None
 
     def closed_cycle(self) -> str | None:
         """Closing the PR skips the cycle (the body says so): a closed, unmerged PR and no open one."""
