@@ -231,7 +231,7 @@ def plan(repo: Path, topic_ids: str | None, model_ids: str | None, github_output
         synthesize_job_minutes,
         write_github_output,
     )
-    from research_dispatch.config.topics import select_topics
+    from research_dispatch.config.topics import select_topics  # lazy: as the block above
 
     target = _runner_file("GITHUB_OUTPUT") if github_output else None
     settings, topics = _load(repo)
@@ -243,6 +243,7 @@ def plan(repo: Path, topic_ids: str | None, model_ids: str | None, github_output
     if too_long:
         raise too_long[0]
     if publishing:
+        # lazy: `--help` must not import the stages (module docstring), and PyGithub only when publishing
         from research_dispatch.publish.preflight import require_open_cycle
         from research_dispatch.publish.pulls import require_target
 
