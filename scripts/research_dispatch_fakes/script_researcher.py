@@ -80,6 +80,7 @@ DEFAULT_PER_TURN = 2
 DEFAULT_EXTRACT_TOP = 3
 DEFAULT_READS = 1
 MISCITE_EVERY = 3
+KEY_SHARE = 0.4  # a planted claim is made only when this share of its key content was shown (`says`)
 CLAIMS_PATH = Path(__file__).with_name("corpus") / "claims.json"
 
 # The contract's band sentence with each `{field}` captured as a number (thousands commas allowed).
@@ -149,7 +150,7 @@ class Conversation:
     band: tuple[int, int] = DEFAULT_BAND
     sources: list[Source] = field(default_factory=list)
     searches_done: int = 0
-    extracts_done: int = 0
+    extracts_done: int = 0  # reading turns: assistant turns that called `web_extract`
     mcp_done: int = 0  # calls of offered MCP tools (`<server>__<tool>`)
     assistant_turns: int = 0
     last_message_role: str = ""
@@ -258,13 +259,10 @@ def parse_conversation(messages: list[dict[str, Any]]) -> Conversation:
             conv.brief = brief.group(1).strip() if brief else ""
         elif role == "assistant":
             conv.assistant_turns += 1
-            for name, _args in _tool_calls_of(message):
-                if name == "web_search":
-                    conv.searches_done += 1
-                elif name == "web_extract":
-                    conv.extracts_done += 1
-                elif "__" in name:
-                    conv.mcp_done += 1
+            names = [name for name, _args in _tool_calls_of(message)]
+            conv.searches_done += names.count("web_search")
+            conv.extracts_done += "web_extract" in names  # reading turns (one may read pages in several calls)
+            conv.mcp_done += sum("__" in name for name in names)
         elif role == "tool":
             for source in parse_sources(text):
                 known = by_id.get(source.id)
@@ -272,9 +270,10 @@ def parse_conversation(messages: list[dict[str, Any]]) -> Conversation:
                     by_id[source.id] = source
                 elif source.text and source.text not in known.text:
                     # search snippet first, extracted page later: keep both, longest first
+                    # (a blank line apart, so each stays its own passage: see `shown_passages`)
                     texts = sorted([known.text, source.text], key=len, reverse=True)
                     by_id[source.id] = Source(known.id, known.url or source.url, known.title or source.title,
-                                              "\n".join(texts))
+                                              "\n\n".join(texts))
     for key in sorted(by_id):
         source = by_id[key]
         if _is_untrusted(source):
@@ -416,17 +415,72 @@ def _norm_url(url: str) -> str:
     return url.split("#", 1)[0].rstrip("/")
 
 
+# The words that phrase a planted claim's recommendation ("X is the substrate to choose, because ..."): the
+# researcher's own conclusion, which no page states, so they are not part of what a page must have shown.
+_FRAME_WORDS = frozenset({
+    "adopt", "algorithm", "because", "bet", "choose", "default", "design", "exposes", "format", "gives",
+    "layer", "option", "options", "prioritising", "rather", "recommend", "recommended", "run", "runs", "since",
+    "standardise", "substrate", "trained", "worth",
+})
+
+
+def claim_key(statement: str) -> set[str]:
+    """A planted claim's key content: the content words of its statement (lower case, stop words and words
+    of two letters or fewer dropped, `_content_words`) less the words that phrase its recommendation
+    (`_FRAME_WORDS`) — the facts a page must have shown for the claim to rest on it."""
+    return _content_words(statement) - _FRAME_WORDS
+
+
+def shown_passages(source: Source) -> list[str]:
+    """The passages the conversation showed for a source: its search snippet and each extracted passage
+    (paragraphs of the tool results, which the product separates by blank lines), never the page unseen."""
+    return [p.strip() for p in re.split(r"\n\s*\n", source.text) if p.strip()]
+
+
+def says(source: Source, statement: str) -> bool:
+    """Was the claim's key content shown for this source? At least `KEY_SHARE` of `claim_key(statement)`
+    in one passage of `shown_passages`: a model can only write what it was shown, and a page it was shown
+    only the background of does not say it."""
+    key = claim_key(statement)
+    return bool(key) and any(len(key & _content_words(p)) >= KEY_SHARE * len(key) for p in shown_passages(source))
+
+
 def _claim_source(claim: dict[str, Any], sources: list[Source]) -> Source | None:
-    """The retrieved source to cite for a claim: one whose URL is in the claim's list (the pages that say
-    it), or None — a careful researcher does not make a claim it read nowhere, nor cite a page for it
-    that does not say it."""
+    """The retrieved source to cite for a claim: the first of the claim's list (the pages that say it)
+    whose shown passages say it (`says`), or None — a careful researcher does not make a claim it read
+    nowhere, nor cite a page for it that it was not shown saying it."""
     by_url: dict[str, Source] = {}
     for source in sources:
         by_url.setdefault(_norm_url(source.url), source)
     for url in claim.get("sources") or []:
-        if _norm_url(url) in by_url:
-            return by_url[_norm_url(url)]
+        found = by_url.get(_norm_url(url))
+        if found is not None and says(found, claim["statement"]):
+            return found
     return None
+
+
+def claim_pages(conv: Conversation) -> list[str]:
+    """The URLs the topic's planted claims would cite: per claim, the first retrieved page of its list (the
+    pages that say it), in claim order, without repeats — the pages a reading turn reads first."""
+    retrieved = {_norm_url(s.url): s.url for s in conv.sources}
+    pages: list[str] = []
+    for claim in claims_for_topic(conv.topic_id):
+        url = next((retrieved[_norm_url(u)] for u in claim.get("sources") or [] if _norm_url(u) in retrieved), None)
+        if url is not None and url not in pages:
+            pages.append(url)
+    return pages
+
+
+def reading_query(conv: Conversation, url: str) -> str:
+    """What a reading turn asks of a page a planted claim rests on: the key words (`claim_key`, in their
+    order) of the claims the page says (corpus/claims.json), so the product's passage ranking returns the
+    passages that say them — as a researcher names what it wants to find in a page."""
+    words: list[str] = []
+    for claim in claims_for_topic(conv.topic_id):
+        if _norm_url(url) in {_norm_url(u) for u in claim.get("sources") or []}:
+            key = claim_key(claim["statement"])
+            words += [w for w in re.findall(r"[a-z0-9][a-z0-9.+-]*", claim["statement"].lower()) if w in key]
+    return " ".join(dict.fromkeys(words))[:4000] or conv.title
 
 
 # ---------------------------------------------------------------------------------------------
@@ -974,19 +1028,24 @@ def plan_turn(body: dict[str, Any], script: dict[str, Any] | None = None, *,
             if source.url and source.url not in urls:
                 urls.append(source.url)
         top = min(5, _script_int(script, "extract_top", DEFAULT_EXTRACT_TOP))
-        query = conv.title
         if conv.extracts_done and urls:  # a later reading turn: the next pages, and another question
             start = (conv.extracts_done * top) % len(urls)
-            urls = (urls[start:] + urls[:start])
+            urls = (urls[start:] + urls[:start])[:top]
             questions = search_queries(conv, max(2, _script_int(script, "searches", DEFAULT_SEARCHES)))
             query = questions[conv.extracts_done % len(questions)]
-        urls = urls[:top]
-        args = json.dumps({"urls": urls, "query": query}, ensure_ascii=False)
+            reads_of = [(urls, query)]
+        else:  # the first: each page a planted claim rests on, asked for what it says; then the others
+            wanted = [u for u in claim_pages(conv) if u in urls][:5]
+            rest = [u for u in urls if u not in wanted][:max(0, top - len(wanted))]
+            reads_of = [([u], reading_query(conv, u)) for u in wanted] + ([(rest, conv.title)] if rest else [])
+            urls = wanted + rest
         plan = f"I will read the most relevant pages in full: {', '.join(urls)}"
-        calls = [ToolCall(f"{call_prefix}_0", "web_extract", args)]
+        calls = [ToolCall(f"{call_prefix}_{i}", "web_extract",
+                          json.dumps({"urls": read_urls, "query": query}, ensure_ascii=False))
+                 for i, (read_urls, query) in enumerate(reads_of)]
         if gullible:
             calls += [ToolCall(f"{call_prefix}_{i + 1}", name, json.dumps(arguments, ensure_ascii=False))
-                      for i, (name, arguments) in enumerate(HOSTILE_TOOL_CALLS)]
+                      for i, (name, arguments) in enumerate(HOSTILE_TOOL_CALLS, start=len(calls) - 1)]
         return Turn(kind, None, calls, plan)
     target = conv.midpoint
     miscite_every = _script_int(script, "miscite_every", MISCITE_EVERY)

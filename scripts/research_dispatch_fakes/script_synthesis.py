@@ -43,7 +43,9 @@ Citation check (the last user message holds one JSON object per passage between 
   and the quoted passage sentence is negated ("not", "no", "never", "cannot", "n't"); anything lower is
   `does_not_address` (a page that shares a word or two with the claim does not address it);
 * the quote is the passage sentence that contains the most of the claim's content words (the first on
-  ties), copied verbatim, and `passage` its id;
+  ties), copied verbatim, and `passage` its id; a passage is split at line breaks, then at sentence ends,
+  and a list item (`- `, `* `, `1. `) is one unit without its marker, so a quote is one sentence or one
+  list item, never a list of links;
 * the `misquote` quirk makes every quote say more than the passage (" in every setting" appended), so
   no quote is found in its passage — what the product must refuse.
 """
@@ -79,6 +81,7 @@ _NEGATION = re.compile(r"\b(?:not|no|never|cannot)\b|n't\b", re.IGNORECASE)
 _OPENERS = frozenset(("A", "An", "As", "At", "Because", "For", "In", "It", "On", "The", "This", "Today", "Use", "We",
                       "When", "With"))
 _WORD = re.compile(r"[a-z0-9]+")
+_LIST_ITEM = re.compile(r"^(?:[-*+•]|\d+[.)])\s+")
 _STOP = frozenset(("a", "an", "and", "are", "as", "at", "be", "by", "for", "from", "has", "have", "in", "is", "it",
                    "its", "of", "on", "or", "that", "the", "this", "to", "was", "were", "with", "which", "when",
                    "while", "most", "more", "can", "should"))
@@ -394,9 +397,16 @@ def _content_words(text: str) -> set[str]:
 
 
 def _passage_sentences(text: str) -> list[str]:
+    """What the judge may quote: one sentence, or one list item (its marker dropped) — never a run of lines.
+
+    A passage is split at line breaks first (a Markdown list of links is many items, not one sentence), then
+    a line that is not a list item at sentence ends; the elision marker is never quoted."""
     sentences = []
-    for paragraph in re.split(r"\n\s*\n", text):
-        for sentence in _SENTENCE_END.split(paragraph.strip()):
+    for line in text.splitlines():
+        line = line.strip()
+        item = _LIST_ITEM.match(line)
+        pieces = [line[item.end():]] if item else _SENTENCE_END.split(line)
+        for sentence in pieces:
             sentence = sentence.strip()
             if sentence and "[…]" not in sentence:
                 sentences.append(sentence)

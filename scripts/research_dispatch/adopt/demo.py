@@ -63,6 +63,8 @@ from research_dispatch.leg.evidence import check_file
 from research_dispatch.leg.report import load_report
 from research_dispatch.run.outcome import RunOutcome
 from research_dispatch.run.refresh import run_refresh
+from research_dispatch.synthesis.checked import Support
+from research_dispatch.synthesis.render import CITATION_TEXT
 from research_dispatch_fakes.gateway import FakeGateway
 from research_dispatch_fakes.github import FakeGitHub
 from research_dispatch_fakes.tavily import FakeTavily
@@ -556,6 +558,15 @@ def _classes(ledger: Any) -> dict[str, int]:
     return {name.replace("_", "-"): int(value) for name, value in clusters.items() if isinstance(value, int)}
 
 
+def _checked(ledger: Any) -> dict[str, int]:
+    """The claims header's numbers from the ledger's `counts.checked` (claims, anchored, supported,
+    unsupported, contradicted)."""
+    checked = ((ledger or {}).get("counts") or {}).get("checked") if isinstance(ledger, dict) else None
+    if not isinstance(checked, dict):
+        return {}
+    return {name: int(value) for name, value in checked.items() if isinstance(value, int)}
+
+
 def _decision_table(document: str) -> dict[str, int]:
     """Rows of the document's decision table by the class its status column shows."""
     match = re.search(r"^##[^\n]*decision table[^\n]*\n(.*?)(?=^## |\Z)", document, re.MULTILINE | re.DOTALL |
@@ -576,16 +587,20 @@ def _synthesis(directory: Path, settings: Settings, outcome: RunOutcome, log: De
     text = document.read_text(encoding="utf-8") if document.exists() else ""
     table = _decision_table(text)
     counts: dict[str, int] = {}
+    checked: dict[str, int] = {}
     divergences = 0
     ledger_ok = False
     if ledger_path.exists():
         try:
             data = json.loads(ledger_path.read_text(encoding="utf-8"))
             counts = _classes(data)
+            checked = _checked(data)
             divergences = len(data.get("divergences") or []) if isinstance(data, dict) else 0
             ledger_ok = True
         except ValueError:
             pass
+    # an unsupported citation is shown when the ledger counts one and the document lists it as such
+    unsupported_shown = checked.get("unsupported", 0) >= 1 and CITATION_TEXT[Support.UNSUPPORTED] in text
     shown = ", ".join(f"{counts.get(k, 0)} {k}" for k in ("convergent", "divergent", "single-source"))
     log.summary(f"synthesis: {_show(document)}" + ("" if text else " (missing)"))
     log.summary(f"  claims ledger: {_show(ledger_path)}" + ("" if ledger_ok else " (missing)"))
@@ -596,6 +611,9 @@ def _synthesis(directory: Path, settings: Settings, outcome: RunOutcome, log: De
                     f"({divergences} divergence{'' if divergences == 1 else 's'}), "
                     f"{counts.get('single-source', 0)} single-source"
                     + (f", {counts['same-family']} same-family" if counts.get("same-family") else ""))
+        log.summary(f"  {checked.get('claims', 0)} claims: {checked.get('anchored', 0)} anchored, "
+                    f"{checked.get('supported', 0)} supported, {checked.get('unsupported', 0)} unsupported, "
+                    f"{checked.get('contradicted', 0)} contradicted")
     if text:
         log.summary(f"  decision table (recommendations only): {table['convergent']} convergent, "
                     f"{table['divergent']} divergent, {table['single-source']} single-source")
@@ -605,9 +623,11 @@ def _synthesis(directory: Path, settings: Settings, outcome: RunOutcome, log: De
     return [
         Check("decision table: ≥1 convergent, ≥1 divergent and ≥1 single-source row",
               all(n >= 1 for n in table.values()), ", ".join(f"{n} {k}" for k, n in table.items())),
-        Check(f"{settings.ledger_relpath}: convergent, divergent and single-source findings",
-              ledger_ok and all(counts.get(k, 0) >= 1 for k in ("convergent", "divergent", "single-source")),
-              shown if ledger_ok else "missing or unreadable"),
+        Check(f"{settings.ledger_relpath}: convergent, divergent and single-source findings, and an unsupported "
+              "citation shown",
+              ledger_ok and unsupported_shown
+              and all(counts.get(k, 0) >= 1 for k in ("convergent", "divergent", "single-source")),
+              f"{shown}, {checked.get('unsupported', 0)} unsupported" if ledger_ok else "missing or unreadable"),
     ]
 
 

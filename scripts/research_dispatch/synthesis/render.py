@@ -47,7 +47,8 @@ STATUS_TEXT = {
     "unsupported": "not counted — no checked support",
     "excluded": "excluded reports only",
 }
-_CITATION_TEXT = {
+#: How the document words a citation that is not supported (the demo looks for the unsupported line).
+CITATION_TEXT = {
     Support.UNSUPPORTED: "does not support it (the judge found nothing, or its quote is not in the passage)",
     Support.NO_EVIDENCE: "no stored passage of this source",
     Support.PHANTOM: "cited, but not in the report's references",
@@ -130,7 +131,7 @@ class _Renderer:
         if citation.support in (Support.SUPPORTED, Support.CONTRADICTED) and citation.quote:
             verb = "supports it" if citation.support is Support.SUPPORTED else "**contradicts it**"
             return f"{ref} {verb}: “{md(citation.quote, 400)}”"
-        return f"{ref} {_CITATION_TEXT[citation.support]}"
+        return f"{ref} {CITATION_TEXT[citation.support]}"
 
     def words(self, claim: LedgerClaim) -> str:
         """What the report says: its own words when code found them, else the extractor's, marked."""
