@@ -10,9 +10,11 @@ The conversation contract is docs/FAKES.md. In short, for a request with the res
 
 1. no `web_search` call yet (or fewer than `script.searches`) -> a turn of parallel `web_search`
    calls (`script.per_turn` at a time, default 2) with queries built from the title and brief;
-2. searched but not extracted -> one `web_extract` of the first `script.extract_top` (default 3)
-   distinct retrieved URLs; with `script.reads: n` (default 1), n such reading turns, each of the next
-   `extract_top` retrieved URLs (cycling through them) with the next search query as the question, so
+2. searched but not extracted -> a reading turn: one `web_extract` per retrieved page a planted claim
+   rests on (`claim_pages`, at most five), its `query` the claim's key words (`reading_query`), then one
+   of the next distinct retrieved URLs up to `script.extract_top` (default 3) in all; with
+   `script.reads: n` (default 1), n such reading turns, each later one of the next `extract_top`
+   retrieved URLs (cycling through them) with the next search query as the question, so
    a long leg reads pages again for other passages (used by the token benchmark's 30-step leg);
    When the request offers MCP tools (`<server>__<tool>`), one turn before reading calls each of them
    once (at most five), with arguments built from the tool's own JSON schema: a required string named
@@ -28,7 +30,9 @@ The conversation contract is docs/FAKES.md. In short, for a request with the res
    `script.miscite_every`-th sentence taken from a source (default 3; 0 never) is cited to the other
    retrieved source that shares the fewest words with it (lowest id on a tie) and does not contain it
    (`MISCITE_EVERY`) — what the synthesis's citation check must catch. Planted claims are always cited
-   to a page that says them.
+   to a page that says them. A planted claim is made only when a passage the conversation showed for one
+   of its pages holds `KEY_SHARE` of its key content (`claim_key`, `says`): a model writes only what it
+   was shown.
 
 One scenario switch makes the "model" misbehave on purpose (for the reliability suite's hostile pages):
 

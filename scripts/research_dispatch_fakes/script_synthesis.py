@@ -43,9 +43,9 @@ Citation check (the last user message holds one JSON object per passage between 
   and the quoted passage sentence is negated ("not", "no", "never", "cannot", "n't"); anything lower is
   `does_not_address` (a page that shares a word or two with the claim does not address it);
 * the quote is the passage sentence that contains the most of the claim's content words (the first on
-  ties), copied verbatim, and `passage` its id; a passage is split at line breaks, then at sentence ends,
-  and a list item (`- `, `* `, `1. `) is one unit without its marker, so a quote is one sentence or one
-  list item, never a list of links;
+  ties), copied verbatim, and `passage` its id; a passage is split at line breaks, a list item's marker
+  (`- `, `* `, `1. `) dropped, then at sentence ends, so a quote is one sentence of one line or list item,
+  never a list of links;
 * the `misquote` quirk makes every quote say more than the passage (" in every setting" appended), so
   no quote is found in its passage — what the product must refuse.
 """
@@ -397,16 +397,15 @@ def _content_words(text: str) -> set[str]:
 
 
 def _passage_sentences(text: str) -> list[str]:
-    """What the judge may quote: one sentence, or one list item (its marker dropped) — never a run of lines.
+    """What the judge may quote: one sentence of one line or list item — never a run of lines.
 
-    A passage is split at line breaks first (a Markdown list of links is many items, not one sentence), then
-    a line that is not a list item at sentence ends; the elision marker is never quoted."""
+    A passage is split at line breaks first (a Markdown list of links is many items, not one sentence), a
+    list item's marker is dropped, then each line is split at sentence ends; the elision marker is never
+    quoted."""
     sentences = []
     for line in text.splitlines():
-        line = line.strip()
-        item = _LIST_ITEM.match(line)
-        pieces = [line[item.end():]] if item else _SENTENCE_END.split(line)
-        for sentence in pieces:
+        line = _LIST_ITEM.sub("", line.strip())
+        for sentence in _SENTENCE_END.split(line):
             sentence = sentence.strip()
             if sentence and "[…]" not in sentence:
                 sentences.append(sentence)

@@ -206,8 +206,13 @@ def test_scripted_leg_searches_extracts_and_writes_a_cited_report(client: OpenAI
     assert all(len(json.loads(tc["function"]["arguments"])["query"]) <= 200 for tc in first_turn["tool_calls"])
     extract_turn = next(m for m in messages if m.get("tool_calls")
                         and m["tool_calls"][0]["function"]["name"] == "web_extract")
-    extract_urls = json.loads(extract_turn["tool_calls"][0]["function"]["arguments"])["urls"]
-    assert extract_urls == [p["url"] for p in PAGES[:3]]  # the first three distinct trusted sources
+    reads = [json.loads(tc["function"]["arguments"]) for tc in extract_turn["tool_calls"]]
+    extract_urls = [url for read in reads for url in read["urls"]]
+    # the pages the planted claims rest on first, each asked for the claim's words, then the next sources
+    claim_pages = ["https://www.primeintellect.ai/blog/intellect-2", "https://arxiv.org/abs/2501.18512"]
+    assert extract_urls == [*claim_pages, PAGES[0]["url"]]
+    assert [read["urls"] for read in reads[:2]] == [[url] for url in claim_pages]
+    assert "streaming diloco" in reads[1]["query"] and "bandwidth" in reads[1]["query"]
 
     report = completion.choices[0].message.content
     assert completion.choices[0].finish_reason == "stop"
@@ -222,11 +227,15 @@ def test_scripted_leg_searches_extracts_and_writes_a_cited_report(client: OpenAI
     hostile = search.ids[HOSTILE["url"]]
     assert hostile not in cited_ids(report) and HOSTILE["url"] not in extract_urls
     assert "S99" not in report and "evil.example" not in report  # an injection page is ignored entirely
+    conv = sr.parse_conversation(messages[:-1])
+    made = [claim for claim in sr.claims_for_topic("diloco-family") if claim["statement"] in report]
+    assert made  # a planted claim is made exactly when a passage shown for one of its pages says it
     for claim in sr.claims_for_topic("diloco-family"):
-        assert claim["statement"] in report
-    intellect = search.ids["https://www.primeintellect.ai/blog/intellect-2"]
-    prime = sr.claims_for_topic("diloco-family")[1]
-    assert f"{prime['statement']} [S{intellect}]." in report  # cites the claim's own source when retrieved
+        source = sr._claim_source(claim, conv.sources)
+        assert (claim in made) == (source is not None), claim["id"]
+        if source is not None:
+            assert f"{claim['statement']} [S{source.id}]." in report
+            assert any(sr.says(sr.Source(0, "", "", p), claim["statement"]) for p in sr.shown_passages(source))
 
 
 def test_other_teams_topic_gets_a_generic_report_in_its_band(client: OpenAI, gw: FakeGateway) -> None:
@@ -246,23 +255,26 @@ def test_search_count_and_extract_width_follow_the_script(client: OpenAI, gw: Fa
     _, messages, _ = run_leg(client, opening())
     assert [c["kind"] for c in gw.completions] == ["search", "search", "search", "extract", "write"]
     per_turn = [len(m["tool_calls"]) for m in messages if m.get("role") == "assistant" and m.get("tool_calls")]
-    assert per_turn == [2, 2, 1, 1]
+    assert per_turn == [2, 2, 1, 3]  # the reading turn: one call per planted claim's page, one for the rest
     queries = [json.loads(tc["function"]["arguments"])["query"] for m in messages
                if m.get("tool_calls") for tc in m["tool_calls"] if tc["function"]["name"] == "web_search"]
     assert len(set(queries)) == 5
-    extract = [m for m in messages if m.get("tool_calls")][-1]["tool_calls"][0]
-    assert len(json.loads(extract["function"]["arguments"])["urls"]) == 4
+    reading = [m for m in messages if m.get("tool_calls")][-1]["tool_calls"]  # one turn, a call per claim page
+    assert sum(len(json.loads(call["function"]["arguments"])["urls"]) for call in reading) == 4
 
 
 def test_reads_knob_reads_the_next_pages_with_the_next_question(client: OpenAI, gw: FakeGateway) -> None:
     gw.set_scenario({"script": {"searches": 2, "extract_top": 2, "reads": 3}})
     _, messages, _ = run_leg(client, opening())
     assert [c["kind"] for c in gw.completions] == ["search", "extract", "extract", "extract", "write"]
-    reads = [json.loads(tc["function"]["arguments"]) for m in messages if m.get("tool_calls")
-             for tc in m["tool_calls"] if tc["function"]["name"] == "web_extract"]
-    assert [len(r["urls"]) for r in reads] == [2, 2, 2]
-    assert reads[0]["urls"] != reads[1]["urls"]  # the next pages, cycling through the retrieved ones
-    assert reads[0]["query"] == "DiLoCo family" and reads[1]["query"] != reads[2]["query"]
+    turns = [[json.loads(tc["function"]["arguments"]) for tc in m["tool_calls"]] for m in messages
+             if m.get("tool_calls") and m["tool_calls"][0]["function"]["name"] == "web_extract"]
+    urls = [[url for read in turn for url in read["urls"]] for turn in turns]
+    assert [len(u) for u in urls] == [2, 2, 2]
+    assert urls[0] != urls[1]  # the next pages, cycling through the retrieved ones
+    # the first turn asks each claim page for its planted claim's words; the later ones the next questions
+    assert all(read["query"] != "DiLoCo family" and len(read["urls"]) == 1 for read in turns[0])
+    assert len(turns[1]) == len(turns[2]) == 1 and turns[1][0]["query"] != turns[2][0]["query"]
 
 
 def test_writing_without_tools_uses_whatever_sources_are_in_the_conversation(client: OpenAI) -> None:

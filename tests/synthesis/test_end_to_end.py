@@ -39,12 +39,12 @@ def test_five_real_topics_give_a_convergent_a_divergent_and_a_single_source_deci
 
     data = json.loads(result.ledger_path.read_text(encoding="utf-8"))
     clusters = {c["key"]: c for c in data["clusters"]}
-    # the fake researcher cites a wrong page for every third sentence: anthropic's GRPO claim (04-verl-trl) is
-    # aligned with the others but its page does not say it, so GRPO is convergent on two families, not three
-    assert clusters["rl-algorithm/grpo"]["families"] == ["deepseek", "openai"]
+    # the fake researcher makes a planted claim only when a passage it was shown for the cited page says it,
+    # so every GRPO claim is supported: convergent on three families
+    assert clusters["rl-algorithm/grpo"]["families"] == ["anthropic", "deepseek", "openai"]
     grpo_standing = {c["report"]: c["standing"] for c in data["claims"] if c["cluster"] == "rl-algorithm/grpo"}
-    assert grpo_standing["04-verl-trl"] == "unsupported"
-    assert grpo_standing["02-diloco-family"] == grpo_standing["03-monarch-torchforge-openenv"] == "counted"
+    assert grpo_standing == dict.fromkeys(("02-diloco-family", "03-monarch-torchforge-openenv", "04-verl-trl"),
+                                          "counted")
     # a finding's families are the families of its counted claims, never of a claim whose page does not say it
     family_of = {r["stem"]: r["family"] for r in data["reports"]}
     for key in ("environment-format/openenv", "decentralized-substrate/prime-rl"):
@@ -53,9 +53,14 @@ def test_five_real_topics_give_a_convergent_a_divergent_and_a_single_source_deci
         assert clusters[key]["families"] == counted, key
         assert clusters[key]["status"] == ("convergent" if len(counted) > 1 else "single_source"), key
         assert all(c["standing"] in {"counted", "unsupported"} for c in members)
-    # 05's one recommendation cites a page that does not say it: listed as not counted, never as a finding
-    trace = clusters["distillation/trace-replay-multi-teacher-distillation"]
-    assert (trace["status"], trace["flagged"], trace["families"]) == ("unsupported", False, [])
+    assert clusters["environment-format/openenv"]["families"] == ["anthropic", "openai"]
+    # GRPO and OpenEnv; PRIME-RL is single-source: 04's page for it was not shown saying it, so 04 never claims it
+    assert sorted(k for k, c in clusters.items() if c["status"] == "convergent" and c["decision"]) == [
+        "environment-format/openenv", "rl-algorithm/grpo"]
+    # the deliberate miscite is the only reason a citation is unsupported: no planted claim is unsupported
+    planted = {c["statement"] for c in data["claims"] if c["decision"]}
+    assert all(c["standing"] == "counted" for c in data["claims"] if c["statement"] in planted)
+    assert data["counts"]["checked"]["unsupported"] >= 1
     assert {leg["state"] for leg in data["legs"]} == {"ok"}
     assert all(r["route"] == "exact" and r["counted"] for r in data["reports"])
 

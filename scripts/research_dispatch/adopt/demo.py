@@ -623,8 +623,7 @@ def _synthesis(directory: Path, settings: Settings, outcome: RunOutcome, log: De
     return [
         Check("decision table: ≥1 convergent, ≥1 divergent and ≥1 single-source row",
               all(n >= 1 for n in table.values()), ", ".join(f"{n} {k}" for k, n in table.items())),
-        Check(f"{settings.ledger_relpath}: convergent, divergent and single-source findings, and an unsupported "
-              "citation shown",
+        Check(f"{settings.ledger_relpath}: convergent, divergent, single-source findings, unsupported citation",
               ledger_ok and unsupported_shown
               and all(counts.get(k, 0) >= 1 for k in ("convergent", "divergent", "single-source")),
               f"{shown}, {checked.get('unsupported', 0)} unsupported" if ledger_ok else "missing or unreadable"),
