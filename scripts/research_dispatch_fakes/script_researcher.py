@@ -11,7 +11,7 @@ The conversation contract is docs/FAKES.md. In short, for a request with the res
 1. no `web_search` call yet (or fewer than `script.searches`) -> a turn of parallel `web_search`
    calls (`script.per_turn` at a time, default 2) with queries built from the title and brief;
 2. searched but not extracted -> a reading turn: one `web_extract` per retrieved page a planted claim
-   rests on (`claim_pages`, at most five), its `query` the claim's key words (`reading_query`), then one
+   rests on (`claim_pages`, at most four), its `query` the claim's key words (`reading_query`), then one
    of the next distinct retrieved URLs up to `script.extract_top` (default 3) in all; with
    `script.reads: n` (default 1), n such reading turns, each later one of the next `extract_top`
    retrieved URLs (cycling through them) with the next search query as the question, so
@@ -1038,8 +1038,12 @@ def plan_turn(body: dict[str, Any], script: dict[str, Any] | None = None, *,
             questions = search_queries(conv, max(2, _script_int(script, "searches", DEFAULT_SEARCHES)))
             query = questions[conv.extracts_done % len(questions)]
             reads_of = [(urls, query)]
+        elif gullible:  # a gullible model reads the first pages, injection pages among them, in one call
+            urls = urls[:top]
+            reads_of = [(urls, conv.title)]
         else:  # the first: each page a planted claim rests on, asked for what it says; then the others
-            wanted = [u for u in claim_pages(conv) if u in urls][:5]
+            # (at most four claim pages, so the turn stays within the product's five tool calls a turn)
+            wanted = [u for u in claim_pages(conv) if u in urls][:4]
             rest = [u for u in urls if u not in wanted][:max(0, top - len(wanted))]
             reads_of = [([u], reading_query(conv, u)) for u in wanted] + ([(rest, conv.title)] if rest else [])
             urls = wanted + rest
