@@ -23,14 +23,11 @@ from tests.reliability.userworld import (  # noqa: F401  (the fixture)
     front_matter,
     git,
     push_main,
+    report,
     user_world,
 )
 
 reliability = pytest.mark.reliability
-
-
-def report(clone: Path, name: str) -> str:
-    return (clone / "research" / f"{STEMS[name]}.md").read_text(encoding="utf-8")
 
 
 @reliability(area="refresh", case="run with leg B failing; fresh clone, run --fresh with leg A failing; fresh "

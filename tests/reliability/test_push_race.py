@@ -20,11 +20,11 @@ import pytest
 
 from tests.reliability.userworld import (  # noqa: F401  (the fixture)
     BRANCH,
-    STEMS,
     TOPIC_IDS,
     UserWorld,
     expect_branch,
     expect_pr,
+    report,
     user_world,
 )
 
@@ -57,10 +57,6 @@ def install_barrier(world: UserWorld) -> Path:
     hook.write_text(HOOK.format(branch=BRANCH, barrier=barrier, ticks=BARRIER_WAIT_S * 10), encoding="utf-8")
     hook.chmod(hook.stat().st_mode | stat.S_IXUSR | stat.S_IXGRP | stat.S_IXOTH)
     return barrier
-
-
-def report(clone: Path, name: str) -> str:
-    return (clone / "research" / f"{STEMS[name]}.md").read_text(encoding="utf-8")
 
 
 @reliability(area="publish", case="two clones publish one new cycle at the same moment (the origin holds both "

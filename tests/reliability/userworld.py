@@ -148,6 +148,11 @@ class UserWorld:
         return pulls[0]
 
 
+def report(clone: Path, name: str) -> str:
+    """The report of leg `name` ("A", "B", "C") as it stands in a clone's work tree."""
+    return (clone / "research" / f"{STEMS[name]}.md").read_text(encoding="utf-8")
+
+
 def front_matter(text: str) -> dict[str, Any]:
     return yaml.safe_load(text.split("---\n", 2)[1])
 
