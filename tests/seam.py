@@ -40,7 +40,7 @@ from research_dispatch.gateway.client import CallRecord, Completion, canonical_a
 from research_dispatch.gateway.endpoints import Pricing
 from research_dispatch.gateway.reasoning import ReasoningPlan
 from research_dispatch.leg.contract import count_words
-from research_dispatch.leg.run import LegServices, run_leg
+from research_dispatch.leg.execute import LegServices, run_leg
 from research_dispatch.leg.status import LegResult
 from research_dispatch.tools.providers import Hit, Pages, SearchQuery
 from research_dispatch_fakes.script_structured import respond_structured

@@ -9,6 +9,7 @@ from __future__ import annotations
 import pytest
 
 from research_dispatch.config.settings import Budget, McpServerSettings, SearchSettings, WordBand
+from research_dispatch.leg.execute import MIN_CITED_SOURCES, input_hash, quality_reasons
 from research_dispatch.leg.report import CitedSource, FinalBody
 from research_dispatch.leg.researcher import (
     PROMPT_VERSION,
@@ -17,7 +18,6 @@ from research_dispatch.leg.researcher import (
     ResearchOutcome,
     write_reserve,
 )
-from research_dispatch.leg.run import MIN_CITED_SOURCES, input_hash, quality_reasons
 from research_dispatch.tools.search import SearchStats, SourceRegistry
 
 BAND = WordBand(min=100, max=200)

@@ -20,7 +20,7 @@ from research_dispatch.config.topics import load_topics
 from research_dispatch.gateway.client import CallRecord
 from research_dispatch.leg.evidence import EvidenceLine, sha256_text
 from research_dispatch.leg.report import CitedSource, ReportMeta, SourceEntry, Usage, render_report
-from research_dispatch.leg.state import Candidate, Where, assess, choose, read_candidate
+from research_dispatch.leg.standing import Candidate, Where, assess, choose, read_candidate
 from research_dispatch.leg.status import LegResult, LegState
 from research_dispatch.publish.accumulate import Accumulation, apply_overlay
 

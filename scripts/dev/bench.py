@@ -360,8 +360,8 @@ def run_product_leg(script: dict[str, Any], topic_file: str, topic_text: str, ex
     from research_dispatch.config.plan import plan_legs
     from research_dispatch.config.settings import load_settings
     from research_dispatch.config.topics import load_topics
+    from research_dispatch.leg.execute import run_leg
     from research_dispatch.leg.report import load_report
-    from research_dispatch.leg.run import run_leg
 
     with tempfile.TemporaryDirectory(prefix="bench-leg-") as tmp, inprocess_fakes(script) as (gateway, _, env):
         repo = make_repo(Path(tmp), {topic_file: topic_text + (extra + "\n" if extra else "")}, pyproject)
@@ -504,7 +504,7 @@ def research_five(base: Path) -> list[Path]:
     from research_dispatch.config.plan import plan_legs
     from research_dispatch.config.settings import load_settings
     from research_dispatch.config.topics import load_topics
-    from research_dispatch.leg.run import run_leg
+    from research_dispatch.leg.execute import run_leg
 
     make_repo(base, {name: text for name, _, text in real_topics()},
               '[tool.research-dispatch]\nframework_name = "bench"\n')

@@ -244,8 +244,8 @@ def plan(repo: Path, topic_ids: str | None, model_ids: str | None, github_output
         raise too_long[0]
     if publishing:
         # lazy: `--help` must not import the stages (module docstring), and PyGithub only when publishing
-        from research_dispatch.publish.preflight import require_open_cycle
         from research_dispatch.publish.pulls import require_target
+        from research_dispatch.publish.readiness import require_open_cycle
 
         require_open_cycle(settings, require_target(os.environ), refresh_branch(settings, cycle_id), cycle_id,
                            remedy="dispatch with dry-run")
@@ -278,7 +278,7 @@ def research(repo: Path, topic: str, model: str | None, export_dir: Path | None,
     from research_dispatch.config.plan import plan_legs, resolve_legs
     from research_dispatch.core.errors import Interrupted
     from research_dispatch.core.ghactions import run_url
-    from research_dispatch.leg.run import run_leg
+    from research_dispatch.leg.execute import run_leg
     from research_dispatch.publish.accumulate import set_aside_edited
     from research_dispatch.run.collect import export_leg
     from research_dispatch.run.preflight import Work, preflight

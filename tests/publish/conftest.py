@@ -23,7 +23,7 @@ from research_dispatch.cli import main
 from research_dispatch.config.plan import Leg, plan_legs
 from research_dispatch.config.settings import Settings, load_settings
 from research_dispatch.config.topics import load_topics
-from research_dispatch.leg.run import run_leg
+from research_dispatch.leg.execute import run_leg
 from research_dispatch.leg.status import LegResult
 from research_dispatch.publish import PublishOptions, PublishResult, publish
 from research_dispatch_fakes.github import FakeGitHub

@@ -12,7 +12,7 @@ from research_dispatch.config.plan import plan_legs
 from research_dispatch.config.settings import load_settings
 from research_dispatch.config.topics import load_topics
 from research_dispatch.core.errors import PublishError
-from research_dispatch.leg.run import run_leg
+from research_dispatch.leg.execute import run_leg
 from research_dispatch.publish import PublishOptions, publish
 from research_dispatch.publish.gitops import CommitSpec, FileSpec, Git, Identity
 from tests.conftest import ROOT

@@ -29,7 +29,7 @@ def clean_run(result) -> None:  # type: ignore[no-untyped-def]
 
 
 def valid_ledger(repo: Path) -> dict:  # type: ignore[type-arg]
-    from research_dispatch.synthesis.ledger import Ledger
+    from research_dispatch.synthesis.write.ledger import Ledger
 
     data = json.loads((repo / "framework" / "claims.json").read_text(encoding="utf-8"))
     Ledger.model_validate(data)

@@ -20,7 +20,7 @@ from research_dispatch.config.settings import load_settings
 from research_dispatch.core.errors import GatewayError
 from research_dispatch.synthesis import SynthesisResult, synthesize
 from research_dispatch.synthesis.command import summary_line
-from research_dispatch.synthesis.ledger import Ledger
+from research_dispatch.synthesis.write.ledger import Ledger
 from tests.seam import Hang, Reply, ScriptedGateway, Sent, synthesis_model
 from tests.synthesis.conftest import CYCLE, planted, write_pyproject  # noqa: F401
 

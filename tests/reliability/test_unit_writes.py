@@ -25,9 +25,9 @@ from research_dispatch.config.plan import plan_legs
 from research_dispatch.config.settings import load_settings
 from research_dispatch.config.topics import load_topics
 from research_dispatch.leg.evidence import sha256_text
+from research_dispatch.leg.execute import run_leg
 from research_dispatch.leg.files import complete_pending
 from research_dispatch.leg.report import load_report
-from research_dispatch.leg.run import run_leg
 from research_dispatch.leg.verify import verify_report
 from tests.conftest import CANARY, ROOT, fast_retries
 from tests.faultshim import CHILD, Faults

@@ -7,7 +7,7 @@ import math
 from pathlib import Path
 
 from research_dispatch.config.settings import Settings, SynthesisSettings
-from research_dispatch.synthesis.align import (
+from research_dispatch.synthesis.align.judge import (
     BatchPlan,
     Judgement,
     batch_id,
@@ -17,7 +17,7 @@ from research_dispatch.synthesis.align import (
     plan_batches,
     report_label,
 )
-from research_dispatch.synthesis.extract import Claim
+from research_dispatch.synthesis.extract.claims import Claim
 from tests.synthesis.conftest import PLANTED, ledger, structured_calls, write_pyproject
 
 

@@ -6,8 +6,8 @@ from __future__ import annotations
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from research_dispatch.synthesis import verbatim
-from research_dispatch.synthesis.anchor import ReportBody, anchor, sentence_markers
+from research_dispatch.synthesis.extract.anchor import ReportBody, anchor, sentence_markers
+from research_dispatch.synthesis.read import verbatim
 
 BODY = """# GRPO for post-training
 

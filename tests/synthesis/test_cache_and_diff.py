@@ -136,7 +136,7 @@ def as_v2(data: dict) -> dict:  # type: ignore[type-arg]
 
 
 def test_a_previous_v2_ledger_is_read_with_its_claims_unchecked(planted: Path, run_synthesis, gateway) -> None:
-    from research_dispatch.synthesis.ledger import read_previous
+    from research_dispatch.synthesis.write.ledger import read_previous
 
     run_synthesis(planted)
     path = planted / "framework" / "claims.json"

@@ -15,7 +15,7 @@ import shutil
 from pathlib import Path
 from typing import Any
 
-from research_dispatch.synthesis.ledger import Ledger
+from research_dispatch.synthesis.write.ledger import Ledger
 from research_dispatch_fakes.script_synthesis import MISQUOTE, OVERSTATEMENT
 from tests.synthesis.conftest import (
     SOURCES,

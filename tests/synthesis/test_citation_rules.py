@@ -11,9 +11,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from research_dispatch.leg.evidence import MAX_EVIDENCE_BYTES, EvidenceLine
-from research_dispatch.synthesis import citations, verbatim
-from research_dispatch.synthesis.checked import Support
-from research_dispatch.synthesis.citations import (
+from research_dispatch.synthesis.check import citations
+from research_dispatch.synthesis.check.citations import (
     CheckAnswers,
     Item,
     Shown,
@@ -23,7 +22,9 @@ from research_dispatch.synthesis.citations import (
     decide,
     select_passages,
 )
-from research_dispatch.synthesis.evidence import load, parse
+from research_dispatch.synthesis.common.checked import Support
+from research_dispatch.synthesis.read import verbatim
+from research_dispatch.synthesis.read.evidence import load, parse
 
 URL = "https://arxiv.org/abs/2409.19256"
 TEXT = ("HybridFlow combines single-controller and multi-controller paradigms. It runs RLHF dataflows 1.5x to "

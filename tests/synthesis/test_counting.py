@@ -11,12 +11,12 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from research_dispatch.synthesis.align import Batch, Judgement, assemble
-from research_dispatch.synthesis.checked import CitationCheck, Position, Support
-from research_dispatch.synthesis.classify import Cluster, Divergence, classify
-from research_dispatch.synthesis.counting import Standing, Tally, counted_claims, standing
-from research_dispatch.synthesis.extract import Claim, with_aliases
-from research_dispatch.synthesis.inputs import Counting
+from research_dispatch.synthesis.align.judge import Batch, Judgement, assemble
+from research_dispatch.synthesis.common.checked import CitationCheck, Position, Support
+from research_dispatch.synthesis.count.classify import Cluster, Divergence, classify
+from research_dispatch.synthesis.count.counting import Standing, Tally, counted_claims, standing
+from research_dispatch.synthesis.extract.claims import Claim, with_aliases
+from research_dispatch.synthesis.read.inputs import Counting
 
 PAGE = "https://pages.example/one"
 OTHER = "https://pages.example/two"

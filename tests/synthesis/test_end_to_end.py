@@ -9,7 +9,7 @@ from pathlib import Path
 from research_dispatch.config.plan import plan_legs
 from research_dispatch.config.settings import load_settings
 from research_dispatch.config.topics import load_topics
-from research_dispatch.leg.run import run_leg
+from research_dispatch.leg.execute import run_leg
 from research_dispatch.synthesis import synthesize
 from tests.conftest import ROOT
 from tests.synthesis.conftest import structured_calls

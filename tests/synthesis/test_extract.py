@@ -5,10 +5,16 @@ from __future__ import annotations
 from pathlib import Path
 
 from research_dispatch.config.settings import load_settings
-from research_dispatch.synthesis.extract import EXTRACTION_SCHEMA, ExtractedClaim, Extraction, build_request, to_claims
-from research_dispatch.synthesis.findings import not_a_finding
-from research_dispatch.synthesis.inputs import load_inputs
-from research_dispatch.synthesis.text import layer_key, pick_key, slug
+from research_dispatch.synthesis.common.text import layer_key, pick_key, slug
+from research_dispatch.synthesis.extract.claims import (
+    EXTRACTION_SCHEMA,
+    ExtractedClaim,
+    Extraction,
+    build_request,
+    to_claims,
+)
+from research_dispatch.synthesis.extract.findings import not_a_finding
+from research_dispatch.synthesis.read.inputs import load_inputs
 from tests.synthesis.conftest import statement, structured_calls, write_pyproject, write_report
 
 

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import json
 
-from research_dispatch.synthesis.align import Judgement
-from research_dispatch.synthesis.extract import Extraction
+from research_dispatch.synthesis.align.judge import Judgement
+from research_dispatch.synthesis.extract.claims import Extraction
 from research_dispatch_fakes import script_structured, script_synthesis
 from tests.synthesis.conftest import statement
 
@@ -123,7 +123,7 @@ def citation_body(sentence: str, passage: str) -> dict:
 
 
 def test_the_fake_citation_judge_decides_by_word_overlap_and_quotes_the_passage() -> None:
-    from research_dispatch.synthesis.citations import CheckAnswers
+    from research_dispatch.synthesis.check.citations import CheckAnswers
 
     sentence = "Streaming DiLoCo cuts peak bandwidth between datacentres by syncing parameter fragments"
     passage = ("The paper is about training. Streaming DiLoCo syncs parameter fragments on a schedule, which cuts "

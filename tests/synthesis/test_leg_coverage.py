@@ -9,7 +9,7 @@ from pathlib import Path
 from research_dispatch.config.plan import Leg, plan_legs
 from research_dispatch.config.settings import load_settings
 from research_dispatch.config.topics import load_topics
-from research_dispatch.leg.state import assess_worktree
+from research_dispatch.leg.standing import assess_worktree
 from research_dispatch.leg.status import LegResult, LegState
 from tests.conftest import ROOT
 from tests.synthesis.conftest import CYCLE, write_report

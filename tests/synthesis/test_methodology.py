@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from research_dispatch.synthesis.methodology import END, START, MarkersMissing, replace_table
+from research_dispatch.synthesis.write.methodology import END, START, MarkersMissing, replace_table
 from tests.conftest import ROOT
 from tests.synthesis.conftest import write_report
 

@@ -27,7 +27,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from research_dispatch.config.settings import Settings, SynthesisSettings
-from research_dispatch.synthesis.align import (
+from research_dispatch.synthesis.align.judge import (
     Batch,
     Judgement,
     assemble,
@@ -36,12 +36,12 @@ from research_dispatch.synthesis.align import (
     candidate_edges,
     plan_batches,
 )
-from research_dispatch.synthesis.checked import CitationCheck, Position, Support
-from research_dispatch.synthesis.classify import classify, independent
-from research_dispatch.synthesis.counting import counted_claims, supported_urls
-from research_dispatch.synthesis.diff import diff_ledgers
-from research_dispatch.synthesis.extract import Claim
-from research_dispatch.synthesis.inputs import Counting
+from research_dispatch.synthesis.common.checked import CitationCheck, Position, Support
+from research_dispatch.synthesis.count.classify import classify, independent
+from research_dispatch.synthesis.count.counting import counted_claims, supported_urls
+from research_dispatch.synthesis.extract.claims import Claim
+from research_dispatch.synthesis.read.inputs import Counting
+from research_dispatch.synthesis.write.diff import diff_ledgers
 
 FAMILIES = ("a", "b", "c")
 PICKS = ("X", "Y", "Z")

@@ -17,7 +17,7 @@ import pytest
 from research_dispatch.config.settings import load_settings
 from research_dispatch.core.errors import AuthenticationFailed, ErrorInResponse, GatewayError
 from research_dispatch.synthesis import SynthesisResult, synthesize
-from research_dispatch.synthesis.errors import SynthesisFailed
+from research_dispatch.synthesis.common.errors import SynthesisFailed
 from tests.seam import Reply, ScriptedGateway, synthesis_model
 from tests.synthesis.conftest import CYCLE, ledger, statuses
 

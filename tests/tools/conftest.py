@@ -18,7 +18,7 @@ import yaml
 from research_dispatch.config.plan import plan_legs
 from research_dispatch.config.settings import load_settings
 from research_dispatch.config.topics import load_topics
-from research_dispatch.leg.run import run_leg
+from research_dispatch.leg.execute import run_leg
 from research_dispatch.leg.status import LegResult
 from research_dispatch_fakes.exa import FakeExa
 from tests.conftest import CANARY

@@ -13,7 +13,7 @@ import pytest
 from research_dispatch.config.plan import plan_legs
 from research_dispatch.config.settings import load_settings
 from research_dispatch.config.topics import load_topics
-from research_dispatch.leg.run import leg_input_hash, leg_input_hashes
+from research_dispatch.leg.execute import leg_input_hash, leg_input_hashes
 from tests.tools.conftest import make_repo, mcp_server_table
 
 ROOT = Path(__file__).resolve().parent.parent.parent

@@ -63,8 +63,8 @@ from research_dispatch.leg.evidence import check_file
 from research_dispatch.leg.report import load_report
 from research_dispatch.run.outcome import RunOutcome
 from research_dispatch.run.refresh import run_refresh
-from research_dispatch.synthesis.checked import Support
-from research_dispatch.synthesis.render import CITATION_TEXT
+from research_dispatch.synthesis.common.checked import Support
+from research_dispatch.synthesis.write.render import CITATION_TEXT
 from research_dispatch_fakes.gateway import FakeGateway
 from research_dispatch_fakes.github import FakeGitHub
 from research_dispatch_fakes.tavily import FakeTavily

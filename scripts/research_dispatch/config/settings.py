@@ -415,7 +415,7 @@ class SynthesisSettings(_Strict):
     do this per-citation work.
     `timeout_minutes` bounds the whole stage's wall time: what is not done by then is named in the
     synthesis (see `synthesis.pipeline`). `count_unsupported` lets an anchored claim count without a
-    citation a judge of another family confirmed (`synthesis.counting`; off by default).
+    citation a judge of another family confirmed (`synthesis.count.counting`; off by default).
     """
 
     extractor_model: str = "openai/gpt-5-mini"

@@ -37,7 +37,7 @@ class TopicFile:
     path: Path  # absolute
     relpath: str  # as shown to users, e.g. topics/02-diloco-family.yaml
     nn: str
-    raw_sha256: str  # the file's bytes: what reports written before 0.2 hashed (`leg.run.leg_input_hashes`)
+    raw_sha256: str  # the file's bytes: what reports written before 0.2 hashed (`leg.execute.leg_input_hashes`)
     content_sha256: str  # the topic's meaning: its validated fields in canonical JSON (`content_hash`)
 
     @property

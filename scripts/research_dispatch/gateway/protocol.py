@@ -1,7 +1,7 @@
 """The model seam: what the research loop and the synthesis use of a gateway, as a typed `Protocol`.
 
 Why a protocol and not the `Gateway` class: the stages above the gateway (`leg.researcher`,
-`synthesis.structured` and the synthesis pipeline) need a few things of it — one chat completion with
+`synthesis.common.calls` and the synthesis pipeline) need a few things of it — one chat completion with
 provenance (`complete`, returning a `Completion` that carries its `CallRecord`), a structured answer in
 the form the server takes (`complete_structured`), the prices and reasoning room of the leg's route
 (`pricing`, `reasoning_plan`), and the output cap of its settings — and nothing of how it gets them (HTTP, the

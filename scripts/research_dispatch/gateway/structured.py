@@ -5,7 +5,7 @@ Why: "structured output" is not one wire format. OpenRouter (and OpenAI, vLLM, L
 llama-cpp-python's server refuses that ("Input should be 'text' or 'json_object'") and takes
 `{"type": "json_object", "schema": {...}}` instead; some servers take neither but do take a forced
 tool call whose arguments follow the schema. The answer is validated by pydantic in every case
-(`synthesis/structured.py`): the form only changes how the schema reaches the server and where the
+(`synthesis/common/calls.py`): the form only changes how the schema reaches the server and where the
 JSON comes back (the content, or the forced call's arguments).
 
 `[tool.research-dispatch.gateway] structured_output` names the form, or `auto` (the default): on

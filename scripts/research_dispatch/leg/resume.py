@@ -31,8 +31,8 @@ from pathlib import Path
 
 from research_dispatch.config.plan import Leg
 from research_dispatch.config.settings import Settings
-from research_dispatch.leg.run import leg_input_hashes
-from research_dispatch.leg.state import LegAssessment, assess_worktree
+from research_dispatch.leg.execute import leg_input_hashes
+from research_dispatch.leg.standing import LegAssessment, assess_worktree
 from research_dispatch.leg.status import LegState
 
 

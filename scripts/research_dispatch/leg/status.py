@@ -4,11 +4,11 @@ one reader and the one writer of the status file `build/legs/<stem>.json`.
 The status file is written after every attempt — with the report and call log as one unit when a report
 was produced (`leg/files.py`), on its own otherwise (a failure, an interrupt, a crash) — so the run
 summary, the synthesis and the workflow can say which legs are missing and what each attempt cost.
-It is a *record*: the report decides where a leg stands (`leg/state.py`), so a damaged status file is a
+It is a *record*: the report decides where a leg stands (`leg/standing.py`), so a damaged status file is a
 warning (`read_status`), and a status file the disk refuses never hides the result from the caller
 (`write_status`).
 
-This module sits below `leg/run.py` (which runs an attempt) and `leg/state.py` (which assesses a leg
+This module sits below `leg/execute.py` (which runs an attempt) and `leg/standing.py` (which assesses a leg
 from its reports and this record), so neither needs the other's internals: the import cycle between
 them is gone.
 """

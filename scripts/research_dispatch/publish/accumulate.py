@@ -30,7 +30,7 @@ from research_dispatch.core.errors import DispatchError
 from research_dispatch.core.fsio import confined, write_atomic
 from research_dispatch.leg.files import write_unit
 from research_dispatch.leg.report import MAX_REPORT_BYTES, SCHEMA
-from research_dispatch.leg.state import (
+from research_dispatch.leg.standing import (
     Candidate,
     LegAssessment,
     Where,

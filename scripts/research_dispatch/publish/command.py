@@ -49,7 +49,7 @@ from research_dispatch.core.notice import read_notice
 from research_dispatch.core.redact import KEY_VARIABLES, redacting, register_env
 from research_dispatch.core.sanitize import one_line
 from research_dispatch.leg.files import writer_lock
-from research_dispatch.leg.state import LegAssessment, Where
+from research_dispatch.leg.standing import LegAssessment, Where
 from research_dispatch.leg.status import LegState
 from research_dispatch.publish import prbody
 from research_dispatch.publish.accumulate import (
@@ -72,14 +72,14 @@ from research_dispatch.publish.messages import (
     synthesis_message,
     synthesis_removal_message,
 )
-from research_dispatch.publish.preflight import (
+from research_dispatch.publish.pulls import GitHubTarget, PullRequests, Retrier, describe, require_target
+from research_dispatch.publish.readiness import (
     base_commit,
     ensure_not_checked_out,
     fetch_heads,
     publisher_git,
     remote_heads,
 )
-from research_dispatch.publish.pulls import GitHubTarget, PullRequests, Retrier, describe, require_target
 from research_dispatch.synthesis import stale, synthesize
 
 Operation = Literal["created", "updated", "none", "blocked", "dry-run"]

@@ -22,7 +22,7 @@ from research_dispatch.core import sanitize
 from research_dispatch.core.ghactions import safe_run_url
 from research_dispatch.core.records import check_value
 from research_dispatch.gateway import route
-from research_dispatch.leg.state import LegAssessment
+from research_dispatch.leg.standing import LegAssessment
 
 _TRAILER_UNSAFE = re.compile(r"[^A-Za-z0-9 ._:/+()\[\]-]")
 

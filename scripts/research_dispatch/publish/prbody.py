@@ -17,11 +17,11 @@ from pathlib import Path
 
 from research_dispatch.core import sanitize
 from research_dispatch.core.redact import redact, register_secrets
-from research_dispatch.leg.state import LegAssessment
+from research_dispatch.leg.standing import LegAssessment
 from research_dispatch.leg.status import LegState
 from research_dispatch.publish.gitops import CommitInfo
-from research_dispatch.synthesis.decisions import matrix, matrix_markdown
-from research_dispatch.synthesis.diff import diff_ledgers
+from research_dispatch.synthesis.count.decisions import matrix, matrix_markdown
+from research_dispatch.synthesis.write.diff import diff_ledgers
 
 BODY_LIMIT = 65_536
 MARKER_NAME = "research-refresh:v1"

@@ -24,8 +24,8 @@ from research_dispatch.leg.evidence import MAX_EVIDENCE_BYTES, parse_evidence
 from research_dispatch.leg.report import MAX_REPORT_BYTES, parse_report_text
 from research_dispatch.leg.status import MAX_STATUS_BYTES, LegResult
 from research_dispatch.leg.verify import MAX_CALLS_BYTES, parse_call_record
-from research_dispatch.synthesis.ledger import Ledger
-from research_dispatch.synthesis.methodology import END, START
+from research_dispatch.synthesis.write.ledger import Ledger
+from research_dispatch.synthesis.write.methodology import END, START
 
 MAX_TRACE_BYTES = 64 * 1024 * 1024
 

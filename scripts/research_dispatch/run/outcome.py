@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from research_dispatch.config.plan import Leg
 from research_dispatch.core.errors import ExitCode
 from research_dispatch.leg.resume import Decision
-from research_dispatch.leg.state import Candidate
+from research_dispatch.leg.standing import Candidate
 from research_dispatch.leg.status import LegResult, LegState
 from research_dispatch.leg.verify import RouteRow
 from research_dispatch.publish.command import PublishResult

@@ -28,8 +28,8 @@ from research_dispatch.core.interrupt import shielded
 from research_dispatch.core.redact import redact
 from research_dispatch.core.sanitize import one_line
 from research_dispatch.leg.events import LegProgress
+from research_dispatch.leg.execute import run_leg
 from research_dispatch.leg.resume import Decision, ResumeAction
-from research_dispatch.leg.run import run_leg
 from research_dispatch.leg.status import LegResult, LegState, timestamp, write_status
 from research_dispatch.run.outcome import Activity, LegOutcome, RunOutcome
 from research_dispatch.run.preload import import_worker_modules

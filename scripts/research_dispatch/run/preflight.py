@@ -10,7 +10,7 @@ file (or option) and the field.
 
 The order: what can be known locally first (the plan, the names, the keys being set, the paths), then
 what needs a service (the gateway about the plan's models, `run/online.py`; the remote and the pull
-requests, `publish/preflight.py`), so every command that pays makes all of them, in one place.
+requests, `publish/readiness.py`), so every command that pays makes all of them, in one place.
 """
 
 from __future__ import annotations
@@ -24,8 +24,8 @@ from research_dispatch.config.plan import Leg, refresh_branch, require_unique_pa
 from research_dispatch.config.settings import Settings
 from research_dispatch.core.errors import BadInput
 from research_dispatch.core.fsio import confined, require_writable_dir
-from research_dispatch.leg.run import require_keys
-from research_dispatch.publish.preflight import preflight as publish_preflight
+from research_dispatch.leg.execute import require_keys
+from research_dispatch.publish.readiness import preflight as publish_preflight
 from research_dispatch.run.collect import leg_files
 from research_dispatch.run.online import require_models
 

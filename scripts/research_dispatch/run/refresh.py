@@ -4,7 +4,7 @@ Order of work, and why:
 
 1. plan the legs and make the one preflight (`run/preflight.py`): report paths unique across the plan,
    the cycle valid as its branch's name, the API keys, every path the run writes (no symbolic link, a
-   writable directory) and, when it publishes, what publishing needs (`publish/preflight.py`, with
+   writable directory) and, when it publishes, what publishing needs (`publish/readiness.py`, with
    `--push` also a closed PR of the cycle) — all *before* any leg spends money;
 2. take the repository lock (`build/.research-dispatch.lock`, see `core/lock.py`): two writers on one
    checkout would interleave writes and fight over the branch. The lock is held for the whole refresh;
@@ -13,7 +13,7 @@ Order of work, and why:
    come into the working tree (a fresh clone continues where any earlier run left off), reports of legs
    no longer planned move to `build/unplanned/`; `--fresh` first moves hand-edited reports to
    `build/edited/`;
-4. decide which legs to redo (`leg/resume.py`, on `leg/state.py`): a re-run redoes only failed or changed
+4. decide which legs to redo (`leg/resume.py`, on `leg/standing.py`): a re-run redoes only failed or changed
    legs, `--fresh` redoes all; a report edited by hand is skipped with a warning; the kept ones are
    listed with the reason (`run/summary.py`);
 5. run the legs in the leg pool (`run/pool.py`: `--jobs` threads, default `jobs` in the config; the
@@ -49,11 +49,11 @@ from research_dispatch.core.redact import redact, redacting
 from research_dispatch.core.sanitize import one_line
 from research_dispatch.leg.files import complete_pending, writer_lock
 from research_dispatch.leg.resume import decide_all
-from research_dispatch.leg.state import Where, assess_worktree
+from research_dispatch.leg.standing import Where, assess_worktree
 from research_dispatch.leg.status import read_status
 from research_dispatch.publish import PublishOptions, publish, summary_lines
 from research_dispatch.publish.accumulate import accumulate, apply_overlay, branch_view, move_edited_aside
-from research_dispatch.publish.preflight import publisher_git
+from research_dispatch.publish.readiness import publisher_git
 from research_dispatch.run import pool, summary
 from research_dispatch.run.outcome import RunOutcome
 from research_dispatch.run.preflight import Work, preflight

@@ -1,6 +1,6 @@
 """What `run` prints for people: the plan before the legs, the legs' table, the route table, the
 synthesis in brief, and the closing line. Console text only; the decisions are made elsewhere
-(`leg/resume.py`, `leg/state.py`, `run/outcome.py`) and only read here.
+(`leg/resume.py`, `leg/standing.py`, `run/outcome.py`) and only read here.
 
 Every leg row says what this run did with the leg, where the leg now stands (one `LegState`) and the
 money every call cost — failed legs included.

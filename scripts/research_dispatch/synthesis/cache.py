@@ -27,10 +27,10 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from research_dispatch.config.settings import Settings
 from research_dispatch.core.fsio import confined, write_atomic
 from research_dispatch.gateway.client import CallRecord
-from research_dispatch.synthesis.align import Judgement
-from research_dispatch.synthesis.citations import Verdicted
-from research_dispatch.synthesis.extract import Extraction, NotAFinding
-from research_dispatch.synthesis.ledger import REPLAYABLE_SCHEMAS, SCHEMA
+from research_dispatch.synthesis.align.judge import Judgement
+from research_dispatch.synthesis.check.citations import Verdicted
+from research_dispatch.synthesis.extract.claims import Extraction, NotAFinding
+from research_dispatch.synthesis.write.ledger import REPLAYABLE_SCHEMAS, SCHEMA
 
 _KEY = re.compile(r"^[0-9a-f]{64}$")
 _EXTRACTED_FIELDS = ("statement", "layer", "stance", "decision", "pick", "alternatives", "condition", "position",

@@ -57,15 +57,19 @@ from research_dispatch.gateway.client import CallRecord, Gateway
 from research_dispatch.gateway.client import credentials as gateway_credentials
 from research_dispatch.gateway.protocol import ModelGateway
 from research_dispatch.leg.status import LegState
-from research_dispatch.synthesis import align, citations, counting, evidence, extract, methodology
-from research_dispatch.synthesis.align import Batch, Judgement
+from research_dispatch.synthesis.align import judge as align
+from research_dispatch.synthesis.align.judge import Batch, Judgement
 from research_dispatch.synthesis.cache import SynthesisCache
-from research_dispatch.synthesis.checked import CitationCheck, Support
-from research_dispatch.synthesis.classify import STATUSES, Cluster, Divergence, classify
-from research_dispatch.synthesis.diff import LedgerDiff, diff_ledgers
-from research_dispatch.synthesis.errors import StructuredCallFailed, SynthesisFailed, TimeLimitReached
-from research_dispatch.synthesis.extract import Claim, ExtractionRequest, NotAFinding
-from research_dispatch.synthesis.inputs import (
+from research_dispatch.synthesis.check import citations
+from research_dispatch.synthesis.common.checked import CitationCheck, Support
+from research_dispatch.synthesis.common.errors import StructuredCallFailed, SynthesisFailed, TimeLimitReached
+from research_dispatch.synthesis.count import counting
+from research_dispatch.synthesis.count.classify import STATUSES, Cluster, Divergence, classify
+from research_dispatch.synthesis.count.keys import assign_cluster_keys, assign_divergence_keys
+from research_dispatch.synthesis.extract import claims as extract
+from research_dispatch.synthesis.extract.claims import Claim, ExtractionRequest, NotAFinding
+from research_dispatch.synthesis.read import evidence
+from research_dispatch.synthesis.read.inputs import (
     LegCoverage,
     ReportInput,
     SkippedReport,
@@ -74,8 +78,9 @@ from research_dispatch.synthesis.inputs import (
     leg_coverage,
     load_inputs,
 )
-from research_dispatch.synthesis.keys import assign_cluster_keys, assign_divergence_keys
-from research_dispatch.synthesis.ledger import (
+from research_dispatch.synthesis.write import methodology
+from research_dispatch.synthesis.write.diff import LedgerDiff, diff_ledgers
+from research_dispatch.synthesis.write.ledger import (
     Ledger,
     LedgerBatch,
     LedgerCheck,
@@ -93,7 +98,7 @@ from research_dispatch.synthesis.ledger import (
     LedgerSource,
     read_previous,
 )
-from research_dispatch.synthesis.render import render_document
+from research_dispatch.synthesis.write.render import render_document
 
 T = TypeVar("T")
 R = TypeVar("R")

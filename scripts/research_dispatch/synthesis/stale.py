@@ -30,8 +30,8 @@ from research_dispatch.core.fsio import confined, write_atomic
 from research_dispatch.core.notice import read_notice
 from research_dispatch.core.redact import redact
 from research_dispatch.leg.report import sha256_of
-from research_dispatch.synthesis.ledger import Ledger
-from research_dispatch.synthesis.render import render_document
+from research_dispatch.synthesis.write.ledger import Ledger
+from research_dispatch.synthesis.write.render import render_document
 
 
 @dataclass

@@ -47,8 +47,8 @@ from typing import Any, Final, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
-from research_dispatch.synthesis.checked import CitationCheck, Position, Support
-from research_dispatch.synthesis.counting import Standing
+from research_dispatch.synthesis.common.checked import CitationCheck, Position, Support
+from research_dispatch.synthesis.count.counting import Standing
 
 SCHEMA: Final = "research-dispatch/claims@3"
 UPGRADABLE_SCHEMA: Final = "research-dispatch/claims@2"  # read as @3 with every claim unchecked
@@ -230,7 +230,7 @@ class LedgerBatch(_Model):
 
 
 class LedgerCheckItem(_Model):
-    """One citation of one claim as the citation check saw it (`synthesis/citations.py`)."""
+    """One citation of one claim as the citation check saw it (`synthesis/check/citations.py`)."""
 
     claim: str
     number: int

@@ -28,7 +28,7 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable
 
-from research_dispatch.synthesis.text import token_set
+from research_dispatch.synthesis.common.text import token_set
 
 _DOC_NOUNS = (r"(?:launch\s+|blog\s+|technical\s+|research\s+|release\s+|announcement\s+)?(?:paper|preprint|post|"
               r"article|repository|repo|readme|documentation(?:\s+page)?|docs(?:\s+page)?|page|announcement|report|"

@@ -107,7 +107,7 @@ def input_hash(*, topic_sha256: str, model: str, provider: str | None, words: Wo
                search: SearchSettings, mcp: Mapping[str, Any] | None = None) -> str:
     """What a report depends on; an unchanged hash within a cycle means the leg need not run again.
 
-    The resume key of a leg (`resume.py`, `leg/state.py`): the topic file's bytes, the route, the
+    The resume key of a leg (`resume.py`, `leg/standing.py`): the topic file's bytes, the route, the
     researcher's prompts (`PROMPT_VERSION`), the word band, the budget and the search settings. The
     toolset (search providers other than Tavily alone, MCP servers) is part of it only when it is not
     the default, so adding the toolset changed no existing leg's hash. Existing reports carry this value:

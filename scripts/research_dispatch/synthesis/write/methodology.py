@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from research_dispatch.core.sanitize import one_line
 from research_dispatch.leg.status import LegState
-from research_dispatch.synthesis.inputs import LegCoverage, ReportInput
+from research_dispatch.synthesis.read.inputs import LegCoverage, ReportInput
 
 START = "<!-- research-dispatch:dispatch-table:start -->"
 END = "<!-- research-dispatch:dispatch-table:end -->"

@@ -44,12 +44,12 @@ from research_dispatch.core import sanitize
 from research_dispatch.gateway.client import CallRecord
 from research_dispatch.gateway.protocol import ModelGateway
 from research_dispatch.leg.evidence import EvidenceLine
-from research_dispatch.synthesis import verbatim
-from research_dispatch.synthesis.checked import CitationCheck, Support
-from research_dispatch.synthesis.evidence import Evidence
-from research_dispatch.synthesis.extract import Claim
-from research_dispatch.synthesis.inputs import ReportInput
-from research_dispatch.synthesis.structured import call_structured
+from research_dispatch.synthesis.common.calls import call_structured
+from research_dispatch.synthesis.common.checked import CitationCheck, Support
+from research_dispatch.synthesis.extract.claims import Claim
+from research_dispatch.synthesis.read import verbatim
+from research_dispatch.synthesis.read.evidence import Evidence
+from research_dispatch.synthesis.read.inputs import ReportInput
 from research_dispatch.tools.chunks import bm25_scores, select_chunks
 
 SCHEMA_NAME = "citation_check"

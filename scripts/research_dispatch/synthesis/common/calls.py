@@ -25,7 +25,7 @@ from research_dispatch.core.redact import redact
 from research_dispatch.core.sanitize import one_line
 from research_dispatch.gateway.client import CallRecord
 from research_dispatch.gateway.protocol import ModelGateway
-from research_dispatch.synthesis.errors import StructuredCallFailed, StructuredOutputInvalid, TimeLimitReached
+from research_dispatch.synthesis.common.errors import StructuredCallFailed, StructuredOutputInvalid, TimeLimitReached
 
 T = TypeVar("T", bound=BaseModel)
 MAX_ATTEMPTS = 2  # the call, and one repair with the validation error fed back

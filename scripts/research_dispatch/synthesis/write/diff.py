@@ -34,7 +34,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from research_dispatch.core.sanitize import for_pr_body, one_line
-from research_dispatch.synthesis.decisions import Decision, decisions, pr_text
+from research_dispatch.synthesis.count.decisions import Decision, decisions, pr_text
 
 CATEGORIES = (
     ("decisions", "Decisions changed"),

@@ -40,9 +40,9 @@ from research_dispatch.config.settings import Settings
 from research_dispatch.core.errors import BadInput, DispatchError
 from research_dispatch.leg import evidence as evidence_file
 from research_dispatch.leg.evidence import MAX_EVIDENCE_BYTES
+from research_dispatch.leg.execute import leg_input_hash
 from research_dispatch.leg.files import FileWrite
 from research_dispatch.leg.report import MAX_REPORT_BYTES, Report, parse_report_text, sha256_of
-from research_dispatch.leg.run import leg_input_hash
 from research_dispatch.leg.status import LegResult, LegState, read_status
 from research_dispatch.leg.verify import RouteRow, parse_calls, verify_records
 

@@ -43,10 +43,10 @@ from research_dispatch.core.errors import BadInput
 from research_dispatch.core.sanitize import one_line
 from research_dispatch.gateway.route import is_verified
 from research_dispatch.leg.report import Report, ReportMeta, load_report
-from research_dispatch.leg.state import assess_worktree
+from research_dispatch.leg.standing import assess_worktree
 from research_dispatch.leg.status import LegResult, LegState
 from research_dispatch.leg.verify import verify_report
-from research_dispatch.synthesis.text import sha256_text
+from research_dispatch.synthesis.common.text import sha256_text
 
 _STEM_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,199}$")
 

@@ -41,13 +41,13 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 from research_dispatch.core.sanitize import one_line
-from research_dispatch.synthesis import counting as rules
-from research_dispatch.synthesis.align import Alignment
-from research_dispatch.synthesis.checked import Position
-from research_dispatch.synthesis.extract import CONFIDENCE_RANK, Claim
-from research_dispatch.synthesis.inputs import Counting
-from research_dispatch.synthesis.text import layer_key as make_layer_key
-from research_dispatch.synthesis.text import states_a_condition
+from research_dispatch.synthesis.align.judge import Alignment
+from research_dispatch.synthesis.common.checked import Position
+from research_dispatch.synthesis.common.text import layer_key as make_layer_key
+from research_dispatch.synthesis.common.text import states_a_condition
+from research_dispatch.synthesis.count import counting as rules
+from research_dispatch.synthesis.extract.claims import CONFIDENCE_RANK, Claim
+from research_dispatch.synthesis.read.inputs import Counting
 
 STATUSES = ("convergent", "same_family", "divergent", "single_source", "unsupported", "excluded")
 FLAG = "single-source — may be model bias"

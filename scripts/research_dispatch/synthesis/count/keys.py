@@ -17,8 +17,8 @@ from __future__ import annotations
 from collections import Counter
 from typing import Any
 
-from research_dispatch.synthesis.classify import Cluster, Divergence
-from research_dispatch.synthesis.text import slug, words_slug
+from research_dispatch.synthesis.common.text import slug, words_slug
+from research_dispatch.synthesis.count.classify import Cluster, Divergence
 
 
 def base_key(cluster: Cluster) -> str:

@@ -24,9 +24,9 @@ import enum
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
-from research_dispatch.synthesis.checked import Support
-from research_dispatch.synthesis.extract import Claim
-from research_dispatch.synthesis.inputs import Counting
+from research_dispatch.synthesis.common.checked import Support
+from research_dispatch.synthesis.extract.claims import Claim
+from research_dispatch.synthesis.read.inputs import Counting
 
 
 class Standing(str, enum.Enum):

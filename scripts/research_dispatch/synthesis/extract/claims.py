@@ -43,12 +43,12 @@ from research_dispatch.core import sanitize
 from research_dispatch.gateway.client import CallRecord
 from research_dispatch.gateway.protocol import ModelGateway
 from research_dispatch.leg.report import body_without_references
-from research_dispatch.synthesis.anchor import ReportBody, anchor
-from research_dispatch.synthesis.checked import CitationCheck, Position
-from research_dispatch.synthesis.findings import not_a_finding
-from research_dispatch.synthesis.inputs import ReportInput
-from research_dispatch.synthesis.structured import call_structured
-from research_dispatch.synthesis.text import acronym_aliases, layer_key, pick_key, short_hash, statement_key
+from research_dispatch.synthesis.common.calls import call_structured
+from research_dispatch.synthesis.common.checked import CitationCheck, Position
+from research_dispatch.synthesis.common.text import acronym_aliases, layer_key, pick_key, short_hash, statement_key
+from research_dispatch.synthesis.extract.anchor import ReportBody, anchor
+from research_dispatch.synthesis.extract.findings import not_a_finding
+from research_dispatch.synthesis.read.inputs import ReportInput
 
 SCHEMA_NAME = "claim_extraction"
 MAX_CLAIMS = 60

@@ -27,11 +27,11 @@ from collections.abc import Iterable
 
 from research_dispatch.config.settings import Settings
 from research_dispatch.core.sanitize import one_line
-from research_dispatch.synthesis import decisions as decided
-from research_dispatch.synthesis.checked import Support
-from research_dispatch.synthesis.classify import FLAG
-from research_dispatch.synthesis.counting import Standing
-from research_dispatch.synthesis.ledger import Ledger, LedgerCitation, LedgerClaim, LedgerCluster
+from research_dispatch.synthesis.common.checked import Support
+from research_dispatch.synthesis.count import decisions as decided
+from research_dispatch.synthesis.count.classify import FLAG
+from research_dispatch.synthesis.count.counting import Standing
+from research_dispatch.synthesis.write.ledger import Ledger, LedgerCitation, LedgerClaim, LedgerCluster
 
 MAX_OTHER_SINGLE = 200
 MAX_MATRIX_ROWS = 200

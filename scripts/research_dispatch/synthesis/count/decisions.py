@@ -19,8 +19,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from research_dispatch.core.sanitize import for_pr_body, one_line
-from research_dispatch.synthesis.classify import FLAG
-from research_dispatch.synthesis.text import states_a_condition
+from research_dispatch.synthesis.common.text import states_a_condition
+from research_dispatch.synthesis.count.classify import FLAG
 
 TABLE_STATUSES = ("convergent", "same_family", "single_source")  # a lone recommendation is a decision in these
 

@@ -48,11 +48,11 @@ from research_dispatch.config.settings import Settings
 from research_dispatch.core import sanitize
 from research_dispatch.gateway.client import CallRecord
 from research_dispatch.gateway.protocol import ModelGateway
-from research_dispatch.synthesis.checked import Position
-from research_dispatch.synthesis.extract import Claim
-from research_dispatch.synthesis.inputs import Counting
-from research_dispatch.synthesis.structured import call_structured
-from research_dispatch.synthesis.text import jaccard, numbers_disagree, statement_key, token_set
+from research_dispatch.synthesis.common.calls import call_structured
+from research_dispatch.synthesis.common.checked import Position
+from research_dispatch.synthesis.common.text import jaccard, numbers_disagree, statement_key, token_set
+from research_dispatch.synthesis.extract.claims import Claim
+from research_dispatch.synthesis.read.inputs import Counting
 
 SCHEMA_NAME = "claim_alignment"
 MAX_ANCHORS = 4

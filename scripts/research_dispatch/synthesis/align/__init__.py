@@ -1,0 +1,2 @@
+"""Align: the same decision and pick linked across reports by a judge, keyed by code.
+"""

@@ -1,0 +1,3 @@
+"""Check: each citation of an anchored claim checked against the stored passage by a judge of another
+family, decided by code.
+"""
