@@ -17,7 +17,7 @@ INTEROP_STAMP := $(INTEROP_VENV)/.installed-stamp
 INTEROP_MODEL := build/interop/SmolLM2-135M-Instruct.Q4_1.gguf
 LLAMA_CPP_PYTHON ?= llama-cpp-python[server]==0.3.36
 
-.PHONY: install test lint demo bench reliability-doc clean interop
+.PHONY: install test test-slow test-e2e test-all lint demo bench reliability-doc clean interop
 
 $(BIN)/python:
 	@echo "make: creating $(VENV) with $(PYTHON) (Python >= 3.10)"
@@ -39,11 +39,25 @@ lint: $(STAMP)
 	$(BIN)/ruff check .
 	$(BIN)/mypy
 
-# ruff, mypy --strict over the package (the [tool.mypy] table in pyproject.toml), then the suite.
-test: $(STAMP)
-	$(BIN)/ruff check .
-	$(BIN)/mypy
-	$(BIN)/python -m pytest -n 2 --dist loadfile --ignore=tests/interop
+# The test tiers (docs/ARCHITECTURE.md, "Test tiers"): unmarked tests are the fast tier; `slow` marks a
+# subprocess CLI run, a real server or a build; `e2e` the workflow-emulator runs and anything over 20 s.
+PYTEST := $(BIN)/python -m pytest -n 2 --dist loadfile --ignore=tests/interop
+FAST   := -m "not slow and not e2e"
+
+# The contributor's loop (the README's test command): ruff, mypy --strict over the package (the [tool.mypy]
+# table in pyproject.toml), then the fast tier — about a minute on two cores.
+test: lint
+	$(PYTEST) $(FAST)
+
+test-slow: $(STAMP)
+	$(PYTEST) -m "slow and not e2e"
+
+test-e2e: $(STAMP)
+	$(PYTEST) -m e2e
+
+# Every tier (what .ci/run and the repository's CI run): lint, then the whole suite in one session.
+test-all: lint
+	$(PYTEST)
 
 $(INTEROP_STAMP):
 	$(PYTHON) -m venv $(INTEROP_VENV)

@@ -12,7 +12,9 @@ from pathlib import Path
 
 import pytest
 
-pytest_plugins = ["tests.skipguard"]  # a skip not listed in tests/skips-allowed.txt fails the session
+# tests.skipguard: a skip not listed in tests/skips-allowed.txt fails the session; tests.tierguard: an unmarked
+# test over a second fails (the fast tier stays fast); tests.profiles: the hypothesis profile of this session.
+pytest_plugins = ["tests.skipguard", "tests.tierguard", "tests.profiles"]
 
 ROOT = Path(__file__).resolve().parent.parent
 CANARY = {

@@ -105,6 +105,7 @@ def test_several_bad_files_give_one_line_each(repo: Path) -> None:
                                                                                    "topics/11-b.yaml"]
 
 
+@pytest.mark.slow
 def test_bad_input_through_the_real_console_script(repo: Path) -> None:
     """The installed entry point, as CI and users call it: exit 2, one line, no traceback."""
     write_topic(repo, "01-tiny.yaml", BILLION_LAUGHS + GOOD)

@@ -30,6 +30,7 @@ from research_dispatch.leg.evidence import (
 )
 from research_dispatch.leg.report import CitedSource, FinalBody, Report, ReportMeta, Usage, parse_report_text
 from research_dispatch.tools.search import WEB_EXTRACT, WEB_SEARCH, SearchTools, SourceRegistry
+from tests.profiles import examples
 from tests.test_performance_logic import ScriptedTavily, extract, page, search, tools
 
 URLS = [f"https://example.org/paper-{i}" for i in range(4)]
@@ -184,7 +185,7 @@ passages = st.lists(st.tuples(st.integers(0, 5), st.sampled_from([WEB_SEARCH, WE
                               st.text(min_size=1, max_size=300)), max_size=40)
 
 
-@settings(max_examples=60, deadline=None)
+@settings(max_examples=examples(60), deadline=None)
 @given(passages, st.integers(min_value=0, max_value=6000), st.lists(st.integers(0, 7), max_size=6, unique=True))
 def test_property_the_file_is_sorted_unique_within_its_cap_and_drawn_from_what_was_shown(
         shown: list[tuple[int, str, str]], limit: int, cited_ids: list[int]) -> None:

@@ -32,6 +32,7 @@ from research_dispatch.gateway.endpoints import (
 from research_dispatch.tools.search import TOOL_SCHEMAS
 from research_dispatch_fakes.gateway import FakeGateway
 from tests.conftest import CANARY
+from tests.profiles import examples
 from tests.reliability.conftest import CONTROL, TARGET, configure, run_legs, view
 
 KEY = "sk-or-test-wire"
@@ -120,7 +121,7 @@ def test_request_shape_without_a_listing_falls_back_to_max_tokens() -> None:
 
 @given(st.lists(st.sets(st.sampled_from(["max_tokens", "max_completion_tokens", "tools", "tool_choice",
                                          "response_format"])), min_size=1, max_size=5))
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=examples(200), deadline=None)
 def test_every_shape_is_servable_by_some_endpoint(endpoint_params: list[set[str]]) -> None:
     """Rule: with require_parameters, the parameters sent must all be listed by ONE endpoint."""
     payload = {"data": {"endpoints": [{"provider_name": f"P{i}", "tag": f"p{i}", "supported_parameters": sorted(p)}
@@ -158,6 +159,7 @@ def test_canonical_turn_drops_null_content_and_deprecated_fields() -> None:
 MESSAGE_VALUES = st.one_of(st.none(), st.text(max_size=5), st.integers(), st.lists(st.integers(), max_size=2))
 
 
+@pytest.mark.slow
 @given(content=st.one_of(st.none(), st.just(""), st.text(max_size=20)),
        extra=st.dictionaries(st.text(min_size=1, max_size=12), MESSAGE_VALUES, max_size=4),
        calls=st.lists(st.fixed_dictionaries({"id": st.text(min_size=1, max_size=6), "type": st.just("function"),
@@ -167,7 +169,7 @@ MESSAGE_VALUES = st.one_of(st.none(), st.text(max_size=5), st.integers(), st.lis
                       max_size=3),
        details=st.one_of(st.none(), st.lists(st.dictionaries(st.sampled_from(["type", "data", "id"]),
                                                              st.text(max_size=6)), min_size=1, max_size=2)))
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=examples(300), deadline=None)
 def test_canonical_turn_holds_for_any_response_message(content: Any, extra: dict[str, Any],
                                                        calls: list[dict[str, Any]], details: Any) -> None:
     message = {**extra, "role": "assistant", "content": content, "tool_calls": calls or None,
@@ -341,6 +343,7 @@ def _cli(repo: Path, *args: str, env: dict[str, str]) -> subprocess.CompletedPro
                           capture_output=True, text=True, env={**env, "PATH": "/usr/bin:/bin"}, timeout=120)
 
 
+@pytest.mark.slow
 def test_verify_of_a_self_reported_route(repo: Path, gateway: Any, tavily: Any) -> None:
     env = _compatible_env(gateway, tavily)
     configure(repo, gateway='kind = "openai-compatible"')

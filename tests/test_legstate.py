@@ -23,6 +23,7 @@ from research_dispatch.leg.report import CitedSource, ReportMeta, SourceEntry, U
 from research_dispatch.leg.standing import Candidate, Where, assess, choose, read_candidate
 from research_dispatch.leg.status import LegResult, LegState
 from research_dispatch.publish.accumulate import Accumulation, apply_overlay
+from tests.profiles import examples
 
 CYCLE = "2026-H2"
 HASH = "inputs-now"
@@ -120,7 +121,8 @@ def test_states_from_reports_and_status_files(setup) -> None:
     assert complete == {LegState.OK, LegState.DEGRADED, LegState.EDITED}
 
 
-@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])  # read-only
+@settings(max_examples=examples(40), deadline=None,
+          suppress_health_check=[HealthCheck.function_scoped_fixture])  # read-only
 @given(st.lists(st.tuples(st.integers(1, 9), st.sampled_from(["ok", "degraded"]), st.booleans(), st.booleans()),
                 min_size=1, max_size=6), st.randoms())
 def test_the_choice_is_a_function_of_the_candidates_not_their_order(setup, reports, rnd: random.Random) -> None:

@@ -23,6 +23,7 @@ from markdown_it import MarkdownIt
 
 from research_dispatch.core import sanitize
 from research_dispatch.publish import prbody
+from tests.profiles import examples
 
 reliability = pytest.mark.reliability
 RENDERER = MarkdownIt("commonmark").enable("table")
@@ -112,12 +113,13 @@ def test_workflow_commands_anywhere_in_a_line_are_broken(text: str) -> None:
     assert commands(sanitize.for_log(text)) == []
 
 
+@pytest.mark.slow
 @reliability(area="hostile", case="hypothesis: arbitrary text mixed with code spans, @@, /@, entities, "
                                    "backslashes, emphasis, raw HTML, `##[` and `::` pieces",
              expect="the neutralised text renders (CommonMark) with no mention GitHub would link and holds no line "
                     "the runner takes for a command; neutralising twice changes nothing; text without `@`, `&`, "
                     "`##[` or `::` is left exactly as it was")
-@settings(max_examples=400, deadline=None)
+@settings(max_examples=examples(400), deadline=None)
 @given(TEXTS)
 @example("`a @octocat b`")
 @example("``x`` @@y &#64;z /@w")

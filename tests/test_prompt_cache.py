@@ -118,6 +118,7 @@ def test_the_fake_counts_at_most_four_breakpoints_and_none_below_the_minimum() -
         assert first.cache_write_tokens == first.prompt_tokens
 
 
+@pytest.mark.slow
 def test_the_request_with_breakpoints_is_one_openrouter_publishes() -> None:
     schema = json.loads((ROOT / "tests" / "data" / "openrouter" / "chat-request.schema.json").read_text("utf-8"))
     with FakeGateway() as fake:

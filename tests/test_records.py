@@ -19,6 +19,7 @@ from hypothesis import strategies as st
 from research_dispatch.core.records import check_value, load_record
 from research_dispatch.gateway.client import CallRecord
 from research_dispatch.leg.status import LegResult, LegState
+from tests.profiles import examples
 
 STATUS = json.loads(LegResult(stem="02-x", topic="x", model="a/b", family="a", status=LegState.OK).to_json())
 CALL = json.loads(CallRecord(
@@ -55,10 +56,11 @@ def _fits(value: Any, hint: Any) -> bool:
     return False
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(("cls", "base", "required"), [(LegResult, STATUS, ("stem", "topic", "model", "family",
                                                                           "status")),
                                                          (CallRecord, CALL, None)], ids=["status", "call"])
-@settings(max_examples=150, deadline=None)
+@settings(max_examples=examples(150), deadline=None)
 @given(data=st.data())
 def test_a_field_reads_back_as_its_type_or_is_refused_naming_it(cls: type[Any], base: dict[str, Any],
                                                                  required: tuple[str, ...] | None,

@@ -49,6 +49,7 @@ def demo_requests(tmp_path_factory: pytest.TempPathFactory) -> list[dict[str, An
     return [json.loads(line) for line in log.read_text(encoding="utf-8").splitlines()]
 
 
+@pytest.mark.slow
 def test_the_demo_sent_research_and_synthesis_requests(demo_requests: list[dict[str, Any]]) -> None:
     models = {body["model"] for body in demo_requests}
     assert {"google/gemini-3.1-pro-preview", "deepseek/deepseek-v4-pro", "openai/gpt-5",
@@ -57,6 +58,7 @@ def test_the_demo_sent_research_and_synthesis_requests(demo_requests: list[dict[
     assert any(body.get("response_format", {}).get("type") == "json_schema" for body in demo_requests)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("variant", [published, closed], ids=["as published", "closed"])
 def test_every_request_validates_against_openrouters_chat_request_schema(
         demo_requests: list[dict[str, Any]], variant: Any) -> None:
@@ -66,6 +68,7 @@ def test_every_request_validates_against_openrouters_chat_request_schema(
     assert not problems, "\n".join(problems[:20])
 
 
+@pytest.mark.slow
 def test_rules_the_schema_cannot_express(demo_requests: list[dict[str, Any]]) -> None:
     for body in demo_requests:
         assert body["provider"]["require_parameters"] is True and "models" not in body

@@ -160,6 +160,7 @@ def test_packed_batch_runs_each_pair(repo: Path, fake_env: dict) -> None:
     assert (repo / "research" / "02-diloco-family.md").exists() and (repo / "research" / "04-verl-trl.md").exists()
 
 
+@pytest.mark.slow
 def test_verify_online_and_github_summary(repo: Path, fake_env: dict, tmp_path: Path,
                                           monkeypatch: pytest.MonkeyPatch) -> None:
     assert research(repo, "diloco-family").exit_code == 0

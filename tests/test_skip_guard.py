@@ -42,6 +42,7 @@ def write(folder: Path, **files: str) -> Path:
     return folder
 
 
+@pytest.mark.slow
 def test_a_deliberately_skipped_test_fails_the_run(tmp_path: Path) -> None:
     folder = write(tmp_path / "suite", test_ok=PASSING, test_gone=SKIPPED)
     done = run_pytest(folder)
@@ -50,6 +51,7 @@ def test_a_deliberately_skipped_test_fails_the_run(tmp_path: Path) -> None:
     assert "skip guard" in done.stdout and "test_gone.py::test_skipped: the tool is gone" in done.stdout
 
 
+@pytest.mark.slow
 def test_under_xdist_every_kind_of_skip_fails_the_run(tmp_path: Path) -> None:
     """`-n 2 --dist loadfile`, as `make test`: skips happen in the workers, the controller fails the run."""
     folder = write(tmp_path / "suite", test_ok=PASSING, test_gone=SKIPPED, test_marked=MARKED,
@@ -63,6 +65,7 @@ def test_under_xdist_every_kind_of_skip_fails_the_run(tmp_path: Path) -> None:
         assert line in done.stdout, (line, done.stdout)
 
 
+@pytest.mark.slow
 def test_listed_skips_pass_and_the_count_cannot_grow(tmp_path: Path) -> None:
     folder = write(tmp_path / "suite", test_ok=PASSING, test_gone=SKIPPED)
     allowlist = tmp_path / "allowed.txt"
@@ -74,6 +77,7 @@ def test_listed_skips_pass_and_the_count_cannot_grow(tmp_path: Path) -> None:
     assert "1 skipped test(s) not listed" in done.stdout and "test_more.py::test_also_skipped" in done.stdout
 
 
+@pytest.mark.slow
 def test_a_failing_run_keeps_its_own_exit_code(tmp_path: Path) -> None:
     folder = write(tmp_path / "suite", test_bad="def test_bad():\n    assert False\n", test_gone=SKIPPED)
     done = run_pytest(folder)
@@ -102,6 +106,7 @@ def _importorskips(path: Path) -> list[tuple[int, str]]:
     return found
 
 
+@pytest.mark.slow
 def test_no_test_importorskips_our_own_modules() -> None:
     """An import error of ours must fail, not skip: `importorskip` is for optional third-party packages only
     (and a name we cannot read statically counts as ours)."""

@@ -15,6 +15,7 @@ from hypothesis import strategies as st
 from research_dispatch.core import strictyaml
 from research_dispatch.core.errors import BadInput
 from research_dispatch.core.strictyaml import MAX_YAML_DEPTH, load_documents
+from tests.profiles import examples
 
 
 def test_this_environment_reads_with_libyaml() -> None:
@@ -41,7 +42,8 @@ values = st.recursive(scalars, lambda inner: st.lists(inner, max_size=4) | st.di
                       max_leaves=25)
 
 
-@settings(max_examples=300, deadline=None)
+@pytest.mark.slow
+@settings(max_examples=examples(300), deadline=None)
 @given(values, st.sampled_from([None, True]))
 def test_both_readings_agree_on_any_dumped_document(value: Any, flow: bool | None) -> None:
     text = yaml.safe_dump({"root": value}, default_flow_style=flow, allow_unicode=True)

@@ -4,10 +4,14 @@ spaces apart, one line per row, no trailing spaces."""
 
 from __future__ import annotations
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from research_dispatch.core.tables import plain_table
+from tests.profiles import examples
+
+pytestmark = pytest.mark.slow
 
 cells = st.text(st.characters(min_codepoint=0x21, max_codepoint=0x7E) | st.sampled_from(["—", "→", "…"]),
                 max_size=30)
@@ -15,7 +19,7 @@ cells = st.text(st.characters(min_codepoint=0x21, max_codepoint=0x7E) | st.sampl
 padded = cells.map(lambda text: text.replace("~", " ").strip())
 
 
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=examples(200), deadline=None)
 @given(st.integers(1, 6).flatmap(lambda n: st.tuples(st.lists(padded.filter(bool), min_size=n, max_size=n),
                                                       st.lists(st.lists(padded, min_size=n, max_size=n),
                                                                max_size=6))))

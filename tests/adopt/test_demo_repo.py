@@ -13,6 +13,8 @@ from research_dispatch.core.errors import BadInput
 from tests.adopt.conftest import git_env, snapshot
 from tests.conftest import ROOT
 
+pytestmark = pytest.mark.slow
+
 TOPIC = (ROOT / "topics" / "04-verl-trl.yaml").read_text(encoding="utf-8")
 
 

@@ -28,6 +28,7 @@ from research_dispatch.config.settings import load_settings
 from research_dispatch.config.topics import load_topics
 from tests.adopt.conftest import empty_repository, git, git_env, snapshot
 from tests.conftest import ROOT
+from tests.profiles import examples
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -43,6 +44,7 @@ def cli(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
                           capture_output=True, text=True, timeout=120, check=False)
 
 
+@pytest.mark.slow
 def test_init_sets_up_an_empty_repository(tmp_path: Path) -> None:
     repo = empty_repository(tmp_path / "review")
     done = cli("init", "--ref", SHA, cwd=repo)
@@ -155,7 +157,7 @@ def tomllib_string(value: str) -> str:
     return '"' + value.replace("\\", "\\\\").replace('"', '\\"') + '"'
 
 
-@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(max_examples=examples(60), deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(existing=pyprojects())
 def test_any_existing_pyproject_is_kept_as_a_prefix_and_still_parses_the_same(tmp_path: Path, existing: str) -> None:
     """The planner alone (no git, no write): what init would write starts with every existing byte (plus at

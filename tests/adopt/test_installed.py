@@ -24,6 +24,9 @@ from tests.adopt.conftest import Dist, FreshVenv, empty_repository, git, snapsho
 from tests.conftest import ROOT
 from tests.workflows.adopter import ADOPTER_FILES, REUSABLE, scaffold
 
+# Every test here uses the built wheel and sdist or a fresh venv with the wheel installed: a build.
+pytestmark = pytest.mark.slow
+
 if sys.version_info >= (3, 11):
     import tomllib
 else:  # pragma: no cover - exercised on 3.10 only

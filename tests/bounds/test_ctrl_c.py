@@ -20,6 +20,8 @@ import pytest
 from research_dispatch.core.lock import LOCK_NAME
 from tests.bounds.conftest import CYCLE, Child, child_env, command, fake_env, figure, make_repo
 
+pytestmark = pytest.mark.slow
+
 reliability = pytest.mark.reliability
 BLOCK_S = 40  # how long the fake holds the call: far longer than any bound below
 STOP_WITHIN_S = 8.0  # the bound from Ctrl-C to exit

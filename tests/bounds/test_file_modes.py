@@ -30,6 +30,7 @@ def _research(repo: Path, env: dict[str, str], umask: int) -> subprocess.Complet
                           text=True, timeout=300, preexec_fn=lambda: os.umask(umask))
 
 
+@pytest.mark.slow
 @reliability(area="bounds", case="files written by `research` under umask 022, then a report whose mode was "
                                   "changed to 0664 is rewritten",
              expect="report, call log, status and trace are 0644; the rewritten report stays 0664")

@@ -21,6 +21,8 @@ import pytest
 
 from tests.bounds.conftest import CYCLE, child_env, fake_env, make_repo
 
+pytestmark = pytest.mark.slow
+
 reliability = pytest.mark.reliability
 
 TRACER = """

@@ -30,6 +30,7 @@ from research_dispatch.leg.report import (
 )
 from tests.bounds.conftest import child_env, fake_env, figure, make_repo, run_cli
 from tests.bounds.proxy import InflatingProxy
+from tests.profiles import examples
 
 reliability = pytest.mark.reliability
 
@@ -86,7 +87,8 @@ def test_a_single_huge_section_is_cut_at_a_paragraph_then_a_line() -> None:
     parse_report_text(capped.text, display="r.md")
 
 
-@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@pytest.mark.slow
+@settings(max_examples=examples(40), deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(sections=st.integers(1, 60), words=st.integers(1, 400), fraction=st.floats(0.05, 1.5),
        fence=st.booleans())
 def test_capped_reports_always_fit_and_parse(sections: int, words: int, fraction: float, fence: bool) -> None:
@@ -106,6 +108,7 @@ def test_capped_reports_always_fit_and_parse(sections: int, words: int, fraction
         assert capped.body.count("```") % 2 == 0
 
 
+@pytest.mark.slow
 @reliability(area="bounds", case="a model that repeats itself writes a 2.3 MB report (`research`, fresh process)",
              expect="the report is cut at a section boundary to at most MAX_REPORT_BYTES (the limit verify "
                     "reads with), marked degraded with the reason; `verify` accepts it (exit 0, route exact)")

@@ -21,6 +21,8 @@ from tests.bounds.conftest import child_env, make_repo, run_cli
 from tests.cli.conftest import Fakes
 from tests.cli.test_legs import STEM, Researched, research
 
+pytestmark = pytest.mark.slow
+
 REPORT, EVIDENCE = f"research/{STEM}.md", f"research/{STEM}.evidence.jsonl"
 
 

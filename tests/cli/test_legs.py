@@ -19,6 +19,8 @@ import pytest
 from tests.bounds.conftest import Finished, child_env, make_repo, one_error, run_cli
 from tests.cli.conftest import Fakes, scripted
 
+pytestmark = pytest.mark.slow
+
 STEM = "02-diloco-family"
 REQUESTED = "deepseek/deepseek-v4-pro"
 SUBSTITUTE = "deepseek/deepseek-v3"

@@ -22,6 +22,8 @@ from tests.cli.conftest import Fakes
 from tests.conftest import CANARY
 from tests.reliability.userworld import BRANCH, TOPIC_IDS, TOPICS, UserWorld, git, make_origin
 
+pytestmark = pytest.mark.slow
+
 STEM = TOPICS["A"]
 
 

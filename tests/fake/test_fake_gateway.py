@@ -873,6 +873,7 @@ def test_generation_records_404_for_a_while(client: OpenAI, gw: FakeGateway) -> 
     assert client.get("/generation", cast_to=object, options={"params": {"id": completion.id}})
 
 
+@pytest.mark.slow
 def test_an_abandoned_call_is_billed_as_the_provider_bills_it(gw: FakeGateway) -> None:
     """Non-streamed: the provider finishes and bills it all. Streamed: a provider that supports
     cancellation stops at what it streamed (`cancelled`); Google's does not, and bills it all."""

@@ -13,9 +13,13 @@ import json
 import re
 from pathlib import Path
 
+import pytest
+
 from research_dispatch_fakes import script_researcher as sr
 from research_dispatch_fakes.corpus import TOPIC_IDS
 from tests.bounds.conftest import child_env, run_cli
+
+pytestmark = pytest.mark.slow
 
 
 def _cited(report: str, statement: str) -> list[int]:

@@ -9,8 +9,12 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
+import pytest
+
 from tests.adopt.conftest import empty_repository
 from tests.bounds.conftest import Child, child_env, command, run_cli
+
+pytestmark = pytest.mark.slow
 
 BANNER = "Demo output, not research"
 

@@ -14,6 +14,8 @@ from research_dispatch_fakes.gateway import FakeGateway
 from research_dispatch_fakes.tavily import FakeTavily
 from tests.bounds.conftest import child_env, fake_env, make_repo, run_cli
 
+pytestmark = pytest.mark.slow
+
 CHECK_KEYS = {"schema", "ok", "topics", "legs", "online", "problems"}
 ROW_KEYS = {"report", "topic", "requested_model", "requested_provider", "served_models", "served_providers",
             "route", "verified", "status", "words", "calls", "cost_usd", "problems"}

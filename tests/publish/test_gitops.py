@@ -94,6 +94,7 @@ def test_the_configured_identity_and_env_override(world: World, monkeypatch: pyt
         "Local Bot <local-bot@example.invalid> / Local Bot <local-bot@example.invalid>"
 
 
+@pytest.mark.slow
 def test_a_shallow_checkout_does_not_mistake_base_history_for_foreign_commits(world: World) -> None:
     """CI checks out with fetch-depth 1: the base's history must not look like someone else's commits."""
     world.run_legs("diloco-family")

@@ -5,6 +5,8 @@ from __future__ import annotations
 import json
 import re
 
+import pytest
+
 from research_dispatch.leg.report import load_report, render_report
 from research_dispatch.publish import prbody
 from tests.publish.conftest import CYCLE, World
@@ -56,6 +58,7 @@ def test_model_text_is_sanitised_in_the_pr_body(small_world: World) -> None:
     assert "<!--" not in log and "\u202e" not in log and "script" not in log
 
 
+@pytest.mark.slow
 def test_the_body_is_capped_at_65536_characters(world_factory) -> None:
     world = world_factory(["02-diloco"])
     for number in range(10, 26):  # 16 topics x 16 models = 256 legs that never ran

@@ -22,6 +22,7 @@ def ready(small_world: World) -> World:
     return small_world
 
 
+@pytest.mark.slow
 def test_a_5xx_on_create_is_retried_and_gives_one_pr(ready: World) -> None:
     ready.github.set_scenario({"rules": [{"method": "POST", "path": "/repos/*/pulls", "on_call": 1, "status": 502}]})
     result = ready.publish()
@@ -30,6 +31,7 @@ def test_a_5xx_on_create_is_retried_and_gives_one_pr(ready: World) -> None:
     assert ready.sleeps == [0.0] and any("HTTP 502" in line for line in ready.logs)
 
 
+@pytest.mark.slow
 def test_a_lost_create_answer_is_found_and_updated_not_duplicated(ready: World) -> None:
     ready.github.set_scenario({"rules": [{"method": "POST", "path": "/repos/*/pulls", "times": 1, "status": 502,
                                           "create_then_fail": True}]})
@@ -40,6 +42,7 @@ def test_a_lost_create_answer_is_found_and_updated_not_duplicated(ready: World) 
     assert any("already existed" in w for w in result.warnings)
 
 
+@pytest.mark.slow
 def test_a_persistent_5xx_fails_clearly_and_a_rerun_completes_with_one_pr(ready: World) -> None:
     ready.github.set_scenario({"rules": [{"method": "POST", "path": "/repos/*/pulls", "status": 503}]})
     with pytest.raises(PublishError, match=r"could not create the pull request: HTTP 503.*4 attempt"):
@@ -76,6 +79,7 @@ def test_a_rate_limit_wait_longer_than_the_cap_is_not_waited(ready: World) -> No
     assert ready.sleeps == []
 
 
+@pytest.mark.slow
 def test_a_dropped_connection_is_retried(ready: World) -> None:
     ready.github.set_scenario({"rules": [{"method": "PATCH", "path": "/repos/*/pulls/*", "on_call": 1,
                                           "drop": True}]})
@@ -113,6 +117,7 @@ def _concurrent_push(world: World, monkeypatch: pytest.MonkeyPatch, *, as_bot: b
     return pushed
 
 
+@pytest.mark.slow
 def test_push_rejected_because_a_human_pushed_meanwhile_keeps_their_commit(ready: World,
                                                                         monkeypatch: pytest.MonkeyPatch) -> None:
     assert ready.publish().operation == "created"
@@ -133,6 +138,7 @@ def test_a_branch_created_by_someone_else_during_the_first_publish_is_kept(ready
     assert ready.github.pulls == []
 
 
+@pytest.mark.slow
 def test_a_concurrent_bot_push_is_rebuilt_over_after_one_recheck(ready: World, monkeypatch: pytest.MonkeyPatch) -> None:
     assert ready.publish().operation == "created"
     ready.run_legs("verl-trl")
@@ -142,6 +148,7 @@ def test_a_concurrent_bot_push_is_rebuilt_over_after_one_recheck(ready: World, m
     assert ready.origin_sha(BRANCH) == result.commits[-1] and len(ready.github.pulls) == 1
 
 
+@pytest.mark.slow
 def test_a_branch_that_keeps_moving_stops_with_a_clear_error(ready: World, monkeypatch: pytest.MonkeyPatch) -> None:
     assert ready.publish().operation == "created"
     ready.run_legs("verl-trl")

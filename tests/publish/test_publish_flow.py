@@ -5,6 +5,8 @@ from __future__ import annotations
 import json
 import subprocess
 
+import pytest
+
 from tests.conftest import CANARY
 from tests.publish.conftest import BOT_EMAIL, BRANCH, CYCLE, FRAMEWORK, World, git
 
@@ -29,6 +31,7 @@ def trailers_by_commit(world: World, rng: str) -> list[tuple[str, dict[str, list
     return result
 
 
+@pytest.mark.slow
 def test_first_publish_opens_one_pr_with_one_commit_per_report_and_fixed_trailers(world: World) -> None:
     results = world.run_legs()
     assert [r.status for r in results] == ["ok"] * 5
@@ -81,6 +84,7 @@ def test_first_publish_opens_one_pr_with_one_commit_per_report_and_fixed_trailer
     assert git(world.repo, "rev-parse", BRANCH) == world.origin_sha(BRANCH)
 
 
+@pytest.mark.slow
 def test_second_publish_updates_the_same_pr(world: World) -> None:
     world.run_legs()
     world.write_synthesis()
@@ -100,6 +104,7 @@ def test_second_publish_updates_the_same_pr(world: World) -> None:
     assert world.github.pulls[0]["body"] == third.body
 
 
+@pytest.mark.slow
 def test_a_human_commit_on_the_branch_is_not_overwritten(world: World) -> None:
     world.run_legs("diloco-family", "verl-trl")
     world.write_synthesis()
@@ -123,6 +128,7 @@ def test_a_human_commit_on_the_branch_is_not_overwritten(world: World) -> None:
     assert len(world.github.pulls) == 1
 
 
+@pytest.mark.slow
 def test_a_leg_failure_makes_the_pr_a_draft_and_names_the_leg(world: World, gateway) -> None:
     gateway.set_scenario({"rules": [{"match": {"model": "anthropic/*"}, "status": 402,
                                      "message": "Insufficient credits"}]})

@@ -7,6 +7,8 @@ import os
 import subprocess
 from pathlib import Path
 
+import pytest
+
 from research_dispatch.publish.gitops import Git, Identity, auth_config_env
 from tests.conftest import CANARY
 from tests.publish.conftest import World, git, git_env
@@ -25,6 +27,7 @@ def _scan_tree(root: Path) -> None:
             _assert_absent(path.read_bytes().decode("utf-8", errors="replace"), str(path))
 
 
+@pytest.mark.slow
 def test_canary_keys_appear_nowhere(world: World, gateway) -> None:
     gateway.set_scenario({"rules": [{"match": {"model": "anthropic/*"}, "status": 402}]})
     world.run_legs()

@@ -59,6 +59,7 @@ def check(repo: Path) -> tuple[int, str, str]:
 
 
 # -- memory and nesting --------------------------------------------------------------------------
+@pytest.mark.slow
 @reliability(area="input", case="alias bomb (12 levels × 12 aliases) in a topic file",
              expect="exit 2 under a 512 MiB memory limit, one line naming the file: 'YAML aliases/anchors are not "
                     "allowed'")
@@ -69,6 +70,7 @@ def test_alias_bomb_under_a_memory_limit(repo: Path) -> None:
     one_line(proc.stderr, "topics/01-tiny.yaml", "are not allowed")
 
 
+@pytest.mark.slow
 @reliability(area="input", case="merge-key alias bomb (<<: *a)",
              expect="exit 2 under the memory limit, one line naming the file")
 def test_merge_key_bomb(repo: Path) -> None:
@@ -78,6 +80,7 @@ def test_merge_key_bomb(repo: Path) -> None:
     one_line(proc.stderr, "topics/01-tiny.yaml", "not allowed")
 
 
+@pytest.mark.slow
 @reliability(area="input", case="alias bomb in a report's front matter (verify)",
              expect="`verify` exits 2 under the memory limit with one line naming the report")
 def test_alias_bomb_in_a_report(repo: Path) -> None:
@@ -107,6 +110,7 @@ def test_deep_mapping_nesting(repo: Path) -> None:
     one_line(err, "topics/01-tiny.yaml", "nesting deeper than 12 levels")
 
 
+@pytest.mark.slow
 @reliability(area="input", case="deep nesting: 30,000 levels (near the size limit)",
              expect="exit 2 under the memory limit, no RecursionError, one line naming the file")
 def test_very_deep_nesting(repo: Path) -> None:
@@ -117,6 +121,7 @@ def test_very_deep_nesting(repo: Path) -> None:
 
 
 # -- size and file kinds -------------------------------------------------------------------------
+@pytest.mark.slow
 @reliability(area="input", case="50 MB topic file",
              expect="refused by size before reading (a sparse file): exit 2, 'file is 52428800 bytes; the limit is "
                     "65536'")
@@ -149,6 +154,7 @@ def test_symlink_outside_the_repository(repo: Path) -> None:
     assert "/etc/passwd" not in line and "root" not in err
 
 
+@pytest.mark.slow
 @reliability(area="input", case="topic file that is a FIFO",
              expect="exit 2 at once (no blocking read), one line: 'is not a regular file'")
 def test_fifo_topic_file(repo: Path) -> None:
@@ -167,6 +173,7 @@ def test_directory_named_like_a_topic(repo: Path) -> None:
     one_line(err, "topics/01-tiny.yaml", "is a directory, not a file")
 
 
+@pytest.mark.slow
 @reliability(area="input", case="pyproject.toml that is a symlink to /dev/zero",
              expect="exit 2 at once under the memory limit (never read): 'is not a regular file'")
 def test_pyproject_is_dev_zero(repo: Path) -> None:

@@ -10,6 +10,8 @@ import pytest
 
 from tests.reliability.conftest import TARGET, calls_of, configure, on_target, run_legs, set_topic_budget, view
 
+pytestmark = pytest.mark.slow
+
 reliability = pytest.mark.reliability
 
 

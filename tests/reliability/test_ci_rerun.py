@@ -16,6 +16,8 @@ from tests.workflows.conftest import CYCLE, WORKFLOWS, world_factory  # noqa: F4
 from tests.workflows.expressions import Scope, render_str
 from tests.workflows.runner_harness import load_workflow
 
+pytestmark = pytest.mark.e2e
+
 reliability = pytest.mark.reliability
 BRANCH = f"research-refresh/{CYCLE}"
 STEMS = ["01-composer-2.5", "02-diloco-family", "03-monarch-torchforge-openenv", "04-verl-trl",

@@ -19,6 +19,8 @@ from pathlib import Path
 
 import pytest
 
+pytestmark = pytest.mark.slow
+
 reliability = pytest.mark.reliability
 SIZE = 2 * 1024 * 1024
 

@@ -22,6 +22,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from research_dispatch.tools.destinations import DestinationPolicy
+from tests.profiles import examples
 from tests.tools.conftest import (  # noqa: F401  (exa, tool_env: the fixtures)
     exa,
     fault_server,
@@ -79,6 +80,7 @@ def tool_text(gateway: Any) -> str:
                      if m.get("role") == "tool")
 
 
+@pytest.mark.slow
 @reliability(area="hostile", case="a model asks an MCP server that fetches anything for a loopback \"metadata\" URL "
                                   "and for 169.254.169.254",
              expect="both calls are refused before they are sent (the metadata server sees no request), the model "
@@ -98,6 +100,7 @@ def test_a_model_chosen_metadata_url_is_never_fetched(tmp_path: Path, tool_env: 
     assert SECRET not in run.body and live_processes(marker) == []
 
 
+@pytest.mark.slow
 @reliability(area="hostile", case="the same leg with `[tool.research-dispatch.destinations] allow_hosts = "
                                   "[\"127.0.0.1\"]` (an internal page server the config allows)",
              expect="the allowed host is fetched and can be cited; 169.254.169.254 is still refused")
@@ -138,7 +141,7 @@ def test_the_arguments_of_a_call_are_searched_for_urls() -> None:
     assert policy.refusals({"search_phrase": "S3: bucket policy", "limit": 3}) == []
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=examples(300), deadline=None)
 @given(st.integers(min_value=0, max_value=2**32 - 1))
 def test_every_spelling_of_an_ipv4_address_is_judged_by_the_address(value: int) -> None:
     """Dotted, one integer, hex, octal and shortened forms all connect to the same address (inet_aton),

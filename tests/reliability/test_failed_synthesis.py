@@ -24,6 +24,8 @@ from tests.reliability.userworld import (  # noqa: F401  (the fixture)
     user_world,
 )
 
+pytestmark = pytest.mark.slow
+
 reliability = pytest.mark.reliability
 SYNTHESIS_FILES = ["framework/composer-replication-framework.md", "framework/claims.json",
                    "framework/synthesis.calls.jsonl"]

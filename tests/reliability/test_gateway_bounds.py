@@ -135,6 +135,7 @@ def test_the_default_client_bounds_socket_reads() -> None:
     client.close()
 
 
+@pytest.mark.slow
 @reliability(area="gateway", case="slow-loris gateway: one byte every 0.3 s, headers included",
              expect="the call ends at its wall-clock deadline (GatewayCallTimedOut, not retried past the leg's "
                     "deadline), although no single read ever times out")
@@ -157,6 +158,7 @@ def test_endless_body_is_cut_at_the_size_cap() -> None:
         gw.complete(model="deepseek/deepseek-v4-pro", messages=USER)
 
 
+@pytest.mark.slow
 @reliability(area="gateway", case="Ctrl-C while a gateway call waits on a silent server",
              expect="the call stops within a fraction of a second of the interrupt (GatewayInterrupted), "
                     "between socket reads, not after the read timeout")
@@ -170,6 +172,7 @@ def test_interrupt_stops_a_silent_call() -> None:
         assert time.monotonic() - started < 60  # the configured read timeout is 180 s
 
 
+@pytest.mark.slow
 def test_a_quiet_call_without_a_leg_deadline_is_an_ordinary_retryable_timeout() -> None:
     """`timeout_s` bounds the whole call; with time left in the leg the timeout is worth another attempt."""
     with HostileGateway("silent") as server, gateway_for(server, timeout_s=1.0) as gw, \
@@ -242,6 +245,7 @@ def measured(request: pytest.FixtureRequest) -> Iterator[dict[str, Any]]:
                                                      for k, v in figures.items()))
 
 
+@pytest.mark.e2e
 @reliability(area="gateway", case="slow-loris gateway against a leg with timeout_minutes: 0.25 (fresh process)",
              expect="`research` ends near the leg's 15 s cap with exit 1, the leg failed naming its deadline, no "
                     "traceback")
@@ -259,6 +263,7 @@ def test_slowloris_gateway_ends_the_leg_at_its_cap(repo: Path, tavily: Any, meas
     assert 15 <= result["seconds"] < 15 + 90  # the cap, plus start-up; never the ~20 min the server would take
 
 
+@pytest.mark.slow
 @reliability(area="gateway", case="never-ending chunked body (fresh process)",
              expect=f"memory stays bounded (peak RSS under {RSS_LIMIT_MB} MB): reading stops at the 8 MiB cap; the "
                     "leg fails naming the oversized response; exit 1, no traceback")

@@ -143,6 +143,7 @@ def test_408_is_retried(repo, fake_env, gateway) -> None:
     assert_clean(repo, CONTROL)
 
 
+@pytest.mark.slow
 @reliability(area="gateway", case="client timeout (no answer within gateway.timeout_s)",
              expect="the hung call is abandoned at the 0.5 s client timeout and retried; leg ok; other leg ok")
 def test_client_timeout_is_retried(repo, fake_env, gateway) -> None:
@@ -317,6 +318,7 @@ def test_mid_stream_error_that_cannot_succeed_fails(repo, fake_env, gateway, tav
     failed_cleanly(repo, previous, "gateway returned an error in an HTTP 200 body: prompt is too long")
 
 
+@pytest.mark.slow
 @reliability(area="gateway", case="stream stalls halfway past the call's deadline",
              expect="cut at gateway.timeout_s although keep-alive comments arrive; retried; the stalled attempt "
                     "is in the call log at its generation's cost (a provider that supports cancellation bills "

@@ -13,6 +13,8 @@ import pytest
 from tests.reliability.userworld import STEMS, TOPIC_IDS, UserWorld, user_world  # noqa: F401  (the fixture)
 from tests.test_neutralise import commands
 
+pytestmark = pytest.mark.slow
+
 reliability = pytest.mark.reliability
 HOSTILE = ("upstream said ##[error]forged annotation ##[add-mask]hide-this \r::add-mask::also-this\n"
            "  ::warning file=x::forged \u2003::error::again, ask @octocat")

@@ -16,6 +16,8 @@ import pytest
 from tests.tools.conftest import exa, fault_server, live_processes, run_one_leg, tool_env  # noqa: F401 - fixtures
 from tests.tools.test_mcp_leg import mcp_repo, tool_messages
 
+pytestmark = pytest.mark.slow
+
 
 def case(mode: str, case: str, kind: str | None, message: str | None) -> Any:
     expect = (f"a tool error ({kind}) for that call; the leg finishes and writes its report; the server process "

@@ -27,6 +27,8 @@ from tests.reliability.userworld import (  # noqa: F401  (the fixture)
     user_world,
 )
 
+pytestmark = pytest.mark.slow
+
 reliability = pytest.mark.reliability
 
 

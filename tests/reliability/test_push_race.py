@@ -28,6 +28,8 @@ from tests.reliability.userworld import (  # noqa: F401  (the fixture)
     user_world,
 )
 
+pytestmark = pytest.mark.slow
+
 reliability = pytest.mark.reliability
 BARRIER_WAIT_S = 600  # a generous bound, only reached if the other push never comes (a failed test)
 

@@ -21,6 +21,8 @@ from tests.conftest import CANARY
 from tests.publish.conftest import BRANCH, CYCLE, World, git, small_world, world_factory  # noqa: F401
 from tests.reliability.conftest import CONTROL, TARGET, on_target
 
+pytestmark = pytest.mark.slow
+
 reliability = pytest.mark.reliability
 INVISIBLE = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u200b-\u200f\u202a-\u202e\u2060-\u2064\u2066-\u206f\ufeff]")
 

@@ -29,6 +29,8 @@ from tests.reliability.userworld import (  # noqa: F401  (the fixture)
     user_world,
 )
 
+pytestmark = pytest.mark.slow
+
 reliability = pytest.mark.reliability
 DRAFTS_NOTE = "GitHub does not support draft pull requests in this repository"
 FORBIDDEN_NOTE = "GitHub refused to"

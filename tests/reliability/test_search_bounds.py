@@ -56,6 +56,7 @@ def child(provider: str, base_url: str, timeout_s: float, interrupt_after: float
     return result
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("provider", ["tavily", "exa"])
 @pytest.mark.reliability(area="search", case="search server dribbles its body (slow loris)",
                          expect="the call ends at its whole-call deadline (not per read) as a 'timeout' tool error")
@@ -66,6 +67,7 @@ def test_slow_loris_ends_at_the_call_deadline(hostile: Any, provider: str) -> No
     assert result["peak_rss_mb"] < MAX_RSS_MB
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("provider", ["tavily", "exa"])
 @pytest.mark.reliability(area="search", case="search server sends a body that never ends",
                          expect="reading stops at the size cap: a 'response_too_large' tool error; peak RSS < 400 MB")
@@ -75,6 +77,7 @@ def test_endless_body_stops_at_the_size_cap(hostile: Any, provider: str) -> None
     assert result["peak_rss_mb"] < MAX_RSS_MB
 
 
+@pytest.mark.slow
 @pytest.mark.reliability(area="search", case="Ctrl-C during a slow search call",
                          expect="the call ends at once as an 'interrupted' tool error; search is refused after it")
 def test_interrupt_ends_a_search_call(hostile: Any) -> None:

@@ -128,6 +128,7 @@ def test_5xx_on_extract_is_degraded(repo, fake_env, tavily) -> None:
     assert any(r.startswith("no page could be read in full") for r in meta["status_reasons"])
 
 
+@pytest.mark.slow
 @reliability(area="search", case="Tavily timeout",
              expect="the hung request is abandoned at the 0.5 s client timeout and retried; leg ok")
 def test_timeout_is_retried(repo, fake_env, tavily) -> None:

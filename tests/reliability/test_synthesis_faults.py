@@ -20,6 +20,8 @@ import pytest
 # the synthesis suite's fixtures (`planted`: the six planted reports; `synth_env`), used as test arguments
 from tests.synthesis.conftest import planted, synth_env, synthesize_cli, write_pyproject  # noqa: F401
 
+pytestmark = pytest.mark.slow
+
 reliability = pytest.mark.reliability
 
 

@@ -24,6 +24,8 @@ from research_dispatch.synthesis.write.ledger import Ledger
 from tests.seam import Hang, Reply, ScriptedGateway, Sent, synthesis_model
 from tests.synthesis.conftest import CYCLE, planted, write_pyproject  # noqa: F401
 
+pytestmark = pytest.mark.slow
+
 reliability = pytest.mark.reliability
 
 

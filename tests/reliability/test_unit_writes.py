@@ -117,6 +117,7 @@ def _count_ops(repo: Path, env: dict[str, str]) -> int:
     return len(faults.ops)
 
 
+@pytest.mark.slow
 @reliability(area="crash", case="disk full (ENOSPC) and read-only (EROFS) at each write of a leg's report, call "
                                 "log, evidence file and status, persisting until the next command",
              expect="at every one of the ~16 operations: all three files old or all three new (never a new call log "
@@ -145,6 +146,7 @@ def test_disk_faults_at_every_write_leave_one_consistent_unit(seeded: Path, fake
     assert seen == {"old", "new"}  # faults before and after the commit point were both hit
 
 
+@pytest.mark.e2e
 @reliability(area="crash", case="`research` killed (SIGKILL) at each write of its report, call log, evidence file "
                                 "and status",
              expect="after `verify` (the next command, which completes a committed unit): all three files old or all "

@@ -45,6 +45,7 @@ def test_config_table_is_copied_with_its_subtables(tmp_path: Path) -> None:
     assert "framework_name" in config_table(tmp_path / "missing.toml")
 
 
+@pytest.mark.slow
 def test_demo_end_to_end(tmp_path: Path) -> None:
     out = Output()
     directory = tmp_path / "demo"

@@ -48,6 +48,7 @@ class BarrierGateway(FakeGateway):
                 self.in_flight -= 1
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("jobs", [3, 5])
 def test_legs_run_in_parallel_up_to_jobs(repo: Path, tavily: Any, out: Output, jobs: int) -> None:
     with BarrierGateway(parties=jobs) as gateway:
@@ -73,6 +74,7 @@ def test_a_failing_leg_does_not_stop_the_others(repo: Path, run_env: dict, gatew
     assert "no report: 04-verl-trl" in out.text
 
 
+@pytest.mark.slow
 def test_a_crashing_leg_is_only_that_legs_failure(repo: Path, run_env: dict, out: Output,
                                                   monkeypatch: pytest.MonkeyPatch) -> None:
     import research_dispatch.run.pool as pool  # where the leg pool calls run_leg
@@ -105,6 +107,7 @@ def test_run_budget_stops_new_legs_but_lets_running_ones_finish(repo: Path, run_
     assert "not started: 03-monarch-torchforge-openenv, 04-verl-trl, 05-trace-replay-distillation" in out.text
 
 
+@pytest.mark.slow
 def test_plain_output_shows_counts_and_statuses_but_no_model_text(repo: Path, run_env: dict, gateway: Any,
                                                                   out: Output) -> None:
     from research_dispatch.leg.report import load_report

@@ -116,6 +116,7 @@ def test_lock_rules(tmp_path: Path, children: list) -> None:
     release(holder)
 
 
+@pytest.mark.slow
 def test_killed_mid_run_leaves_no_partial_report_and_the_next_run_redoes_exactly_that_leg(
         repo: Path, run_env: dict, gateway: Any, out: Output, children: list) -> None:
     topics = ["diloco-family", "verl-trl"]
@@ -149,6 +150,7 @@ def test_killed_mid_run_leaves_no_partial_report_and_the_next_run_redoes_exactly
     assert report.read_text() != before
 
 
+@pytest.mark.slow
 def test_ctrl_c_stops_new_legs_releases_the_lock_and_exits_1(repo: Path, run_env: dict, gateway: Any,
                                                              children: list) -> None:
     gateway.set_scenario({"latency_s": 0.5})  # every call; the report needs three

@@ -6,6 +6,8 @@ import json
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from tests.conftest import write_topic
 from tests.run.conftest import Output, refresh, sessions
 
@@ -13,6 +15,7 @@ ALL = ["01-composer-2.5", "02-diloco-family", "03-monarch-torchforge-openenv", "
        "05-trace-replay-distillation"]
 
 
+@pytest.mark.slow
 def test_second_run_keeps_good_legs_and_redoes_failed_and_changed_ones(repo: Path, run_env: dict, gateway: Any,
                                                                         out: Output) -> None:
     gateway.set_scenario({"rules": [{"match": {"session": "*04-verl-trl"}, "status": 402}]})

@@ -35,6 +35,7 @@ def run(repo: Path, env: dict[str, str], monkeypatch: pytest.MonkeyPatch, *args:
     return CliRunner().invoke(main, ["run", "--repo", str(repo), "--cycle", CYCLE, *args])
 
 
+@pytest.mark.slow
 def test_run_commits_the_refresh_to_a_local_branch_and_a_rerun_changes_nothing(
         git_repo: Path, run_env: dict, gateway: Any, monkeypatch: pytest.MonkeyPatch) -> None:
     first = run(git_repo, run_env, monkeypatch)
@@ -54,6 +55,7 @@ def test_run_commits_the_refresh_to_a_local_branch_and_a_rerun_changes_nothing(
     assert git(git_repo, "log", "--format=%s", f"main..{BRANCH}").splitlines() == subjects
 
 
+@pytest.mark.slow
 def test_a_failed_leg_still_synthesizes_and_publishes_and_exits_1(git_repo: Path, run_env: dict, gateway: Any,
                                                                     monkeypatch: pytest.MonkeyPatch) -> None:
     gateway.set_scenario({"rules": [{"match": {"session": "*04-verl-trl"}, "status": 402}]})
@@ -81,6 +83,7 @@ def test_publishing_needs_are_checked_before_any_leg_runs(git_repo: Path, run_en
     assert gateway.completions == []
 
 
+@pytest.mark.slow
 def test_a_stage_failure_after_the_legs_is_reported_and_exits_1(git_repo: Path, run_env: dict,
                                                                 monkeypatch: pytest.MonkeyPatch) -> None:
     """A failed synthesis never loses the legs (DESIGN): the reports are still committed, the PR would be
@@ -95,6 +98,7 @@ def test_a_stage_failure_after_the_legs_is_reported_and_exits_1(git_repo: Path, 
     assert "run FAILED" in result.output and "synthesize:" in result.output.splitlines()[-1]
 
 
+@pytest.mark.slow
 def test_no_publish_stops_after_the_synthesis(repo: Path, run_env: dict, monkeypatch: pytest.MonkeyPatch) -> None:
     result = run(repo, run_env, monkeypatch, "--no-publish", "--topics", "diloco-family,verl-trl")
     assert result.exit_code == 0, result.output + result.stderr

@@ -3,11 +3,13 @@
 
 from __future__ import annotations
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from research_dispatch.synthesis.extract.anchor import ReportBody, anchor, sentence_markers
 from research_dispatch.synthesis.read import verbatim
+from tests.profiles import examples
 
 BODY = """# GRPO for post-training
 
@@ -91,7 +93,7 @@ _PERTURB = st.sampled_from([lambda t: t, lambda t: t.replace(" ", "  "), lambda 
                             lambda t: t.replace("-", "\u2014"), lambda t: f"**{t}**"])
 
 
-@settings(max_examples=150, deadline=None)
+@settings(max_examples=examples(150), deadline=None)
 @given(body=_BODIES, start=st.integers(0, 400), length=st.integers(1, 200), perturb=_PERTURB,
        hint=st.sampled_from([None, "Findings", "Other"]))
 def test_anchored_if_and_only_if_the_quote_is_found_after_normalisation(body: str, start: int, length: int,
@@ -106,7 +108,8 @@ def test_anchored_if_and_only_if_the_quote_is_found_after_normalisation(body: st
         assert anchor(found.quote, prepared, section_hint=found.section, numbers=found.markers) == found
 
 
-@settings(max_examples=100, deadline=None)
+@pytest.mark.slow
+@settings(max_examples=examples(100), deadline=None)
 @given(body=_BODIES, start=st.integers(0, 400), length=st.integers(20, 200), at=st.integers(0, 30))
 def test_an_overstated_quote_is_never_anchored(body: str, start: int, length: int, at: int) -> None:
     """A word the report never wrote, put into a span of it, can never be anchored."""

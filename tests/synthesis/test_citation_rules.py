@@ -25,6 +25,7 @@ from research_dispatch.synthesis.check.citations import (
 from research_dispatch.synthesis.common.checked import Support
 from research_dispatch.synthesis.read import verbatim
 from research_dispatch.synthesis.read.evidence import load, parse
+from tests.profiles import examples
 
 URL = "https://arxiv.org/abs/2409.19256"
 TEXT = ("HybridFlow combines single-controller and multi-controller paradigms. It runs RLHF dataflows 1.5x to "
@@ -142,7 +143,7 @@ _WORDS = st.sampled_from(["HybridFlow", "runs", "RLHF", "dataflows", "faster", "
 _TEXT = st.lists(_WORDS, min_size=4, max_size=40).map(" ".join)
 
 
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=examples(200), deadline=None)
 @given(texts=st.lists(_TEXT, min_size=1, max_size=3), verdict=st.sampled_from(list(Verdict)),
        which=st.integers(0, 3), start=st.integers(0, 200), length=st.integers(0, 120),
        tamper=st.sampled_from(["", " always", "X"]))

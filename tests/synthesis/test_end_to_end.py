@@ -6,6 +6,8 @@ import json
 import shutil
 from pathlib import Path
 
+import pytest
+
 from research_dispatch.config.plan import plan_legs
 from research_dispatch.config.settings import load_settings
 from research_dispatch.config.topics import load_topics
@@ -13,6 +15,8 @@ from research_dispatch.leg.execute import run_leg
 from research_dispatch.synthesis import synthesize
 from tests.conftest import ROOT
 from tests.synthesis.conftest import structured_calls
+
+pytestmark = pytest.mark.slow
 
 
 def test_five_real_topics_give_a_convergent_a_divergent_and_a_single_source_decision(

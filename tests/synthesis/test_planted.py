@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
+
 from research_dispatch.config.settings import load_settings
 from tests.synthesis.conftest import ledger, statuses, write_pyproject
 
@@ -26,6 +28,7 @@ PLANTED_CLASSES = {
 }
 
 
+@pytest.mark.slow
 def test_classes_come_out_exactly_as_planted(planted: Path, run_synthesis) -> None:
     result = run_synthesis(planted)
     data = ledger(planted)

@@ -23,6 +23,7 @@ import json
 from dataclasses import dataclass, field, replace
 from typing import Any
 
+import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -42,11 +43,14 @@ from research_dispatch.synthesis.count.counting import counted_claims, supported
 from research_dispatch.synthesis.extract.claims import Claim
 from research_dispatch.synthesis.read.inputs import Counting
 from research_dispatch.synthesis.write.diff import diff_ledgers
+from tests.profiles import examples
+
+pytestmark = pytest.mark.slow
 
 FAMILIES = ("a", "b", "c")
 PICKS = ("X", "Y", "Z")
 URLS = ("https://one.example/", "https://two.example/", "https://three.example/")
-FAST = settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+FAST = settings(max_examples=examples(150), deadline=None, suppress_health_check=[HealthCheck.too_slow])
 
 
 @dataclass(frozen=True)
@@ -364,7 +368,7 @@ JSON = st.recursive(st.none() | st.booleans() | st.integers() | st.floats(allow_
                     max_leaves=25)
 
 
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=examples(200), deadline=None)
 @given(JSON, JSON)
 def test_the_claim_diff_accepts_any_json(old: Any, new: Any) -> None:
     diff = diff_ledgers(old, new)

@@ -13,6 +13,8 @@ import json
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from tests.synthesis.conftest import (
     claim_json,
     say,
@@ -22,6 +24,8 @@ from tests.synthesis.conftest import (
     write_pyproject,
     write_report,
 )
+
+pytestmark = pytest.mark.slow
 
 CACHE = "cache store for session data"
 DATABASE = "primary database"

@@ -8,6 +8,8 @@ import json
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from tests.synthesis.conftest import (
     claim_json,
     ledger,
@@ -16,6 +18,8 @@ from tests.synthesis.conftest import (
     synthesize_cli,
     write_report,
 )
+
+pytestmark = pytest.mark.slow
 
 UNRELATED = [
     claim_json("OpenTelemetry is the tracing backend to adopt for the RL cluster", "observability",

@@ -12,7 +12,11 @@ import uuid
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from tests.tools.conftest import fault_server, live_processes, make_repo, mcp_server_table, run_one_leg
+
+pytestmark = pytest.mark.slow
 
 SCOPE_WITH_PAGE = """\
   Survey DiLoCo and Streaming DiLoCo (see the project documentation page

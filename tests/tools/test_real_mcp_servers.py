@@ -26,6 +26,8 @@ from research_dispatch.core.bounds import CallBounds
 from research_dispatch.tools.mcp_servers import McpError, McpToolset
 from tests.tools.conftest import fault_server, live_processes, make_repo, mcp_server_table, run_one_leg
 
+pytestmark = pytest.mark.slow
+
 BIN = Path(sys.executable).parent
 AWS_FIXTURE = Path(__file__).resolve().parents[1] / "data" / "mcp" / "aws-documentation-mcp-server.tools.json"
 PAGES = {

@@ -23,6 +23,8 @@ from tests.workflows.adopter import scaffold
 from tests.workflows.conftest import CYCLE, assert_no_canary, git
 from tests.workflows.runner_harness import WorkflowError
 
+pytestmark = pytest.mark.e2e
+
 LEGS = ["01-example.anthropic-claude-sonnet-4.6", "01-example.openai-gpt-5"]
 
 

@@ -4,8 +4,12 @@ from __future__ import annotations
 
 import json
 
+import pytest
+
 from research_dispatch.config.plan import current_cycle
 from tests.workflows.conftest import APP_PRIVATE_KEY, APP_TOKEN, CYCLE, SECRETS, assert_no_canary
+
+pytestmark = pytest.mark.e2e
 
 FAILED = "03-monarch-torchforge-openenv"
 UNVERIFIED = "04-verl-trl"

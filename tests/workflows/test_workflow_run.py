@@ -11,8 +11,12 @@ import json
 import shutil
 from pathlib import Path
 
+import pytest
+
 from tests.conftest import CANARY
 from tests.workflows.conftest import CYCLE, WORKFLOWS, assert_no_canary
+
+pytestmark = pytest.mark.e2e
 
 STEMS = ["01-composer-2.5", "02-diloco-family", "03-monarch-torchforge-openenv", "04-verl-trl",
          "05-trace-replay-distillation"]

@@ -114,9 +114,21 @@ def _merge_all_of(schema: dict[str, Any]) -> dict[str, Any]:
 
 
 def _nullable_branch(branches: list[Any]) -> Any | None:
-    """The one non-null branch of `anyOf: [X, {"type": "null"}]`, or None when it is not that shape."""
-    others = [b for b in branches if not (isinstance(b, Mapping) and b.get("type") == "null" and len(b) == 1)]
+    """The one non-null branch of `anyOf: [X, {"type": "null", ...}]`, or None when it is not that shape.
+
+    A branch is the null branch by its type alone: whatever else it carries (`additionalProperties`, a
+    title) says nothing about the value null. Recognising only a bare `{"type": "null"}` made the
+    conversion change its own output — the first pass stripped the extra keys and kept `anyOf`, the
+    second then saw a bare null branch and made it `nullable` (found by the property that converting
+    twice changes nothing, tests/test_tool_schemas.py; `{"type": ["null"]}` by its thorough profile)."""
+    others = [b for b in branches if not _is_null(b)]
     return others[0] if len(branches) == 2 and len(others) == 1 else None
+
+
+def _is_null(branch: Any) -> bool:
+    """A branch that admits only null: `type` "null", or a type list of nothing but "null"."""
+    kind = branch.get("type") if isinstance(branch, Mapping) else None
+    return kind == "null" or (isinstance(kind, list) and bool(kind) and all(t == "null" for t in kind))
 
 
 def _bound(out: dict[str, Any], schema: Mapping[str, Any], exclusive: str, inclusive: str, word: str,
@@ -147,12 +159,14 @@ def _finite(value: Any) -> float | None:
 
 def _convert(schema: Mapping[str, Any], defs: Mapping[str, Any], depth: int) -> dict[str, Any]:
     source, notes = _resolve(schema, defs, depth)
-    if "allOf" in source:
-        source = _merge_all_of(source)
-    if "oneOf" in source and "anyOf" not in source:
-        source["anyOf"] = source.pop("oneOf")
-    branches = source.get("anyOf")
-    if isinstance(branches, list) and (single := _nullable_branch(branches)) is not None:
+    while True:  # until no nullable `anyOf` is left at the top: `anyOf: [null, anyOf: [X, null]]` is X, nullable
+        if "allOf" in source:
+            source = _merge_all_of(source)
+        if "oneOf" in source and "anyOf" not in source:
+            source["anyOf"] = source.pop("oneOf")
+        branches = source.get("anyOf")
+        if not isinstance(branches, list) or (single := _nullable_branch(branches)) is None:
+            break
         inner, inner_notes = _resolve(single, defs, depth) if isinstance(single, Mapping) else ({}, [])
         source = {**inner, **{k: v for k, v in source.items() if k != "anyOf"}, "nullable": True}
         notes = inner_notes + notes
