@@ -102,12 +102,13 @@ def test_a_model_chosen_metadata_url_is_never_fetched(tmp_path: Path, tool_env: 
 
 @pytest.mark.slow
 @reliability(area="hostile", case="the same leg with `[tool.research-dispatch.destinations] allow_hosts = "
-                                  "[\"127.0.0.1\"]` (an internal page server the config allows)",
-             expect="the allowed host is fetched and can be cited; 169.254.169.254 is still refused")
+                                  "[\"127.0.0.1:<port>\"]` (an internal page server the config allows, with its port)",
+             expect="the allowed host and port is fetched through the egress proxy and can be cited; 169.254.169.254 "
+                    "is still refused")
 def test_a_host_the_config_allows_is_fetched(tmp_path: Path, tool_env: dict[str, str],  # noqa: F811
                                              gateway: Any, metadata_server: tuple[str, list[str]]) -> None:
     base, hits = metadata_server
-    run = run_one_leg(fetching_repo(tmp_path, base, uuid.uuid4().hex, allow="127.0.0.1"), tool_env)
+    run = run_one_leg(fetching_repo(tmp_path, base, uuid.uuid4().hex, allow=base.removeprefix("http://")), tool_env)
     assert hits == ["/latest/meta-data/iam/credentials"]
     assert run.tool_errors().count("destination_refused") == 1, run.tool_events()
     assert SECRET in tool_text(gateway)  # shown to the model, as the config asked

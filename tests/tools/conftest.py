@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import readabilipy.simple_json
 import yaml
 
 from research_dispatch.config.plan import plan_legs
@@ -39,6 +40,15 @@ SCOPE = """\
   Survey DiLoCo, Streaming DiLoCo and the decentralised training stacks built on such ideas, in
   particular PRIME-RL and the INTELLECT-2 run. Answer how much communication each method saves and at
   what quality cost, and what is production-ready for a small team today."""
+
+
+@pytest.fixture(scope="session")
+def fetch_server_simplifier() -> bool:
+    """Install, once and outside any leg, the npm package that `mcp-server-fetch`'s page simplifier
+    (readabilipy) installs on first use. In a leg the server runs behind the egress proxy, which refuses
+    a package registry that this workplace resolves to a documentation-range address (as it should: not
+    a public address), so the first use must not happen there. True when Node is available."""
+    return bool(readabilipy.simple_json.have_node())
 
 
 @pytest.fixture

@@ -74,6 +74,7 @@ def page_server() -> Iterator[str]:
         server.server_close()
 
 
+@pytest.mark.usefixtures("fetch_server_simplifier")
 def test_leg_reads_local_pages_through_the_reference_fetch_server(tmp_path: Path, tool_env: dict[str, str],
                                                                   gateway: Any, page_server: str) -> None:
     urls = [page_server + path for path in PAGES]
@@ -82,8 +83,9 @@ def test_leg_reads_local_pages_through_the_reference_fetch_server(tmp_path: Path
     # timeout_s is generous: on first use the fetch server's simplifier may install an npm package.
     config = mcp_server_table("fetch", [str(BIN / "mcp-server-fetch"), "--ignore-robots-txt", "--allow-private-ips"],
                               ["fetch"], timeout_s=240)
-    # the page server is on loopback, which the destination policy refuses unless the config allows it
-    config += '\n[tool.research-dispatch.destinations]\nallow_hosts = ["127.0.0.1"]\n'
+    # the page server is on loopback, which the destination policy refuses unless the config allows it (and its port);
+    # the fetch server reaches it through the leg's egress proxy
+    config += f'\n[tool.research-dispatch.destinations]\nallow_hosts = ["{page_server.removeprefix("http://")}"]\n'
     repo = make_repo(tmp_path, topic_extra="mcp: [fetch]\n", scope=scope, config=config)
     run = run_one_leg(repo, tool_env)
     assert run.meta is not None, run.result

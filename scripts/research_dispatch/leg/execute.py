@@ -296,10 +296,11 @@ class _LegRun:
         (started here, stopped by `stack`)."""
         leg, settings = self.leg, self.settings
         service = settings.search_service
+        destinations = DestinationPolicy.allowing(settings.destinations.allow_hosts)
         mcp = None
         if leg.topic.mcp:
             mcp = stack.enter_context(McpToolset({n: settings.mcp.servers[n] for n in leg.topic.mcp}, env=self.env,
-                                                 interrupt=self.interrupt))
+                                                 interrupt=self.interrupt, destinations=destinations))
             mcp.open(leg_deadline=leg_deadline)
             self.trace(McpStartEvent(tools=sorted(mcp.tools), problems=dict(mcp.start_problems)))
         providers = (list(self.services.search) if self.services is not None
@@ -310,7 +311,7 @@ class _LegRun:
                            backoff_base_s=service.backoff_base_s, backoff_max_s=service.backoff_max_s,
                            sleep=self.retry.sleep if self.retry is not None else time.sleep,
                            leg_deadline=leg_deadline, interrupt=self.interrupt,
-                           destinations=DestinationPolicy.allowing(settings.destinations.allow_hosts))
+                           destinations=destinations)
 
     # --- the outcome ---------------------------------------------------------------------------
     def conclude(self, outcome: ResearchOutcome, tools: SearchTools) -> LegResult:
