@@ -135,10 +135,20 @@ def inert_markdown(text: str) -> str:
     return text.replace("$", NEUTRAL_DOLLAR)
 
 
+def show_controls(text: str) -> str:
+    """Every control, bidi and zero-width character but tab and newline written out as its escape
+    (`\\x1b`, `\\u202e`): a file name or page text carrying OSC 52 (`ESC ] 52 ; c ; … BEL`, which writes the
+    reader's clipboard), a CSI sequence (`ESC [` or the one-byte `\\x9b`: cursor moves, a cleared line) or a
+    bidi override reaches a terminal as text, never as a command, and the reader sees that it was there."""
+    return _INVISIBLE.sub(lambda m: f"\\x{ord(m.group(0)):02x}" if ord(m.group(0)) < 0x100
+                          else f"\\u{ord(m.group(0)):04x}", text)
+
+
 def for_log(text: str) -> str:
-    """A line printed by a command (the job log in Actions): carriage returns become line breaks first
-    (the runner starts a line at each), then `neutralise`."""
-    return neutralise(text.replace("\r\n", "\n").replace("\r", "\n"))
+    """A line printed by a command (a terminal, or the job log in Actions): carriage returns become line
+    breaks first (the runner starts a line at each), control characters are shown (`show_controls`), then
+    `neutralise`."""
+    return neutralise(show_controls(text.replace("\r\n", "\n").replace("\r", "\n")))
 
 
 def neutralise_expressions(text: str) -> str:
