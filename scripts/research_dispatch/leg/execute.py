@@ -139,8 +139,10 @@ def leg_input_hashes(leg: Leg, settings: Settings) -> frozenset[str]:
 
 def _leg_hash(leg: Leg, settings: Settings, topic_sha256: str) -> str:
     words, budget, search = effective(leg.topic, settings)
-    mcp = {name: settings.mcp.servers[name].model_dump(mode="json") for name in leg.topic.mcp
-           if name in settings.mcp.servers}
+    # `egress_proxy` counts only when off (the default, on, came later: it changed no existing leg's hash)
+    mcp = {name: settings.mcp.servers[name].model_dump(
+        mode="json", exclude={"egress_proxy"} if settings.mcp.servers[name].egress_proxy else None)
+        for name in leg.topic.mcp if name in settings.mcp.servers}
     return input_hash(topic_sha256=topic_sha256, model=leg.route.model, provider=leg.route.provider,
                       words=words, budget=budget, search=search, mcp=mcp)
 
