@@ -58,6 +58,7 @@ DEFAULT_PORTS = {"http": 80, "https": 443}
 # `data:…`). Not any `word:` — a search phrase "S3: bucket policy" is no URL.
 _URL_LIKE = re.compile(r"^\s*(?:[A-Za-z][A-Za-z0-9+.-]{0,31}:(?://|\\\\|/\\|\\/)|//|\\\\|(?:file|data|javascript|"
                        r"vbscript|gopher|dict|ldap|jar|netdoc|ftp|tftp|smb|ssh|telnet|http|https):)", re.IGNORECASE)
+_SCHEME_SLASHES = re.compile(r"^\s*(?:[A-Za-z][A-Za-z0-9+.-]{0,31}:)?(?://|\\\\|/\\|\\/)")
 _EMBEDDED_URL = re.compile(r"[A-Za-z][A-Za-z0-9+.-]{0,31}://[^\s<>\"'`]+")
 # Words of an argument's name that say what its value is: a URL (judged strictly), or a host (judged as one).
 _URL_WORDS = frozenset({"url", "urls", "uri", "uris", "href", "link", "links", "src", "location"})
@@ -329,10 +330,12 @@ def _string_candidates(value: str, words: set[str]) -> Iterator[tuple[str, bool]
     text = value.strip()
     if not text:
         return
-    if _URL_LIKE.match(text) or words & _URL_WORDS:
+    spaced = any(ch.isspace() for ch in text)
+    # `http: status codes explained` is a phrase; `file:///etc/passwd please` is still a URL
+    if (_URL_LIKE.match(text) and (not spaced or _SCHEME_SLASHES.match(text))) or words & _URL_WORDS:
         yield text, True
         return
-    if any(ch.isspace() for ch in text):
+    if spaced:
         for match in _EMBEDDED_URL.finditer(text):
             yield match.group(0), False
         return
