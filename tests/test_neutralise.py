@@ -37,14 +37,17 @@ TEXTS = st.lists(st.one_of(st.sampled_from(PIECES), st.text(max_size=4)), max_si
 
 
 class _TextNodes(HTMLParser):
-    """The rendered text a mention filter reads: text nodes outside code, pre and links, entities decoded."""
+    """The rendered text a mention filter reads: text nodes outside code, pre and links, entities decoded;
+    and every tag the render opened (links, images, a math fence)."""
 
     def __init__(self) -> None:
         super().__init__(convert_charrefs=True)
         self.open: list[str] = []
         self.nodes: list[str] = []
+        self.tags: list[tuple[str, dict[str, str | None]]] = []
 
     def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
+        self.tags.append((tag, dict(attrs)))
         if tag not in {"br", "hr", "img", "input"}:
             self.open.append(tag)
 
@@ -57,11 +60,16 @@ class _TextNodes(HTMLParser):
             self.nodes.append(data)
 
 
-def mentions(markdown: str) -> list[str]:
-    """Every mention GitHub would link in `markdown` (by the widened pattern)."""
+def rendered(markdown: str) -> _TextNodes:
     parser = _TextNodes()
     parser.feed(RENDERER.render(markdown))
     parser.close()
+    return parser
+
+
+def mentions(markdown: str) -> list[str]:
+    """Every mention GitHub would link in `markdown` (by the widened pattern)."""
+    parser = rendered(markdown)
     return [m.group(0) for node in parser.nodes for m in GITHUB_MENTION.finditer(node)]
 
 
@@ -153,34 +161,9 @@ ACTS = {"fixes #1": "fixes #1", "closes owner/repo#2": "closes owner/repo#2", "o
         "a reference inside a code span": "`fixes #1`", "an autolink in angle brackets": "<https://evil.example>"}
 
 
-class _Rendered(HTMLParser):
-    """Text nodes outside code, pre and links (entities decoded), and every tag the render opened."""
-
-    def __init__(self) -> None:
-        super().__init__(convert_charrefs=True)
-        self.open: list[str] = []
-        self.nodes: list[str] = []
-        self.tags: list[tuple[str, dict[str, str | None]]] = []
-
-    def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
-        self.tags.append((tag, dict(attrs)))
-        if tag not in {"br", "hr", "img", "input"}:
-            self.open.append(tag)
-
-    def handle_endtag(self, tag: str) -> None:
-        if tag in self.open:
-            del self.open[len(self.open) - 1 - self.open[::-1].index(tag):]
-
-    def handle_data(self, data: str) -> None:
-        if not INERT & set(self.open):
-            self.nodes.append(data)
-
-
 def acts(markdown: str) -> list[str]:
     """Everything GitHub would act on in `markdown` once rendered: references, autolinks, links, images, math."""
-    parser = _Rendered()
-    parser.feed(RENDERER.render(markdown))
-    parser.close()
+    parser = rendered(markdown)
     found = [m.group(0) for node in parser.nodes for pattern in (GITHUB_REFERENCE, GITHUB_AUTOLINK)
              for m in pattern.finditer(node)]
     found += [f"<{tag}>" for tag, _ in parser.tags if tag in {"a", "img"}]

@@ -12,12 +12,11 @@ from __future__ import annotations
 import ipaddress
 import socket
 import sys
-import threading
 import urllib.error
 import urllib.request
 import uuid
 from collections.abc import Iterator
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 from pathlib import Path
 from typing import Any, ClassVar
 
@@ -36,6 +35,7 @@ from tests.tools.conftest import (  # noqa: F401  (exa, fetch_server_simplifier,
     fault_server,
     fetch_server_simplifier,
     live_processes,
+    local_server,
     make_repo,
     mcp_server_table,
     run_one_leg,
@@ -65,14 +65,8 @@ class _Metadata(BaseHTTPRequestHandler):
 @pytest.fixture
 def metadata_server() -> Iterator[tuple[str, list[str]]]:
     handler = type("Metadata", (_Metadata,), {"hits": []})
-    server = ThreadingHTTPServer(("127.0.0.1", 0), handler)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    try:
-        yield f"http://127.0.0.1:{server.server_address[1]}", handler.hits
-    finally:
-        server.shutdown()
-        server.server_close()
+    with local_server(handler) as base:
+        yield base, handler.hits
 
 
 def fetching_repo(tmp_path: Path, base: str, marker: str, *, allow: str = "") -> Path:
@@ -360,14 +354,8 @@ class _Redirecting(BaseHTTPRequestHandler):
 def hostile_pages(metadata_server: tuple[str, list[str]]) -> Iterator[str]:
     metadata, _ = metadata_server
     handler = type("Redirecting", (_Redirecting,), {"target": f"{metadata}/latest/meta-data/iam/credentials"})
-    server = ThreadingHTTPServer(("127.0.0.1", 0), handler)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    try:
-        yield f"http://127.0.0.1:{server.server_address[1]}"
-    finally:
-        server.shutdown()
-        server.server_close()
+    with local_server(handler) as base:
+        yield base
 
 
 @pytest.fixture

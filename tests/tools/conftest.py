@@ -4,11 +4,14 @@ processes over stdio."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import sys
+import threading
 from collections.abc import Iterator
 from dataclasses import dataclass
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
@@ -40,6 +43,19 @@ SCOPE = """\
   Survey DiLoCo, Streaming DiLoCo and the decentralised training stacks built on such ideas, in
   particular PRIME-RL and the INTELLECT-2 run. Answer how much communication each method saves and at
   what quality cost, and what is production-ready for a small team today."""
+
+
+@contextlib.contextmanager
+def local_server(handler: type[BaseHTTPRequestHandler]) -> Iterator[str]:
+    """An HTTP server on 127.0.0.1 (an ephemeral port) in a thread: its base URL, shut down on exit."""
+    server = ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield f"http://127.0.0.1:{server.server_address[1]}"
+    finally:
+        server.shutdown()
+        server.server_close()
 
 
 @pytest.fixture(scope="session")

@@ -15,7 +15,7 @@ import threading
 import time
 import uuid
 from collections.abc import Iterator
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 from pathlib import Path
 from typing import Any
 
@@ -24,7 +24,7 @@ import pytest
 from research_dispatch.config.settings import McpServerSettings
 from research_dispatch.core.bounds import CallBounds
 from research_dispatch.tools.mcp_servers import McpError, McpToolset
-from tests.tools.conftest import fault_server, live_processes, make_repo, mcp_server_table, run_one_leg
+from tests.tools.conftest import fault_server, live_processes, local_server, make_repo, mcp_server_table, run_one_leg
 
 pytestmark = pytest.mark.slow
 
@@ -64,14 +64,8 @@ class _Pages(BaseHTTPRequestHandler):
 
 @pytest.fixture
 def page_server() -> Iterator[str]:
-    server = ThreadingHTTPServer(("127.0.0.1", 0), _Pages)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    try:
-        yield f"http://127.0.0.1:{server.server_address[1]}"
-    finally:
-        server.shutdown()
-        server.server_close()
+    with local_server(_Pages) as base:
+        yield base
 
 
 @pytest.mark.usefixtures("fetch_server_simplifier")
