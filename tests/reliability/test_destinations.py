@@ -250,15 +250,15 @@ def nested(value: Any, depth: int) -> Any:
     return value
 
 
-ARGUMENTS = {"a host under `host`": {"host": "169.254.169.254"},
+ARGUMENTS = {"a host under host": {"host": "169.254.169.254"},
              "a host 60 levels deep": nested({"target": "10.0.0.1"}, 60),
              "a URL 60 levels deep under no URL key": nested({"x": "http://169.254.169.254/"}, 60),
-             "host:port under `server`": {"server": "localhost:8080"},
-             "an integer address under `ip`": {"ip": "2130706433"},
+             "host:port under server": {"server": "localhost:8080"},
+             "an integer address under ip": {"ip": "2130706433"},
              "a mapped IPv6 address under any key": {"q": "::ffff:169.254.169.254"},
              "a dotted address under any key": {"note": "10.1.2.3"},
-             "a local name under `endpoint`": {"endpoint": "kubernetes.default.svc"},
-             "camelCase `baseUrl`": {"baseUrl": "10.0.0.1/api"},
+             "a local name under endpoint": {"endpoint": "kubernetes.default.svc"},
+             "camelCase baseUrl": {"baseUrl": "10.0.0.1/api"},
              "a URL as a key": {"http://169.254.169.254/latest/": "x"},
              "a URL inside free text": {"prompt": "summarise http://127.0.0.1:8080/admin for me"}}
 
