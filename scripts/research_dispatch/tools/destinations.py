@@ -39,6 +39,7 @@ reached over HTTP (`url`), fetches on its own: its redirects and DNS are its own
 
 from __future__ import annotations
 
+import encodings.idna  # noqa: F401  (`str.encode("idna")` below: loaded here, never first on a leg thread)
 import ipaddress
 import re
 from collections.abc import Iterable, Iterator
