@@ -324,7 +324,7 @@ def _extract_all(reports: list[ReportInput], settings: Settings, cache: Synthesi
     outcomes = [_Extracted(extract.build_request(r, model=syn.extractor_model, layers=syn.layers)) for r in reports]
     pending: list[_Extracted] = []
     for outcome in outcomes:
-        hit = cache.extraction(outcome.request.key)
+        hit = cache.extraction(outcome.request.key, outcome.request.report.stem)
         if hit is None:
             pending.append(outcome)
             continue
@@ -404,7 +404,8 @@ def _check_all(repo: Path, reports: list[ReportInput], extracted: list[_Extracte
     by_stem = {r.stem: r for r in reports}
     checks: list[_ReportChecks] = []
     pending: list[_Checked] = []
-    answered: dict[str, tuple[citations.Verdicted, list[dict[str, Any]]]] = {}
+    # by (report, key): two reports may ask one question, and each decision rests on its own report's calls
+    answered: dict[tuple[str, str], tuple[citations.Verdicted, list[dict[str, Any]]]] = {}
     for outcome in extracted:
         if outcome.error:
             continue
@@ -415,11 +416,11 @@ def _check_all(repo: Path, reports: list[ReportInput], extracted: list[_Extracte
         checks.append(report_checks)
         uncached = []
         for item in report_checks.plan.items:
-            hit = cache.citation(item.key)
+            hit = cache.citation(item.key, report.stem)
             if hit is None:
                 uncached.append(item)
             else:
-                answered[item.key] = hit
+                answered[(report.stem, item.key)] = hit
                 report_checks.cached += 1
         pending += [_Checked(b) for b in citations.build_batches(report.stem, uncached)]
     minutes = settings.synthesis.timeout_minutes
@@ -444,22 +445,23 @@ def _check_all(repo: Path, reports: list[ReportInput], extracted: list[_Extracte
         finished = _merge_finished(pending, pending, _parallel(pending, work, settings.synthesis.concurrency, deadline),
                                    lambda o: f"citation check {o.batch.index} of {o.batch.report}: "
                                              f"{_time_limit_note(minutes)}")
-    failed: dict[str, _Checked] = {}
+    failed: dict[tuple[str, str], _Checked] = {}
     by_report: dict[str, list[_Checked]] = {}
     for checked in finished:
         by_report.setdefault(checked.batch.report, []).append(checked)
         for item in checked.batch.items.values():
             if item.key in checked.answers:
-                answered[item.key] = (checked.answers[item.key], checked.calls)
+                answered[(checked.batch.report, item.key)] = (checked.answers[item.key], checked.calls)
             else:
-                failed[item.key] = checked
+                failed[(checked.batch.report, item.key)] = checked
     for report_checks in checks:
         _decide_report(report_checks, answered, failed, by_report.get(report_checks.plan.report, []))
     return checks
 
 
-def _decide_report(checks: _ReportChecks, answered: dict[str, tuple[citations.Verdicted, list[dict[str, Any]]]],
-                   failed: dict[str, _Checked], outcomes: list[_Checked]) -> None:
+def _decide_report(checks: _ReportChecks,
+                   answered: dict[tuple[str, str], tuple[citations.Verdicted, list[dict[str, Any]]]],
+                   failed: dict[tuple[str, str], _Checked], outcomes: list[_Checked]) -> None:
     """Every decision of one report, in claim order, with the calls each rests on (deduplicated)."""
     calls: list[dict[str, Any]] = []
     index: dict[str, int] = {}
@@ -476,13 +478,13 @@ def _decide_report(checks: _ReportChecks, answered: dict[str, tuple[citations.Ve
 
     decisions = list(checks.plan.decided)
     for item in checks.plan.items:
-        hit = answered.get(item.key)
+        hit = answered.get((checks.plan.report, item.key))
         if hit is not None:
             answer, records = hit
             check, reason = citations.decide(item, answer)
             decisions.append(citations.Decision(item.claim, item.number, check, reason, item, answer, refer(records)))
             continue
-        outcome = failed.get(item.key)
+        outcome = failed.get((checks.plan.report, item.key))
         why = outcome.error if outcome is not None and outcome.error else "the check call gave no answer"
         decisions.append(citations.Decision(
             item.claim, item.number, CitationCheck(item.url, Support.UNSUPPORTED),
