@@ -40,19 +40,28 @@ def test_run_commits_the_refresh_to_a_local_branch_and_a_rerun_changes_nothing(
         git_repo: Path, run_env: dict, gateway: Any, monkeypatch: pytest.MonkeyPatch) -> None:
     first = run(git_repo, run_env, monkeypatch)
     assert first.exit_code == 0, first.output + first.stderr
-    assert "synthesis:" in first.output and "local branch only: use --push" in first.output
+    assert "synthesis:" in first.output and "push it:     research-dispatch run --push" in first.output
+    assert f"look at it:  git log --stat main..{BRANCH}" in first.output
+    assert git(git_repo, "status", "--porcelain", "-uall") == ""  # the base branch's work tree as it was
     subjects = git(git_repo, "log", "--format=%s", f"main..{BRANCH}").splitlines()
     assert len(subjects) == 6  # one per report, one for the synthesis
     trailers = git(git_repo, "log", "--format=%(trailers:key=Route,valueonly)", f"main..{BRANCH}").split()
     assert trailers.count("exact") == 5
     assert git(git_repo, "rev-parse", "--abbrev-ref", "HEAD").strip() == "main"  # the work tree is left alone
 
+    tip = git(git_repo, "rev-parse", BRANCH)
+    calls = git(git_repo, "show", f"{BRANCH}:framework/synthesis.calls.jsonl")
+    [cost] = [line for line in first.output.splitlines() if line.startswith("  cost: $")]
+
     gateway.reset()
     second = run(git_repo, run_env, monkeypatch)
     assert second.exit_code == 0, second.output
     assert gateway.completions == []  # no leg ran, and the synthesis came from its cache
-    assert "nothing changed" in second.output
-    assert git(git_repo, "log", "--format=%s", f"main..{BRANCH}").splitlines() == subjects
+    assert "nothing changed" in second.output and "calls: none; cost $0.0000" in second.output
+    assert git(git_repo, "rev-parse", BRANCH) == tip  # no new commit, nothing to force-push
+    assert git(git_repo, "show", f"{BRANCH}:framework/synthesis.calls.jsonl") == calls  # no call, no line
+    assert cost in second.output.splitlines()  # the refresh's cost, as the PR says it, is the same
+    assert git(git_repo, "status", "--porcelain", "-uall") == ""
 
 
 @pytest.mark.slow
@@ -62,7 +71,7 @@ def test_a_failed_leg_still_synthesizes_and_publishes_and_exits_1(git_repo: Path
     result = run(git_repo, run_env, monkeypatch)
     assert result.exit_code == 1
     assert "failed legs: 04-verl-trl" in result.output
-    assert (git_repo / "framework" / "claims.json").exists()
+    assert git(git_repo, "cat-file", "-t", f"{BRANCH}:framework/claims.json").strip() == "blob"
     assert len(git(git_repo, "log", "--format=%s", f"main..{BRANCH}").splitlines()) == 5
 
 
