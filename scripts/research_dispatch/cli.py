@@ -207,7 +207,8 @@ def check(repo: Path, online: bool, as_json: bool) -> None:
 @click.option("--models", "model_ids", default=None, help="Comma-separated model slugs to keep.")
 @click.option("--github-output", is_flag=True, help="Also append matrix=, count=, cycle= and the jobs' timeouts "
               "(research-minutes=, synthesize-minutes=) to $GITHUB_OUTPUT.")
-@click.option("--json", "as_json", is_flag=True, help="Print the matrix JSON even on a terminal.")
+@click.option("--json", "as_json", is_flag=True, help="Print the matrix JSON (with worst_case_usd and estimate_usd) "
+              "even on a terminal.")
 @click.option("--publishing", type=click.BOOL, default=False, show_default=True,
               help="This refresh will publish: also refuse a cycle whose PR was closed without merging (needs "
               "GITHUB_TOKEN, GITHUB_REPOSITORY), before any leg is paid for.")
@@ -216,7 +217,7 @@ def check(repo: Path, online: bool, as_json: bool) -> None:
 def plan(repo: Path, topic_ids: str | None, model_ids: str | None, github_output: bool, as_json: bool,
          publishing: bool, cycle: str | None) -> None:
     """On a terminal: the legs, their caps, the worst-case spend and an estimate. Piped or with --json:
-    the matrix JSON {"include": [{"leg", "topic", "model"}, ...]}.
+    the matrix JSON {"include": [{"leg", "topic", "model"}, ...], "worst_case_usd", "estimate_usd"}.
 
     With --github-output (the workflow's plan job) also what the jobs need, derived from the caps:
     `research-minutes` and `synthesize-minutes` (the jobs' timeouts); a plan no hosted job can hold, or a
@@ -250,8 +251,11 @@ def plan(repo: Path, topic_ids: str | None, model_ids: str | None, github_output
 
         require_open_cycle(settings, require_target(os.environ), refresh_branch(settings, cycle_id), cycle_id,
                            remedy="dispatch with dry-run")
-    if as_json or not sys.stdout.isatty():  # FIXED: the matrix JSON exactly as before, for machines
-        click.echo(text)
+    if as_json or not sys.stdout.isatty():  # FIXED: the matrix JSON, with what the plan may cost beside it
+        # lazy: `--help` must not import the stages (module docstring)
+        from research_dispatch.config.estimate import plan_document
+
+        click.echo(plan_document(settings, legs))
     else:
         # lazy: `--help` must not import the stages (module docstring)
         from research_dispatch.config.estimate import plan_lines

@@ -18,12 +18,13 @@ A model the price list does not know is left out of the estimate, and named (its
 
 from __future__ import annotations
 
+import json
 from collections.abc import Sequence
 from dataclasses import dataclass
 from decimal import Decimal
 from typing import Any
 
-from research_dispatch.config.plan import Leg
+from research_dispatch.config.plan import Leg, matrix
 from research_dispatch.config.settings import Settings
 from research_dispatch.config.topics import effective
 from research_dispatch.core.tables import Column, render_table
@@ -152,5 +153,19 @@ def plan_lines(settings: Settings, legs: Sequence[Leg], cycle: str) -> list[str]
              "tokens; prompt caching not counted)"]
     if cost.unpriced:
         lines.append(f"  not in the price list, so not estimated: {', '.join(cost.unpriced)}")
-    lines.append("piped, or with --json: the matrix JSON for GitHub Actions")
+    lines.append("piped, or with --json: the matrix JSON for GitHub Actions, and both figures")
     return lines
+
+
+def plan_document(settings: Settings, legs: Sequence[Leg]) -> str:
+    """`plan` piped or with `--json`: the matrix (`include`, unchanged for its consumers) and beside it what
+    the plan may cost — `worst_case_usd` (the caps, bounded by the run budget) and `estimate_usd` (the
+    priced part; null when nothing of the legs is priced, e.g. without the price list), with the models
+    left out of the estimate in `unpriced_models`. The workflow's `matrix=` output stays the matrix alone:
+    every other top-level key of a matrix would be a dimension to GitHub Actions."""
+    cost = estimate_plan(settings, legs)
+    priced = any(c.estimate_usd is not None for c in cost.legs)
+    document = {**matrix(list(legs)), "worst_case_usd": round(cost.worst_case_usd, 2),
+                "estimate_usd": round(cost.estimate_usd, 2) if priced else None,
+                "unpriced_models": cost.unpriced}
+    return json.dumps(document, separators=(",", ":"), sort_keys=True)
