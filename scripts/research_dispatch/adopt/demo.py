@@ -489,7 +489,7 @@ def report_and_check(directory: Path, origin: Path, outcome: Any, pulls: list[di
     return checks
 
 
-ROUTE_COLUMNS = (Column("leg", keep=True), Column("model"), Column("provider"), Column("route"),
+ROUTE_COLUMNS = (Column("leg", ident=True), Column("model", cut_last=True), Column("provider"), Column("route"),
                  Column("words", right=True), Column("sources", right=True), Column("status"))
 
 

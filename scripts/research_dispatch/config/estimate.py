@@ -124,8 +124,9 @@ def estimate_plan(settings: Settings, legs: Sequence[Leg]) -> PlanCost:
                     tuple(unpriced), source)
 
 
-PLAN_COLUMNS = (Column("leg", keep=True), Column("model"), Column("family"), Column("steps", right=True),
-                Column("cap $", right=True), Column("min", right=True), Column("est. $", right=True))
+PLAN_COLUMNS = (Column("leg", ident=True), Column("model", cut_last=True), Column("family"),
+                Column("steps", right=True), Column("cap $", right=True), Column("min", right=True),
+                Column("est. $", right=True))
 
 
 def plan_lines(settings: Settings, legs: Sequence[Leg], cycle: str) -> list[str]:

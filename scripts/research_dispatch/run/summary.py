@@ -26,7 +26,7 @@ _VERB = {ResumeAction.RUN: "run ", ResumeAction.KEEP: "keep", ResumeAction.SKIP_
 
 
 
-SUMMARY_COLUMNS = (Column("leg", keep=True), Column("this run"), Column("state"), Column("route"),
+SUMMARY_COLUMNS = (Column("leg", ident=True), Column("this run"), Column("state"), Column("route"),
                    Column("words", right=True), Column("cost", right=True), Column("reason", wrap=True))
 """The run's summary on a terminal (`console_table`: fits it, the reason wraps); in a log, a plain table."""
 
