@@ -461,8 +461,8 @@ def _show_branch(directory: Path, settings: Settings, outcome: RunOutcome, log: 
     except DispatchError as exc:
         log.summary(f"  the working tree stays on {settings.pr.base}: {exc}")
         return
-    log.summary(f"  working tree: the refresh branch {branch} (`git -C {_show(directory)} log --stat "
-                f"{settings.pr.base}..` shows its commits)")
+    log.summary(f"  working tree: the refresh branch {branch}")
+    log.summary(f"    its commits: git -C {_show(directory)} log --stat {settings.pr.base}..")
 
 
 def _show(path: Path) -> str:
