@@ -153,7 +153,37 @@ def _print_version(ctx: click.Context, _param: click.Parameter, value: bool) -> 
     ctx.exit()
 
 
-@click.group(context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100})
+class WorkflowOrder(click.Group):
+    """`--help` lists the commands in the order a lead meets them (set up, try, check, plan, run, verify),
+    then, in a section of their own, the steps the workflow runs in CI one job at a time (issue 30.8):
+    alphabetical order put `collect`, CI plumbing, second, beside `init`."""
+
+    PEOPLE = ("init", "demo", "check", "plan", "run", "verify")
+    CI_STEPS = ("research", "collect", "synthesize", "publish", "notify")
+
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        names = set(self.commands)
+        known = [*self.PEOPLE, *self.CI_STEPS]
+        people = [n for n in self.PEOPLE if n in names] + sorted(names - set(known))
+        return people + [n for n in self.CI_STEPS if n in names]
+
+    def format_commands(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
+        shown = [(name, command) for name in self.list_commands(ctx)
+                 if (command := self.get_command(ctx, name)) is not None and not command.hidden]
+        if not shown:
+            return
+        limit = formatter.width - 6 - max(len(name) for name, _ in shown)
+        sections = (("Commands", [item for item in shown if item[0] not in self.CI_STEPS]),
+                    ("CI steps (the workflow runs them, one job each)",
+                     [item for item in shown if item[0] in self.CI_STEPS]))
+        for title, items in sections:
+            if items:
+                with formatter.section(title):
+                    formatter.write_dl([(name, command.get_short_help_str(limit)) for name, command in items])
+
+
+@click.group(cls=WorkflowOrder,
+             context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100})
 @click.option("--version", is_flag=True, expose_value=False, is_eager=True, callback=_print_version,
               help="Show the version and the commit it was built from, and exit.")
 def main() -> None:
