@@ -26,7 +26,8 @@ For both:
   chunks and on every socket read;
 * only retryable failures are retried (429, 408, 5xx, timeouts, resets, or what `error.availability
   .retryable` / `x-should-retry` say), honouring `Retry-After`, within the caller's deadline; 401 and 402
-  stop at once; a `Retry-After` longer than `max_retry_after_s` is not waited out;
+  stop at once; a `Retry-After` longer than `max_retry_after_s` is not waited out. The policy is the one
+  of every outbound call (`core/retry.py`); this client records each attempt it decides on;
 * an HTTP-200 body with `choices[].error` or a top-level `error` is raised as `ErrorInResponse`; a 200
   body that is not a chat completion (an HTML page, truncated JSON) is a retryable `malformed response`;
   usage the product cannot account for (a cost that is NaN, negative or not a number) is `UnusableUsage`;
@@ -41,11 +42,10 @@ import contextlib
 import functools
 import json
 import math
-import random
 import threading
 import time
 from collections.abc import Callable, Mapping
-from dataclasses import MISSING, asdict, dataclass, field, fields, replace
+from dataclasses import MISSING, asdict, dataclass, fields, replace
 from typing import Any
 
 import openai
@@ -74,12 +74,12 @@ from research_dispatch.core.errors import (
 )
 from research_dispatch.core.records import load_record, record
 from research_dispatch.core.redact import register_secrets
+from research_dispatch.core.retry import Failure, GiveUp, RetryPolicy
 from research_dispatch.gateway import caching, reasoning, route, schemas, stream, structured
 from research_dispatch.gateway import endpoints as listing
 from research_dispatch.gateway.endpoints import Pricing
 
-__all__ = ["CallRecord", "Completion", "Gateway", "Pricing", "RetryPolicy", "canonical_assistant_turn",
-           "credentials"]
+__all__ = ["CallRecord", "Completion", "Gateway", "Pricing", "canonical_assistant_turn", "credentials"]
 
 DEFAULT_BASE_URL = "https://openrouter.ai/api/v1"
 OPENROUTER = "openrouter"
@@ -232,26 +232,6 @@ def canonical_assistant_turn(message: Mapping[str, Any], *, tool_turn_content: s
     return turn
 
 
-@dataclass
-class RetryPolicy:
-    """Bounded retries: exponential back-off with jitter, or exactly the server's `Retry-After`.
-
-    `sleep` is injectable so tests can record the waits instead of waiting them.
-    """
-
-    max_retries: int = 3
-    backoff_base_s: float = 1.0
-    backoff_max_s: float = 30.0
-    sleep: Callable[[float], None] = field(default=time.sleep, repr=False)
-    max_retry_after_s: float = 120.0
-
-    def delay(self, attempt: int, retry_after_s: float | None) -> float:
-        if retry_after_s is not None:
-            return min(max(retry_after_s, 0.0), self.max_retry_after_s)
-        base = min(self.backoff_base_s * (2 ** attempt), self.backoff_max_s)
-        return float(base * (1 + random.random() * 0.25))
-
-
 def gateway_service(settings: GatewaySettings | None = None) -> environment.Service:
     """Whose key and base URL the configured gateway kind reads: OPENROUTER_* or OPENAI_*."""
     kind = settings.kind if settings is not None else OPENROUTER
@@ -400,9 +380,7 @@ class Gateway:
         self.interrupt = interrupt
         self.deadline = deadline
         self.base_url = (base_url or DEFAULT_BASE_URL).rstrip("/")
-        self.retry = retry or RetryPolicy(self.settings.max_retries, self.settings.backoff_base_s,
-                                          self.settings.backoff_max_s,
-                                          max_retry_after_s=self.settings.max_retry_after_s)
+        self.retry = retry or self.settings.retry_policy()
         if http_client is None:
             http_client = bounded_client(verify=_shared_tls_context(), timeout=self.settings.timeout_s,
                                          follow_redirects=True)
@@ -549,17 +527,15 @@ class Gateway:
             error.attempts = attempt + 1
             if probe is not None and structured.refuses_form(error):
                 raise structured.StructuredFormRefused(probe, error) from None
-            if not error.retryable or attempt >= self.retry.max_retries:
-                raise error
-            retry_after = getattr(error, "retry_after_s", None)
-            if retry_after is not None and retry_after > self.retry.max_retry_after_s:
-                raise type(error)(f"{error}; the gateway asked to retry after {retry_after:g} s, more than the "
-                                  f"{self.retry.max_retry_after_s:g} s a leg may wait", status=error.status,
+            decision = self.retry.decide(attempt, Failure(error.retryable, getattr(error, "retry_after_s", None)),
+                                         deadline=leg_deadline)
+            if decision.give_up is GiveUp.WAIT_TOO_LONG:
+                raise type(error)(f"{error}; the gateway asked to retry after {decision.wait_s:g} s, more than the "
+                                  f"{self.retry.max_wait_s:g} s a leg may wait", status=error.status,
                                   error_type=error.error_type, attempts=error.attempts)
-            wait = self.retry.delay(attempt, retry_after)
-            if leg_deadline is not None and time.monotonic() + wait >= leg_deadline:
+            if not decision.retry:
                 raise error
-            self._wait(wait, model, error.attempts)
+            self._wait(decision.wait_s, model, error.attempts)
             attempt += 1
 
     def _wait(self, seconds: float, model: str, attempts: int) -> None:
