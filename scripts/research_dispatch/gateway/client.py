@@ -304,6 +304,18 @@ def _status_of(code: Any) -> int | None:
         return None
 
 
+def _error_in_body(body: Any, fallback: str) -> GatewayError:
+    """The one reading of an error object inside an HTTP 200 (docs/ARCHITECTURE.md § Route verdicts: an
+    HTTP-200 body carrying an error is an error): a top-level `error`, a `choices[].error` with
+    `finish_reason: error`, or an `error` chunk mid-stream. Its `code` is the status the provider would have
+    answered: a retryable one (429, 5xx...) is retried like that status, anything else is `ErrorInResponse`."""
+    facts = _error_facts(body, fallback)
+    status = _status_of(body.get("code")) if isinstance(body, Mapping) else None
+    cls = RetryableGatewayError if status in _RETRYABLE_STATUS else ErrorInResponse
+    return cls(f"gateway returned an error in an HTTP 200 body: {facts.message}", status=status,
+               error_type=facts.error_type)
+
+
 def _malformed(problem: str) -> RetryableGatewayError:
     return RetryableGatewayError(f"gateway returned a malformed response: {problem}", status=None,
                                  error_type="malformed_response")
@@ -746,14 +758,7 @@ class Gateway:
                                              retry_after_s=_parse_retry_after(headers))
             return GatewayError(text, status=status, error_type=facts.error_type)
         if isinstance(exc, openai.APIError):  # a mid-stream `error` chunk, after the HTTP 200: no status code
-            body = getattr(exc, "body", None)
-            facts = _error_facts(body, str(exc))
-            status = _status_of(body.get("code")) if isinstance(body, dict) else None
-            if status in _RETRYABLE_STATUS:
-                return RetryableGatewayError(f"gateway returned an error in an HTTP 200 body: {facts.message}",
-                                             status=status, error_type=facts.error_type)
-            return ErrorInResponse(f"gateway returned an error in an HTTP 200 body: {facts.message}", status=status,
-                                   error_type=facts.error_type)
+            return _error_in_body(getattr(exc, "body", None), str(exc))
         return GatewayError(f"gateway error: {exc}")  # pragma: no cover
 
     def _finish(self, completion: Any, headers: Any, model: str, provider: str | None, purpose: str,
@@ -764,23 +769,11 @@ class Gateway:
         extras = completion.model_extra or {}
         top_error = extras.get("error")
         if top_error or not completion.choices:
-            body = top_error if isinstance(top_error, dict) else {}
-            facts = _error_facts(body, "response had no choices")
-            status = _status_of(body.get("code"))
-            cls = RetryableGatewayError if status in _RETRYABLE_STATUS else ErrorInResponse
-            raise cls(f"gateway returned an error in an HTTP 200 body: {facts.message}", status=status,
-                      error_type=facts.error_type)
+            raise _error_in_body(top_error if isinstance(top_error, dict) else {}, "response had no choices")
         choice = completion.choices[0]
         choice_extras = choice.model_extra or {}
         if choice.finish_reason == "error" or choice_extras.get("error"):
-            body = choice_extras.get("error") or {}
-            facts = _error_facts(body, "finish_reason=error")
-            status = _status_of(body.get("code")) if isinstance(body, dict) else None
-            if status in _RETRYABLE_STATUS:
-                raise RetryableGatewayError(f"gateway returned an error in an HTTP 200 body: {facts.message}",
-                                            status=status, error_type=facts.error_type)
-            raise ErrorInResponse(f"gateway returned an error in an HTTP 200 body: {facts.message}",
-                                  status=status, error_type=facts.error_type)
+            raise _error_in_body(choice_extras.get("error") or {}, "finish_reason=error")
 
         if choice.message is None:
             raise _malformed("choices[0] has no message")
