@@ -22,6 +22,7 @@ from urllib.parse import urlsplit
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, ValidationInfo, field_validator, model_validator
 
 from research_dispatch.config import lineage as model_lineage
+from research_dispatch.core import gitref
 from research_dispatch.core.errors import BadInput
 from research_dispatch.core.fsio import read_text_strict
 from research_dispatch.core.records import ValidationProblems, validation_problems
@@ -495,11 +496,20 @@ class PRSettings(_Strict):
         return RetryPolicy(max_retries=self.api_retries, backoff_base_s=self.api_backoff_s,
                            backoff_max_s=self.api_max_wait_s, max_wait_s=self.api_max_wait_s, jitter=0.0, sleep=sleep)
 
-    @field_validator("branch_prefix", "base")
+    @field_validator("base")
     @classmethod
-    def _ref(cls, value: str) -> str:
-        if not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9._/-]*", value) or ".." in value or value.endswith(".lock"):
-            raise ValueError(f"{value!r} is not a safe git ref name")
+    def _base(cls, value: str) -> str:
+        if not gitref.valid_branch_name(value):
+            raise ValueError(f"{value!r} is not {gitref.RULE}")
+        return value
+
+    @field_validator("branch_prefix")
+    @classmethod
+    def _branch_prefix(cls, value: str) -> str:
+        """Checked as the branch of a cycle (`<prefix>2026-H1`); `config/plan.refresh_branch` checks the
+        branch of the cycle a command runs again, whole."""
+        if not gitref.valid_branch_name(f"{value}2026-H1"):
+            raise ValueError(f"{value!r} followed by a cycle id (e.g. {value}2026-H1) is not {gitref.RULE}")
         return value
 
     @field_validator("remote")

@@ -42,6 +42,7 @@ from research_dispatch.config import environment
 from research_dispatch.config.plan import Leg, companions, plan_legs
 from research_dispatch.config.settings import Settings, load_settings
 from research_dispatch.config.topics import load_topics
+from research_dispatch.core import gitref
 from research_dispatch.core.errors import BadInput, DispatchError, ExitCode, PublishError
 from research_dispatch.core.fsio import confined, write_atomic
 from research_dispatch.core.ghactions import append_step_summary, run_url
@@ -208,10 +209,8 @@ class PublishOptions:
 
 
 def _check_ref(name: str, option: str) -> None:
-    if (not name or name.startswith(("-", "/")) or name.endswith(("/", ".", ".lock")) or ".." in name
-            or "//" in name or "@{" in name or any(ch in name for ch in " ~^:?*[\\") or len(name) > 200
-            or any(ord(ch) < 33 for ch in name)):
-        raise BadInput(f"{name!r} is not a safe branch name", path=option)
+    if not gitref.valid_branch_name(name):
+        raise BadInput(f"{name!r} is not {gitref.RULE}", path=option)
 
 
 class _Publisher:
@@ -725,8 +724,6 @@ def publish(repo: Path, settings: Settings, options: PublishOptions, *, env: Map
     say = log or (lambda _m: None)
     publisher = _Publisher(repo, settings, options, planned=planned, target=target, env=env, log=say, sleep=sleep)
     publisher.git.check_repository()
-    if not publisher.git.valid_branch(branch_name):
-        raise BadInput(f"{branch_name!r} is not a valid git branch name", path="--branch")
     computed = {rel for leg in planned for rel in leg.unit_relpaths(settings)}
     for rel in stray_files(repo, settings, computed):
         if not rel.endswith(".md") or rel not in _unplanned_reports(repo, settings, planned):
