@@ -52,7 +52,7 @@ STANDARD_PARAMETERS = ("frequency_penalty", "max_completion_tokens", "max_tokens
 MAX_TOKENS_ONLY_PARAMETERS = ("frequency_penalty", "include_reasoning", "max_tokens", "presence_penalty",
                               "reasoning", "response_format", "stop", "structured_outputs", "temperature",
                               "tool_choice", "tools", "top_p")
-"""Like DeepSeek's endpoints (api-facts §0.0): the output cap only as `max_tokens`."""
+"""Like DeepSeek's endpoints (docs/REAL-SERVICES.md § OpenRouter): the output cap only as `max_tokens`."""
 
 NO_ENDPOINTS_FOR_PARAMETERS = "No endpoints found that can handle the requested parameters."
 
