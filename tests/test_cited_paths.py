@@ -2,8 +2,8 @@
 
 Why: a docstring is where a reader goes to learn why the code is as it is, and a citation of a file the
 repository does not hold (a design note or a fact sheet kept elsewhere) sends them nowhere. Cited here:
-`docs/…` and `tests/…` paths, and any `*.md` file. A bare `NAME.md` counts when a file of that name is in
-the repository; a path counts when it exists from the repository's root (or, for a relative link, from
+`docs/…` and `tests/…` paths, and any Markdown file. A bare file name counts when a file of that name is
+in the repository; a path counts when it exists from the repository's root (or, for a relative link, from
 the citing file's folder).
 """
 

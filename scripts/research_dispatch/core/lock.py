@@ -10,7 +10,7 @@ The lock is re-entrant within one process: `run` holds it for the whole refresh,
 calls (`publish`, the synthesis) take it again without deadlocking on their own lock.
 
 The lock itself is the operating system's, through `filelock` (flock on POSIX, LockFileEx on Windows)
-on `build/.research-dispatch.lock.flock`: the kernel lets it go when its process ends, however it
+on `build/.research-dispatch.lock.guard`: the kernel lets it go when its process ends, however it
 ends, so a writer killed with SIGKILL never blocks the next one. Beside it the holder keeps a note,
 `build/.research-dispatch.lock` (pid, host, start time, command and a random token), which a refused
 writer names in its one line, and which is removed on release only if it still holds our token.
@@ -129,7 +129,7 @@ class RepoLock:
             self.info, self._nested = held[0], True  # re-entry: `run` calls stages that lock too
             held.append(held[0])
             return held[0]
-        kernel = filelock.FileLock(self.path.with_name(self.path.name + ".flock"), thread_local=False)
+        kernel = filelock.FileLock(self.path.with_name(self.path.name + ".guard"), thread_local=False)
         try:
             kernel.acquire(timeout=0)
         except filelock.Timeout:
