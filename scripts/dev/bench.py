@@ -518,7 +518,7 @@ def research_five(base: Path) -> list[Path]:
 def make_variants(sources: list[Path], base: Path, target: Path, count: int) -> None:
     """`count` reports in target/research: report i is a variant of topic i mod 5, attributed to one of ten
     model families, with some planted claims removed so that support varies; call logs consistent."""
-    from research_dispatch.gateway.client import CallRecord
+    from research_dispatch.gateway.provenance import CallRecord
     from research_dispatch.leg.report import load_report, render_report
     from research_dispatch_fakes.script_synthesis import bank
 

@@ -11,11 +11,13 @@ from __future__ import annotations
 import json
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from research_dispatch.config.settings import Settings
 from research_dispatch.leg.verify import RouteRow
-from research_dispatch.run.outcome import RunOutcome
+
+if TYPE_CHECKING:  # `check` and `verify` print their documents without loading every stage a run has
+    from research_dispatch.run.outcome import RunOutcome
 
 SCHEMA = "research-dispatch/{command}@1"
 
