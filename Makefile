@@ -25,7 +25,7 @@ INTEROP_CMAKE_ARGS ?= -DGGML_NATIVE=OFF -DGGML_SSE42=ON -DGGML_AVX=ON -DGGML_AVX
 	-DGGML_AVX512_VNNI=OFF -DGGML_AVX512_BF16=OFF -DGGML_AMX_TILE=OFF -DGGML_AMX_INT8=OFF -DGGML_AMX_BF16=OFF \
 	-DGGML_CPU_ALL_VARIANTS=OFF -DGGML_BACKEND_DL=OFF -DLLAVA_BUILD=OFF
 
-.PHONY: install test test-slow test-e2e test-all lint demo bench reliability-doc clean interop interop-venv
+.PHONY: install test test-slow test-e2e test-all test-thorough lint demo bench reliability-doc clean interop interop-venv
 
 $(BIN)/python:
 	@echo "make: creating $(VENV) with $(PYTHON) (Python >= 3.10)"
@@ -63,9 +63,15 @@ test-slow: $(STAMP)
 test-e2e: $(STAMP)
 	$(PYTEST) -m e2e
 
-# Every tier (what .ci/run and the repository's CI run): lint, then the whole suite in one session.
+# Every tier (what .ci/run runs; the repository's CI runs the three tiers as parallel jobs): lint, then the
+# whole suite in one session.
 test-all: lint
 	$(PYTEST)
+
+# Every hypothesis property of every tier (pytest's `hypothesis` marker) at twenty times its examples, drawn
+# at random (tests/profiles.py): the scheduled CI job, or by hand.
+test-thorough: $(STAMP)
+	HYPOTHESIS_PROFILE=thorough $(PYTEST) -m hypothesis
 
 # Always asked, cheap when nothing changed: the script compares the venv's recorded build key.
 interop-venv:
