@@ -22,6 +22,10 @@ from research_dispatch.gateway.client import Gateway, RetryPolicy, canonical_ass
 from research_dispatch.tools.search import TOOL_SCHEMAS
 from tests.interop.conftest import MODEL_ALIAS, LlamaServer
 
+# A real server (tierguard: a test over a second that is not marked fails); `make interop` runs them, the
+# tiers leave tests/interop out (the server is built only by `make interop`).
+pytestmark = pytest.mark.slow
+
 SYSTEM = {"role": "system", "content": "You are a research analyst. Use the tools to find sources."}
 USER = {"role": "user", "content": "Research DiLoCo, a method for distributed training. Start by searching."}
 FORCED_SEARCH = {"type": "function", "function": {"name": "web_search"}}
