@@ -129,6 +129,7 @@ def build_wheel(build: Build, target: Path) -> Path:
         record = {"requirement": build.pinned, "cmake_args": build.cmake_args, "wheel": wheel.name,
                   "build_seconds": round(time.monotonic() - started)}
         (scratch / "build.json").write_text(json.dumps(record, indent=2, sort_keys=True) + "\n")
+        scratch.chmod(0o755)  # mkdtemp made it private; the cache is the machine's
         try:
             scratch.rename(target)
         except OSError:  # another clone built the same key meanwhile: theirs is as good as ours
@@ -146,6 +147,9 @@ def cached_wheel(build: Build) -> Path:
     if not (target / "build.json").is_file():
         shutil.rmtree(target, ignore_errors=True)
         build_wheel(build, target)
+    else:
+        print(f"interop: {build.pinned} from the cache ({target}), built with CMAKE_ARGS='{build.cmake_args}'",
+              flush=True)
     record = json.loads((target / "build.json").read_text())
     return target / str(record["wheel"])
 
