@@ -38,7 +38,8 @@ def _section_parallel(f: dict[str, Any]) -> list[str]:
 
 def _section_overhead(f: dict[str, Any]) -> list[str]:
     d = f["details"]
-    return [f"Median per call: ours {d['ours_ms']} ms, bare streamed client {d['bare_ms']} ms ({d['calls']} calls each)."]
+    return [f"Median per call: ours {d['ours_ms']} ms, bare streamed client {d['bare_ms']} ms "
+            f"({d['calls']} calls each)."]
 
 
 def _section_cli(f: dict[str, Any]) -> list[str]:
