@@ -16,12 +16,17 @@ import re
 import sys
 from importlib.metadata import packages_distributions
 
+import pytest
+
 from tests.conftest import ROOT
 
 if sys.version_info >= (3, 11):
     import tomllib
 else:  # pragma: no cover - Python 3.10
     import tomli as tomllib
+
+# Parsing every module of both packages costs about a second of CPU: the slow tier (tests/tierguard.py)
+pytestmark = pytest.mark.slow
 
 SCRIPTS = ROOT / "scripts"
 PACKAGES = ("research_dispatch", "research_dispatch_fakes")
