@@ -117,6 +117,8 @@ def build_wheel(build: Build, target: Path) -> Path:
     scratch = Path(tempfile.mkdtemp(prefix=f".{build.key}-", dir=target.parent))
     try:
         env = dict(os.environ, CMAKE_ARGS=build.cmake_args, FORCE_CMAKE="1")
+        # every core for the compile (CMake builds serially with its Makefile generator unless told)
+        env.setdefault("CMAKE_BUILD_PARALLEL_LEVEL", str(os.cpu_count() or 1))
         started = time.monotonic()
         print(f"interop: compiling {build.pinned} with CMAKE_ARGS='{build.cmake_args}' (10+ minutes the first "
               f"time on 2 cores; cached in {target})", flush=True)
