@@ -16,6 +16,7 @@ from pathlib import Path
 
 import pytest
 
+from research_dispatch.core import sanitize
 from research_dispatch.leg.evidence import sha256_text
 from tests.bounds.conftest import child_env, make_repo, run_cli
 from tests.cli.conftest import Fakes
@@ -100,7 +101,9 @@ def test_verify_names_a_cited_source_whose_evidence_was_deleted_as_a_warning(leg
         "replaced; its evidence_sha256 differs)",
         f"warning: {REPORT}: 1 cited source(s) without evidence: [{victim['id']}] {victim['url']}"]
     text = summary.read_text(encoding="utf-8")
-    assert "## Route fidelity" in text and "**Evidence**" in text and f"[{victim['id']}] {victim['url']}" in text
+    # A job summary is rendered Markdown: the URL arrives as inert text (no autolink), as the PR body shows it.
+    shown = sanitize.for_pr_body(f"[{victim['id']}] {victim['url']}")
+    assert "## Route fidelity" in text and "**Evidence**" in text and shown in text
 
 
 def test_an_older_report_without_evidence_is_still_verified_and_says_so(leg: Researched, tmp_path: Path) -> None:
