@@ -1,8 +1,9 @@
 """The exit-code contract everywhere (issue 11, build 4): bad environment and damaged input are exit 2
 with one line naming the variable, file and field — checked before any work — never "internal error".
 
-Every case runs the installed CLI in a fresh process. "Before any work" is checked from the outside:
-the fake gateway saw no model call, no matrix was printed, no commit was made.
+Every case runs the CLI as a user types it, with an explicit environment (in process: tests/clirun.py).
+"Before any work" is checked from the outside: the fake gateway saw no model call, no matrix was printed,
+no commit was made.
 """
 
 from __future__ import annotations
@@ -19,7 +20,8 @@ import pytest
 
 from research_dispatch_fakes.gateway import FakeGateway
 from research_dispatch_fakes.tavily import FakeTavily
-from tests.bounds.conftest import CYCLE, child_env, fake_env, git, make_repo, one_error, run_cli
+from tests.bounds.conftest import CYCLE, child_env, fake_env, git, make_repo, one_error
+from tests.clirun import run_cli
 from tests.conftest import CANARY
 
 reliability = pytest.mark.reliability
@@ -56,7 +58,7 @@ def test_plan_checks_github_output_before_any_work(kind: str, tmp_path: Path) ->
     repo = make_repo(tmp_path)
     target = _bad_runner_path(kind, tmp_path)
     env = child_env({"GITHUB_OUTPUT": target} if target is not None else {})
-    done = run_cli("plan", "--repo", str(repo), "--github-output", env=env, timeout=60)
+    done = run_cli("plan", "--repo", str(repo), "--github-output", env=env)
     assert done.code == 2, done.output
     assert done.stdout.strip() == ""
     one_error(done.stderr, "GITHUB_OUTPUT")
@@ -71,7 +73,7 @@ def test_github_summary_is_checked_before_any_work(command: str, tmp_path: Path,
     repo = make_repo(tmp_path, ("02-",))
     env = child_env({**fake_env(gateway, tavily), "GITHUB_STEP_SUMMARY": str(tmp_path / "gone" / "summary.md")})
     args = [command, "--repo", str(repo), "--github-summary"] + (["--no-push"] if command == "publish" else [])
-    done = run_cli(*args, env=env, timeout=60)
+    done = run_cli(*args, env=env)
     assert done.code == 2, done.output
     one_error(done.stderr, "GITHUB_STEP_SUMMARY", "cannot append")
     assert gateway.completions == []
@@ -197,7 +199,7 @@ def test_a_damaged_call_log_line_is_bad_input_naming_the_field(damage: str, good
     change, field = CALL_LOG_DAMAGE[damage]
     lines[1] = json.dumps(change(json.loads(lines[1])))  # NaN is written as Python's json does: NaN
     path.write_text("\n".join(lines) + "\n", encoding="utf-8")
-    done = run_cli("verify", "--repo", str(repo), env=child_env(), timeout=60)
+    done = run_cli("verify", "--repo", str(repo), env=child_env())
     assert done.code == 2, done.output
     one_error(done.stderr, f"research/{STEM}.calls.jsonl", "line 2", field)
 
@@ -226,7 +228,7 @@ def test_damaged_usage_numbers_are_bad_input_naming_the_field(damage: str, good_
                           count=1)
     assert count == 1
     path.write_text(text, encoding="utf-8")
-    done = run_cli("verify", "--repo", str(repo), env=child_env(), timeout=60)
+    done = run_cli("verify", "--repo", str(repo), env=child_env())
     assert done.code == 2, done.output
     one_error(done.stderr, f"research/{STEM}.md", field)
 
@@ -259,7 +261,7 @@ def test_collect_names_the_damaged_field(good_leg: Path, tmp_path: Path) -> None
     calls = incoming / "research" / f"{STEM}.calls.jsonl"
     calls.write_text(calls.read_text().replace('"latency_s":', '"latency_s":NaN,"x":', 1), encoding="utf-8")
     target = make_repo(tmp_path / "target", ("02-",))
-    done = run_cli("collect", str(incoming), "--repo", str(target), env=child_env(), timeout=60)
+    done = run_cli("collect", str(incoming), "--repo", str(target), env=child_env())
     assert done.code == 1, done.output
     assert f"rejected: build/legs/{STEM}.json: words: -5 is negative" in done.stderr
     assert (f"rejected: research/{STEM}.calls.jsonl: line 1 is not a call record (latency_s: nan is not a "

@@ -14,7 +14,8 @@ import pytest
 
 from research_dispatch.gateway.catalogue import Catalogue, ListedModel, parse_catalogue
 from research_dispatch_fakes.gateway import FakeGateway
-from tests.bounds.conftest import child_env, run_cli
+from tests.bounds.conftest import child_env
+from tests.clirun import run_cli
 from tests.conftest import ROOT
 
 KEY = "sk-or-check-online-test-key"

@@ -5,7 +5,8 @@ creates the refresh branch until both have arrived (a barrier of two files), the
 passed its lease (the branch did not exist when it was advertised), so git's own ref transaction decides:
 one creates the branch, the other gets `[remote rejected] … (cannot lock ref …: reference already
 exists)`. Pushes that update the branch (the loser's second try) pass the hook at once. Everything runs
-as users run it (`userworld.py`): fresh `research-dispatch` processes, real git, the fake GitHub.
+as users run it (`userworld.py`): the CLI, real git, the fake GitHub; the two racing publishes are two
+fresh `research-dispatch` processes, as on two CI runners.
 """
 
 from __future__ import annotations
