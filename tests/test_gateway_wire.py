@@ -342,7 +342,6 @@ def _cli(repo: Path, *args: str, env: dict[str, str]) -> CliRun:
     return run_cli(args[0], "--repo", str(repo), *args[1:], env={**env, "PATH": "/usr/bin:/bin"})
 
 
-@pytest.mark.slow
 def test_verify_of_a_self_reported_route(repo: Path, gateway: Any, tavily: Any) -> None:
     env = _compatible_env(gateway, tavily)
     configure(repo, gateway='kind = "openai-compatible"')

@@ -93,7 +93,6 @@ def test_openrouter_asks_for_json_schema_only() -> None:
     assert forms_sent(server) == ["json_schema"]
 
 
-@pytest.mark.slow
 def test_synthesize_through_a_local_server_that_refuses_json_schema(tmp_path: Path) -> None:
     """`synthesize` as a user types it, on reports of tests/data/v0.1.0, through an openai-compatible gateway
     that refuses json_schema: it learns json_object once per model and writes the synthesis."""

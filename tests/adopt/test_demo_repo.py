@@ -13,11 +13,10 @@ from tests.adopt.conftest import git_env, snapshot
 from tests.clirun import run_cli
 from tests.conftest import ROOT
 
-pytestmark = pytest.mark.slow
-
 TOPIC = (ROOT / "topics" / "04-verl-trl.yaml").read_text(encoding="utf-8")
 
 
+@pytest.mark.slow
 def test_demo_on_a_repository_with_its_own_layout_branch_and_no_methodology_markers(tmp_path: Path) -> None:
     """Topics in review/topics, PR base `trunk`, a methodology document without the table markers, an
     explicit --dir: the demo follows the configuration and says what it skipped."""

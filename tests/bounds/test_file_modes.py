@@ -41,7 +41,6 @@ def _research(repo: Path, env: dict[str, str], mask: int) -> CliRun:
         return run_cli("research", "diloco-family", "--repo", str(repo), env=env)
 
 
-@pytest.mark.slow
 @reliability(area="bounds", case="files written by `research` under umask 022, then a report whose mode was "
                                   "changed to 0664 is rewritten",
              expect="report, call log, status and trace are 0644; the rewritten report stays 0664")

@@ -22,8 +22,6 @@ from tests.cli.conftest import Fakes
 from tests.cli.test_legs import STEM, Researched, research
 from tests.clirun import run_cli
 
-pytestmark = pytest.mark.slow
-
 REPORT, EVIDENCE = f"research/{STEM}.md", f"research/{STEM}.evidence.jsonl"
 
 

@@ -11,14 +11,11 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-import pytest
-
 from tests.bounds.conftest import CYCLE, child_env, make_repo, one_error
 from tests.cli.conftest import Fakes
 from tests.clirun import run_cli
 
 
-@pytest.mark.slow
 def test_check_names_the_pyproject_setting(tmp_path: Path) -> None:
     repo = make_repo(tmp_path, ("02-",), extra_config='jobs = "many"\n')
     done = run_cli("check", "--repo", str(repo), env=child_env())
@@ -26,7 +23,6 @@ def test_check_names_the_pyproject_setting(tmp_path: Path) -> None:
     one_error(done.stderr, "pyproject.toml", "tool.research-dispatch.jobs", "expected a number")
 
 
-@pytest.mark.slow
 def test_check_prints_one_line_per_bad_topic_file(tmp_path: Path) -> None:
     repo = make_repo(tmp_path, ("02-", "04-"))
     diloco, verl = sorted((repo / "topics").glob("*.yaml"))
@@ -73,7 +69,6 @@ def test_plan_names_an_unknown_topic(tmp_path: Path) -> None:
     one_error(done.stderr, "--topics", "unknown topic id(s): nope")
 
 
-@pytest.mark.slow
 def test_research_names_an_unknown_topic(tmp_path: Path, fakes: Fakes) -> None:
     repo = make_repo(tmp_path, ("02-",))
     before = fakes.completions()
@@ -83,7 +78,6 @@ def test_research_names_an_unknown_topic(tmp_path: Path, fakes: Fakes) -> None:
     assert fakes.completions() == before and not (repo / "research").exists()
 
 
-@pytest.mark.slow
 def test_research_without_the_search_key_stops_before_any_call(tmp_path: Path, fakes: Fakes) -> None:
     """Tavily's client would silently go keyless: the key is required up front (docs/ARCHITECTURE.md
     § Environment — FIXED)."""
@@ -98,7 +92,6 @@ def test_research_without_the_search_key_stops_before_any_call(tmp_path: Path, f
     assert not (repo / "research").exists()
 
 
-@pytest.mark.slow
 def test_research_without_the_gateway_key_stops_before_any_call(tmp_path: Path) -> None:
     repo = make_repo(tmp_path, ("02-",))
     done = run_cli("research", "diloco-family", "--repo", str(repo), env=child_env())
@@ -107,7 +100,6 @@ def test_research_without_the_gateway_key_stops_before_any_call(tmp_path: Path) 
     assert not (repo / "research").exists()
 
 
-@pytest.mark.slow
 def test_verify_and_synthesize_without_reports_name_the_folder(tmp_path: Path) -> None:
     repo = make_repo(tmp_path, ("02-",))
     for command, what in (("verify", "verify"), ("synthesize", "synthesize")):
@@ -117,7 +109,6 @@ def test_verify_and_synthesize_without_reports_name_the_folder(tmp_path: Path) -
     assert not (repo / "framework").exists()
 
 
-@pytest.mark.slow
 def test_publish_without_a_token_stops_before_any_git_or_network_step(tmp_path: Path) -> None:
     repo = make_repo(tmp_path, ("02-",))
     done = run_cli("publish", "--repo", str(repo), env=child_env({"GITHUB_REPOSITORY": "acme/review"}))
@@ -133,7 +124,6 @@ def test_collect_of_a_missing_folder_is_a_usage_error(tmp_path: Path) -> None:
     assert "Traceback" not in done.stderr
 
 
-@pytest.mark.slow
 def test_demo_refuses_a_directory_it_did_not_make(tmp_path: Path) -> None:
     precious = tmp_path / "work"
     precious.mkdir()

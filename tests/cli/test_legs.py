@@ -21,8 +21,6 @@ from tests.bounds.conftest import child_env, make_repo, one_error
 from tests.cli.conftest import Fakes, scripted
 from tests.clirun import CliRun, run_cli
 
-pytestmark = pytest.mark.slow
-
 STEM = "02-diloco-family"
 REQUESTED = "deepseek/deepseek-v4-pro"
 SUBSTITUTE = "deepseek/deepseek-v3"
@@ -160,6 +158,7 @@ def test_an_unpinned_provider_fallback_is_verified(tmp_path: Path, fakes: Fakes)
     assert "problem:" not in online.output and " exact " in online.stdout.splitlines()[1]
 
 
+@pytest.mark.slow
 def test_a_timed_out_call_s_cost_is_in_the_call_log_and_the_leg_s_spend(tmp_path: Path, fakes: Fakes) -> None:
     """The report's stream stalls past `gateway.timeout_s`: `research` abandons it — OpenRouter
     stops billing a cancelled stream at what it had streamed — and retries. The abandoned call is a line

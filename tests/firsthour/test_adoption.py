@@ -7,14 +7,10 @@ from __future__ import annotations
 
 from pathlib import Path
 
-import pytest
-
 from research_dispatch.adopt.init import DEPENDABOT, template
 from tests.adopt.conftest import empty_repository, git
 from tests.bounds.conftest import child_env, one_error
 from tests.clirun import run_cli
-
-pytestmark = pytest.mark.slow
 
 SHA = "b" * 40
 

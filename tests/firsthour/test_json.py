@@ -16,8 +16,6 @@ from research_dispatch_fakes.tavily import FakeTavily
 from tests.bounds.conftest import child_env, fake_env, make_repo
 from tests.clirun import run_cli
 
-pytestmark = pytest.mark.slow
-
 CHECK_KEYS = {"schema", "ok", "topics", "legs", "online", "problems"}
 ROW_KEYS = {"report", "topic", "requested_model", "requested_provider", "served_models", "served_providers",
             "route", "verified", "status", "words", "calls", "cost_usd", "problems"}
@@ -74,6 +72,7 @@ def test_run_and_verify_json(tmp_path: Path, fake_services: dict[str, str]) -> N
     assert "exact" in done.stderr  # the table, for people, on stderr
 
 
+@pytest.mark.slow
 def test_demo_json(tmp_path: Path) -> None:
     done = run_cli("demo", "--dir", "demo", "--json", env=child_env(), cwd=tmp_path)
     assert done.code == 0, done.output

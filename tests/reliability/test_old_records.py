@@ -60,7 +60,6 @@ def test_a_0_1_0_call_line_loads_with_the_defaults_and_a_field_it_wrote_is_still
         CallRecord.from_json(json.dumps(without_verdict))
 
 
-@pytest.mark.slow
 @reliability(area="records", case="`verify` on a call log written by 0.1.0",
              expect="exit 0: every route exact and verified, no problem listed (the fields added since take "
                     "their defaults)")
@@ -75,7 +74,6 @@ def test_verify_reads_a_0_1_0_call_log(tmp_path: Path) -> None:
     assert done.output.count("the report predates evidence files") == len(STEMS)
 
 
-@pytest.mark.slow
 @reliability(area="records", case="`synthesize` over reports and call logs written by 0.1.0",
              expect="exit 0: the synthesis, the claims ledger and its call log are written from both reports")
 def test_synthesize_reads_0_1_0_reports_and_call_logs(tmp_path: Path, gateway, tavily) -> None:
@@ -88,7 +86,6 @@ def test_synthesize_reads_0_1_0_reports_and_call_logs(tmp_path: Path, gateway, t
         CallRecord.from_json(line)
 
 
-@pytest.mark.slow
 @reliability(area="records", case="`run` resuming over status files and reports written by 0.1.0",
              expect="both legs kept as good reports of this cycle (0 ran, no request to the gateway for a leg); "
                     "no status file reported damaged")

@@ -21,8 +21,6 @@ from tests.bounds.conftest import child_env, fake_env, git, make_repo, one_error
 from tests.clirun import run_cli
 from tests.reliability.userworld import BRANCH, TOPIC_IDS, UserWorld, user_world  # noqa: F401  (the fixture)
 
-pytestmark = pytest.mark.slow
-
 reliability = pytest.mark.reliability
 TOPIC = "diloco-family"
 STEM = "02-diloco-family"

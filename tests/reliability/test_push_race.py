@@ -29,8 +29,6 @@ from tests.reliability.userworld import (  # noqa: F401  (the fixture)
     user_world,
 )
 
-pytestmark = pytest.mark.slow
-
 reliability = pytest.mark.reliability
 BARRIER_WAIT_S = 600  # a generous bound, only reached if the other push never comes (a failed test)
 
@@ -62,6 +60,7 @@ def install_barrier(world: UserWorld) -> Path:
     return barrier
 
 
+@pytest.mark.slow
 @reliability(area="publish", case="two clones publish one new cycle at the same moment (the origin holds both "
                                   "pushes until both arrived, so git's ref lock decides)",
              expect="the loser's push is refused ('cannot lock ref … reference already exists'), it re-fetches, "

@@ -21,8 +21,6 @@ import pytest
 from tests.clirun import CliRun
 from tests.synthesis.conftest import planted, synth_env, synthesize_cli, write_pyproject  # noqa: F401
 
-pytestmark = pytest.mark.slow
-
 reliability = pytest.mark.reliability
 
 
@@ -105,6 +103,7 @@ def test_a_damaged_cache_entry_is_a_warning_and_the_answer_is_asked_again(plante
     valid_ledger(planted)
 
 
+@pytest.mark.slow
 @reliability(area="budget", case="synthesis time limit reached before any report was extracted",
              expect="exit 1 with one line saying so; nothing is written (no framework file, no partial file)")
 def test_a_time_limit_with_nothing_extracted_writes_nothing(planted: Path, synth_env, gateway) -> None:
@@ -116,6 +115,7 @@ def test_a_time_limit_with_nothing_extracted_writes_nothing(planted: Path, synth
     assert not (planted / "framework").exists()
 
 
+@pytest.mark.slow
 @reliability(area="budget", case="synthesis time limit reached while a citation check is running",
              expect="exit 0 on time; the report's checks are timed_out, their citations unsupported with the reason, "
                     "`incomplete` names the report; nothing of it is cached, so the next run checks it")

@@ -15,8 +15,6 @@ import shutil
 from pathlib import Path
 from typing import Any
 
-import pytest
-
 from research_dispatch.synthesis.write.ledger import Ledger
 from research_dispatch_fakes.script_synthesis import MISQUOTE, OVERSTATEMENT
 from tests.synthesis.conftest import (
@@ -28,8 +26,6 @@ from tests.synthesis.conftest import (
     write_pyproject,
     write_report,
 )
-
-pytestmark = pytest.mark.slow
 
 GRPO_ALPHA = statement("rl-algorithm-grpo", "diloco-family")
 PRIME_ALPHA = statement("decentralised-substrate-prime-rl", "diloco-family")

@@ -8,12 +8,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-import pytest
-
 from tests.synthesis.conftest import SOURCES, scenario_repo, synthesize_cli, write_evidence
 from tests.synthesis.test_scenarios import by_pick, rec, run, table
-
-pytestmark = pytest.mark.slow
 
 ORCHESTRATION = "orchestration layer"
 RL = "RL algorithm for post-training"

@@ -7,8 +7,6 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-import pytest
-
 from research_dispatch.config.lineage import canonical_slug
 from research_dispatch.config.settings import Settings
 from tests.synthesis.conftest import write_report
@@ -31,7 +29,6 @@ def repo_of(tmp_path: Path, models: dict[str, str], *, extra: str = "", synthesi
     return repo
 
 
-@pytest.mark.slow
 def test_a_derived_model_counts_as_its_parent_family(tmp_path: Path, gateway, synth_env) -> None:
     """Why: `tngtech/deepseek-r1t2-chimera` is DeepSeek merged; counted by author, it confirmed DeepSeek as
     an "independent" family."""
@@ -46,7 +43,6 @@ def test_a_derived_model_counts_as_its_parent_family(tmp_path: Path, gateway, sy
     assert "not in the lineage table" not in result.stdout  # tngtech's chimera is in the built-in table
 
 
-@pytest.mark.slow
 def test_an_author_no_table_knows_is_named_and_a_configured_lineage_is_used(tmp_path: Path, gateway,
                                                                             synth_env) -> None:
     models = {"01-a": "deepseek/deepseek-v4-pro", "02-b": "acme-labs/merge-7b"}
@@ -66,7 +62,6 @@ def test_an_author_no_table_knows_is_named_and_a_configured_lineage_is_used(tmp_
     assert "lineage table" not in result.stdout
 
 
-@pytest.mark.slow
 def test_a_counted_unverified_report_counts_under_the_family_its_call_log_names(tmp_path: Path, gateway,
                                                                                synth_env) -> None:
     """Why: with count_unverified, a report whose call log says deepseek served it was counted under its

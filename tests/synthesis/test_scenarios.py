@@ -13,8 +13,6 @@ import json
 from pathlib import Path
 from typing import Any
 
-import pytest
-
 from tests.clirun import CliRun
 from tests.synthesis.conftest import (
     claim_json,
@@ -25,8 +23,6 @@ from tests.synthesis.conftest import (
     write_pyproject,
     write_report,
 )
-
-pytestmark = pytest.mark.slow
 
 CACHE = "cache store for session data"
 DATABASE = "primary database"

@@ -20,7 +20,6 @@ def check(repo: Path) -> CliRun:
     return run_cli("check", "--repo", str(repo))
 
 
-@pytest.mark.slow
 def test_a_configured_toolset_checks_ok(tmp_path: Path) -> None:
     config = 'search = {providers = ["tavily", "exa"]}\n' + mcp_server_table(
         "aws-docs", ["awslabs.aws-documentation-mcp-server"], ["search_documentation", "read_documentation"],
@@ -32,7 +31,6 @@ def test_a_configured_toolset_checks_ok(tmp_path: Path) -> None:
     assert done.stdout.strip() == "ok: 1 topic(s), 1 leg(s)"
 
 
-@pytest.mark.slow
 def test_unknown_server_in_a_topic_names_the_topic_file_and_field(tmp_path: Path) -> None:
     repo = make_repo(tmp_path, topic_extra="mcp: [aws-docs]\n")
     done = check(repo)
@@ -43,7 +41,6 @@ def test_unknown_server_in_a_topic_names_the_topic_file_and_field(tmp_path: Path
     assert "Traceback" not in done.stderr
 
 
-@pytest.mark.slow
 @pytest.mark.parametrize(("table", "field", "message"), [
     ('[tool.research-dispatch.mcp.servers.docs]\ncommand = ["x"]\n', "mcp.servers.docs.tools", "required key"),
     ('[tool.research-dispatch.mcp.servers.docs]\ncommand = ["x"]\nurl = "https://a.org/mcp"\ntools = ["t"]\n',
@@ -73,7 +70,6 @@ def test_bad_tables_are_exit_2_naming_the_field(tmp_path: Path, table: str, fiel
     assert message in line and "\n" not in line and "Traceback" not in line
 
 
-@pytest.mark.slow
 @pytest.mark.parametrize(("extra", "field"), [("mcp: [Bad]\n", "mcp"), ("mcp: aws-docs\n", "mcp"),
                                               ("search: {providers: [google]}\n", "search.providers[0]")])
 def test_bad_topic_fields_are_exit_2(tmp_path: Path, extra: str, field: str) -> None:
