@@ -44,17 +44,15 @@ would inherit."""
 
 @dataclass(frozen=True)
 class CliRun:
-    """One finished command: its argv (after the program name), exit code, stdout and stderr."""
+    """One finished command: its argv (after the program name), exit code, stdout, stderr, and `output`:
+    both as a terminal shows them, in the order they were written (from a process's two pipes, whose
+    order is lost: stdout then stderr)."""
 
     args: tuple[str, ...]
     code: int
     stdout: str
     stderr: str
-
-    @property
-    def output(self) -> str:
-        """stdout then stderr, as a log of the command shows them."""
-        return self.stdout + self.stderr
+    output: str
 
     def __str__(self) -> str:
         return f"$ {PROG} {' '.join(self.args)}  → exit {self.code}\n{self.output}"
@@ -134,4 +132,5 @@ def run_cli(*args: str, env: Mapping[str, str] | None = None, cwd: Path | None =
         result = runner.invoke(main, list(args), prog_name=PROG, input=input, catch_exceptions=False)
     left = _leftovers(environ, handler, here, threads)
     assert not left, f"{PROG} {' '.join(args)} left process-global state behind: " + "; ".join(left)
-    return CliRun(tuple(args), int(result.exit_code), result.stdout, result.stderr)  # an ExitCode as the number
+    # int(): `sys.exit(ExitCode.X)` leaves the enum member, shown as the number a process would exit with
+    return CliRun(tuple(args), int(result.exit_code), result.stdout, result.stderr, result.output)

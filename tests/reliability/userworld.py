@@ -107,7 +107,7 @@ class UserWorld:
         argv = [command, "--repo", str(repo), *args]
         done = subprocess.run([sys.executable, "-m", "research_dispatch", *argv], env=self.env(),
                               capture_output=True, text=True, timeout=timeout, check=False)
-        result = CliRun(tuple(argv), done.returncode, done.stdout, done.stderr)
+        result = CliRun(tuple(argv), done.returncode, done.stdout, done.stderr, done.stdout + done.stderr)
         self.log.append(result)
         return result
 
