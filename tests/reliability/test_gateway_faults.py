@@ -16,7 +16,7 @@ import socket
 
 import pytest
 
-from research_dispatch.gateway.client import RetryPolicy
+from research_dispatch.core.retry import RetryPolicy
 from tests.clirun import run_cli
 from tests.reliability.conftest import (
     CONTROL,

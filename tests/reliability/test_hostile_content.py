@@ -26,7 +26,8 @@ import pytest
 
 from research_dispatch.config.settings import SearchSettings
 from research_dispatch.leg.evidence import parse_evidence
-from research_dispatch.tools.search import SearchTools, normalise_url
+from research_dispatch.tools.search import SearchTools
+from research_dispatch.tools.sources import normalise_url
 from tests.clirun import run_cli
 from tests.conftest import CANARY
 from tests.reliability.conftest import TARGET, LegView, calls_of, changed, configure, tree, view

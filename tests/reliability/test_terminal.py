@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from research_dispatch.gateway.client import CallRecord
+from research_dispatch.gateway.provenance import CallRecord
 from tests.clirun import CliRun, run_cli
 from tests.conftest import write_topic
 
