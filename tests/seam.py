@@ -374,6 +374,7 @@ class ScriptedSearch:
     failures: deque[Exception] = field(default_factory=deque)
     searches: list[SearchQuery] = field(default_factory=list)
     extracts: list[list[str]] = field(default_factory=list)
+    closed: bool = False
 
     def search(self, request: SearchQuery, *, bounds: CallBounds, timeout_s: float) -> list[Hit]:
         self.searches.append(request)
@@ -388,6 +389,9 @@ class ScriptedSearch:
         known = {page.url: page for page in self.pages}
         return Pages(texts={u: known[u].text for u in urls if u in known},
                      failed={u: "not found" for u in urls if u not in known})
+
+    def close(self) -> None:
+        self.closed = True
 
 
 # ----------------------------------------------------------------------------------------------

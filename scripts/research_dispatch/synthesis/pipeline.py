@@ -39,6 +39,7 @@ an unchanged re-run writes identical files).
 from __future__ import annotations
 
 import json
+import threading
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
@@ -178,13 +179,21 @@ class _ReportChecks:
 
 class _LazyGateway:
     """The gateway, created on first need: no key is required when every answer is replayed. One passed in
-    (any `ModelGateway`: the caller's, or a test's scripted model) is used as it is and never closed here."""
+    (any `ModelGateway`: the caller's, or a test's scripted model) is used as it is and never closed here.
+
+    One we created is closed when the synthesis is done with it — at once, or, when the time limit left
+    calls running (`_parallel`'s late workers, finishing their abandoned attempt's record), when the last
+    of them ends: its connections are never left open behind the command (`run` synthesizes in a process
+    that goes on; a test runs many commands in one)."""
 
     def __init__(self, gateway: ModelGateway | None, env: Mapping[str, str], settings: Settings) -> None:
         self._gateway = gateway
         self._own: Gateway | None = None
         self._env = env
         self._settings = settings
+        self._lock = threading.Lock()
+        self._users = 0  # work items running (`held`)
+        self._closing = False
 
     def get(self) -> ModelGateway:
         if self._gateway is None:
@@ -193,10 +202,36 @@ class _LazyGateway:
                                                 settings=self._settings.gateway)
         return self._gateway
 
-    def close(self, *, in_use: bool = False) -> None:
-        """Close a gateway we created, unless calls that outlived the time limit may still use it."""
-        if self._own is not None and not in_use:
-            self._own.close()
+    def held(self, work: Callable[[T], R]) -> Callable[[T], R]:
+        """`work` counted as a user of the gateway while it runs, so `close` waits for it."""
+
+        def counted(item: T) -> R:
+            with self._lock:
+                self._users += 1
+            try:
+                return work(item)
+            finally:
+                with self._lock:
+                    self._users -= 1
+                    last = self._closing and self._users == 0
+                if last:
+                    self._close_own()
+
+        return counted
+
+    def close(self) -> None:
+        """Close a gateway we created once no work uses it: now, or when the last late worker ends."""
+        with self._lock:
+            self._closing = True
+            idle = self._users == 0
+        if idle:
+            self._close_own()
+
+    def _close_own(self) -> None:
+        with self._lock:
+            own, self._own = self._own, None
+        if own is not None:
+            own.close()
 
 
 class _TimedWork(Protocol):
@@ -321,7 +356,7 @@ def _extract_all(reports: list[ReportInput], settings: Settings, cache: Synthesi
         return outcome
 
     done = report(len(pending), len(outcomes) - len(pending))
-    return _merge_finished(outcomes, pending, _parallel(pending, work, syn.concurrency, deadline, done),
+    return _merge_finished(outcomes, pending, _parallel(pending, lazy.held(work), syn.concurrency, deadline, done),
                            lambda o: f"{o.request.report.relpath}: {_time_limit_note(syn.timeout_minutes)}")
 
 
@@ -357,7 +392,8 @@ def _judge_all(batches: list[Batch], settings: Settings, cache: SynthesisCache, 
 
     minutes = settings.synthesis.timeout_minutes
     done = report(len(pending), len(outcomes) - len(pending))
-    return _merge_finished(outcomes, pending, _parallel(pending, work, settings.synthesis.concurrency, deadline, done),
+    return _merge_finished(outcomes, pending,
+                           _parallel(pending, lazy.held(work), settings.synthesis.concurrency, deadline, done),
                            lambda o: f"judge batch {o.batch.id}: {_time_limit_note(minutes)}")
 
 
@@ -404,7 +440,8 @@ def _check_all(repo: Path, reports: list[ReportInput], extracted: list[_Extracte
                 cache.store_citation(key, answer, outcome.calls)
             return outcome
 
-        finished = _merge_finished(pending, pending, _parallel(pending, work, settings.synthesis.concurrency, deadline),
+        finished = _merge_finished(pending, pending,
+                                   _parallel(pending, lazy.held(work), settings.synthesis.concurrency, deadline),
                                    lambda o: f"citation check {o.batch.index} of {o.batch.report}: "
                                              f"{_time_limit_note(minutes)}")
     failed: dict[str, _Checked] = {}
@@ -759,7 +796,7 @@ def synthesize(repo: Path, settings: Settings, *, env: Mapping[str, str], cycle:
         batches = [align.build_batch(i + 1, plan, by_key, report_counting, settings) for i, plan in enumerate(plans)]
         judged = _judge_all(batches, settings, cache, lazy, cycle, deadline, reporter("judge"))
     finally:
-        lazy.close(in_use=time.monotonic() >= deadline)
+        lazy.close()
     warnings += cache.warnings
 
     counted = counting.counted_claims(claims, report_counting, count_unsupported=syn.count_unsupported)
