@@ -26,10 +26,16 @@ Extraction (the last user message holds the report text), following the extracti
   claims).
 
 Alignment (the last user message holds one JSON object per claim between `<claims>` and `</claims>`),
-as a judge that follows the prompt but takes the extractor's word for which decision a pick answers:
-* recommendations are grouped by (layer, decision): one pick agrees; several picks for the same
-  decision contradict, one position per pick (even when one report holds two of them — the product
-  must not count that as a divergence); picks for different decisions are never set against each other;
+as a judge that follows the prompt, reads each claim's sentence and knows the field's names:
+* two recommendations answer one decision when their `decision` fields (or, without one, what their
+  sentences state: "X is the cache store to adopt") name the same one and their sentences do not
+  state two different ones; a pick is the option whatever its name (case, spacing, a
+  repository owner, "the", a generic word such as "engine", an expansion of an acronym another pick
+  uses: "vllm-project/vllm", "the vLLM engine" and "vLLM" are one), whatever its layer;
+* recommendations of one pick agree (one position, across layers); different picks answering one
+  decision are `alternatives`, one position per pick (even when one report holds two of them — the
+  product must not count that as a divergence); a recommendation whose decision nobody states is
+  nobody's alternative, and picks for different decisions are never set against each other;
 * other claims recognisable as a planted bank claim (the exact statement) are grouped by bank id and
   agree; the rest are grouped when they share a layer and their content words overlap (Jaccard ≥ 0.5);
 * singletons are left out, as the prompt asks.
@@ -309,32 +315,83 @@ def _recommends(claim: dict[str, Any]) -> bool:
     return claim.get("stance") == "recommend" and bool(_norm(str(claim.get("pick") or "")))
 
 
+def _align_recommendations(claims: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Recommendations of one pick (whatever its name) agree; different picks answering one decision
+    are alternatives, one position per pick; a pick whose decision nobody states is nobody's rival."""
+    acronyms = {w for c in claims for w in _WORD.findall(str(c.get("pick")).lower())
+                if re.fullmatch(r"[A-Za-z][A-Za-z0-9]{1,9}", str(c.get("pick")).strip())}
+    parent = list(range(len(claims)))
+
+    def find(i: int) -> int:
+        while parent[i] != i:
+            parent[i] = parent[parent[i]]
+            i = parent[i]
+        return i
+
+    picks = [_pick_identity(str(c.get("pick")), acronyms) for c in claims]
+    for i in range(len(claims)):
+        for j in range(i + 1, len(claims)):
+            if picks[i] == picks[j] or _same_decision(claims[i], claims[j]):
+                parent[find(j)] = find(i)
+    members: dict[int, list[int]] = {}
+    for i in range(len(claims)):
+        members.setdefault(find(i), []).append(i)
+    out: list[dict[str, Any]] = []
+    for group in members.values():
+        if len(group) < 2:
+            continue
+        by_pick: dict[str, list[str]] = {}
+        for i in group:
+            by_pick.setdefault(picks[i], []).append(claims[i]["id"])
+        first = claims[group[0]]
+        label = str(first.get("decision") or first.get("layer") or "")
+        if len(by_pick) >= 2:
+            positions = [{"claims": ids, "summary": f"recommends {pick}"} for pick, ids in by_pick.items()]
+            out.append({"label": label, "relation": "alternatives", "positions": positions})
+        else:
+            out.append({"label": label, "relation": "agree",
+                        "positions": [{"claims": [claims[i]["id"] for i in group], "summary": label}]})
+    return out
+
+
+_DECIDED = re.compile(r"\b(?:is|are) the ([\w\s-]{1,60}?) to (?:adopt|choose|use)\b", re.IGNORECASE)
+_GENERIC_PICK_WORDS = frozenset(("the", "engine", "library", "framework", "algorithm", "method"))
+
+
+def _pick_identity(pick: str, acronyms: set[str]) -> str:
+    """Which option a pick names, as a judge that knows the field reads it: case, spacing, a repository
+    owner, an article or a generic word ("engine", "library") and a spelled-out acronym do not matter."""
+    name = pick.strip().rsplit("/", 1)[-1] if re.fullmatch(r"[\w.-]+/[\w.-]+", pick.strip()) else pick
+    words = [w for w in _WORD.findall(name.lower()) if w not in _GENERIC_PICK_WORDS] or _WORD.findall(name.lower())
+    initials = "".join(w[0] for w in words)
+    if len(words) >= 2 and initials in acronyms:
+        return initials
+    return "".join(words)
+
+
+def _stated_decision(claim: dict[str, Any]) -> set[str]:
+    """The content words of the decision the claim's sentence states ("X is the cache store to adopt")."""
+    stated = _DECIDED.search(str(claim.get("sentence") or ""))
+    return _words(stated.group(1)) if stated else set()
+
+
+def _same_decision(first: dict[str, Any], second: dict[str, Any]) -> bool:
+    """Do two recommendations answer one decision? Their `decision` fields (or, without one, what their
+    sentences state) name the same one, and their sentences do not state two different ones."""
+    said = [_stated_decision(c) for c in (first, second)]
+    named = [_norm(str(c.get("decision") or "")) or " ".join(sorted(w))
+             for c, w in zip((first, second), said, strict=True)]
+    if not named[0] or named[0] != named[1]:
+        return False
+    return not (said[0] and said[1] and not said[0] & said[1])
+
+
 def align_claims(body: dict[str, Any]) -> dict[str, Any]:
     """The `claim_alignment` answer for a batch."""
     claims = _parse_claims(_claims_text(body))
-    out: list[dict[str, Any]] = []
-    decisions: dict[tuple[str, str], list[dict[str, Any]]] = {}
-    others: list[dict[str, Any]] = []
-    for claim in claims:
-        if _recommends(claim):
-            decision = _norm(str(claim.get("decision") or "")) or _norm(str(claim.get("layer") or ""))
-            decisions.setdefault((_norm(str(claim.get("layer") or "")), decision), []).append(claim)
-        else:
-            others.append(claim)
-    for members in decisions.values():
-        if len(members) < 2:
-            continue
-        by_pick: dict[str, list[str]] = {}
-        for claim in members:
-            by_pick.setdefault(_norm(str(claim.get("pick"))), []).append(claim["id"])
-        label = str(members[0].get("decision") or members[0].get("layer") or "")
-        if len(by_pick) >= 2:
-            positions = [{"claims": ids, "summary": f"recommends {pick}"} for pick, ids in by_pick.items()]
-            out.append({"label": label, "relation": "contradict", "positions": positions})
-        else:
-            out.append({"label": label, "relation": "agree",
-                        "positions": [{"claims": [c["id"] for c in members], "summary": label}]})
-
+    recommendations = [c for c in claims if _recommends(c)]
+    others = [c for c in claims if not _recommends(c)]
+    out = _align_recommendations(recommendations)
     groups: dict[str, list[dict[str, Any]]] = {}
     rest: list[dict[str, Any]] = []
     for claim in others:

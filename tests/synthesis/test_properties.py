@@ -53,12 +53,15 @@ URLS = ("https://one.example/", "https://two.example/", "https://three.example/"
 FAST = settings(max_examples=examples(150), deadline=None, suppress_health_check=[HealthCheck.too_slow])
 
 
+Group = tuple[str, list[list[str]]]  # a judged group: its relation, and its positions of claim keys
+
+
 @dataclass(frozen=True)
 class Scenario:
     counting: dict[str, Counting]
     claims: list[Claim]
-    groups: list[list[list[str]]]  # batch 1: groups of positions of claim keys
-    again: list[list[list[str]]] = field(default_factory=list)  # batch 2: claims judged again, as anchors
+    groups: list[Group]  # batch 1: groups of positions of claim keys
+    again: list[Group] = field(default_factory=list)  # batch 2: claims judged again, as anchors
 
 
 @st.composite
@@ -108,8 +111,9 @@ def claims_of(draw: st.DrawFn, stems: list[str], picks: tuple[str, ...] = PICKS,
 
 
 @st.composite
-def judge_groups(draw: st.DrawFn, keys: list[str], groups: int = 3) -> list[list[list[str]]]:
-    """Any answer the judge schema accepts: each claim at most once, agree = 1 position, contradict ≥ 2."""
+def judge_groups(draw: st.DrawFn, keys: list[str], groups: int = 3) -> list[Group]:
+    """Any answer the judge schema accepts: each claim at most once, agree = 1 position, alternatives or
+    opposite ≥ 2 (whatever the picks: a judge may call different picks opposite, or one pick alternatives)."""
     slots: dict[tuple[int, int], list[str]] = {}
     for key in keys:
         if draw(st.integers(0, 3)) == 0:
@@ -118,7 +122,8 @@ def judge_groups(draw: st.DrawFn, keys: list[str], groups: int = 3) -> list[list
     groups: dict[int, list[list[str]]] = {}
     for (group, _position), members in sorted(slots.items()):
         groups.setdefault(group, []).append(members)
-    return [positions for _group, positions in sorted(groups.items())]
+    return [("agree" if len(positions) == 1 else draw(st.sampled_from(("alternatives", "opposite"))), positions)
+            for _group, positions in sorted(groups.items())]
 
 
 @st.composite
@@ -131,15 +136,15 @@ def scenarios(draw: st.DrawFn) -> Scenario:
     return Scenario(counting, claims, draw(judge_groups(keys)), draw(judge_groups(anchors, groups=1)))
 
 
-def _batch(index: int, keys: list[str], groups: list[list[list[str]]], order: int,
+def _batch(index: int, keys: list[str], groups: list[Group], order: int,
            anchors: bool) -> tuple[Batch, Judgement]:
     if order:
-        groups = [[list(reversed(p)) for p in reversed(g)] for g in reversed(groups)]
+        groups = [(relation, [list(reversed(p)) for p in reversed(g)]) for relation, g in reversed(groups)]
     ids = {f"C{i + 1}": key for i, key in enumerate(reversed(keys) if order else keys)}
     id_of = {key: cid for cid, key in ids.items()}
-    answer = {"groups": [{"label": "g", "relation": "agree" if len(g) == 1 else "contradict",
+    answer = {"groups": [{"label": "g", "relation": relation,
                           "positions": [{"claims": [id_of[k] for k in p], "summary": "s"} for p in g]}
-                         for g in groups]}
+                         for relation, g in groups]}
     judgement = Judgement.model_validate(answer, context={"ids": set(ids)})
     batch = Batch(index=index, id=f"judge-{index}", ids=ids, anchors=list(keys) if anchors else [], labels={},
                   judge_model="j/j", judge_is_author=False, messages=[], key=f"k{index}")
@@ -156,7 +161,7 @@ def run(scenario: Scenario, *, order: int = 0) -> tuple[list[Any], list[Any]]:
     claims = list(reversed(scenario.claims)) if order else list(scenario.claims)
     keys = [c.key for c in claims]
     first = _batch(1, keys, scenario.groups, order, anchors=False)
-    again_keys = sorted({k for g in scenario.again for p in g for k in p}, reverse=bool(order))
+    again_keys = sorted({k for _r, g in scenario.again for p in g for k in p}, reverse=bool(order))
     second = _batch(2, again_keys, scenario.again, order, anchors=True)
     batches = [second, first] if order else [first, second]
     counted = counted_claims(claims, scenario.counting, count_unsupported=False)
@@ -235,12 +240,12 @@ def without(scenario: Scenario, stems: set[str]) -> Scenario:
     """The same scenario with these reports' claims gone from the claims and from the judge's answer."""
     gone = {c.key for c in scenario.claims if c.report in stems}
 
-    def keep(groups: list[list[list[str]]]) -> list[list[list[str]]]:
-        out = []
-        for group in groups:
+    def keep(groups: list[Group]) -> list[Group]:
+        out: list[Group] = []
+        for relation, group in groups:
             positions = [p for p in ([k for k in p if k not in gone] for p in group) if p]
             if positions:
-                out.append(positions)
+                out.append(("agree" if len(positions) == 1 else relation, positions))
         return out
 
     return Scenario({s: c for s, c in scenario.counting.items() if s not in stems},

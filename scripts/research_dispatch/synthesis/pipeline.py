@@ -58,6 +58,7 @@ from research_dispatch.gateway.client import credentials as gateway_credentials
 from research_dispatch.gateway.protocol import ModelGateway
 from research_dispatch.leg.status import LegState
 from research_dispatch.synthesis.align import judge as align
+from research_dispatch.synthesis.align import picks
 from research_dispatch.synthesis.align.judge import Batch, Judgement
 from research_dispatch.synthesis.cache import SynthesisCache
 from research_dispatch.synthesis.check import citations
@@ -812,7 +813,7 @@ def synthesize(repo: Path, settings: Settings, *, env: Mapping[str, str], cycle:
             raise SynthesisFailed(f"every extraction failed; nothing was written (first: {failures[0].error})")
         checks = _check_all(repo, reports, extracted, settings, cache, lazy, cycle, deadline)
         _with_citations(extracted, checks)
-        claims = extract.with_aliases([claim for outcome in extracted for claim in outcome.claims])
+        claims = picks.with_aliases([claim for outcome in extracted for claim in outcome.claims])
         by_key = {c.key: c for c in claims}
         for outcome in extracted:
             outcome.claims = [by_key[c.key] for c in outcome.claims]
