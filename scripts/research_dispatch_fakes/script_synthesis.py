@@ -455,14 +455,27 @@ _GENERIC_PICK_WORDS = frozenset(("the", "engine", "library", "framework", "algor
 
 
 def _pick_identity(pick: str, acronyms: set[str]) -> str:
-    """Which option a pick names, as a judge that knows the field reads it: case, spacing, a repository
-    owner, an article or a generic word ("engine", "library") and a spelled-out acronym do not matter."""
-    name = pick.strip().rsplit("/", 1)[-1] if re.fullmatch(r"[\w.-]+/[\w.-]+", pick.strip()) else pick
+    """Which option a pick names, as a judge that knows the field reads it: another name the bank knows
+    for one of its picks (its `aliases`) is that pick; case, spacing, a repository owner, an article or
+    a generic word ("engine", "library") and a spelled-out acronym do not matter."""
+    known = _bank_pick(pick)
+    name = known if known is not None else pick
+    name = name.strip().rsplit("/", 1)[-1] if re.fullmatch(r"[\w.-]+/[\w.-]+", name.strip()) else name
     words = [w for w in _WORD.findall(name.lower()) if w not in _GENERIC_PICK_WORDS] or _WORD.findall(name.lower())
     initials = "".join(w[0] for w in words)
     if len(words) >= 2 and initials in acronyms:
         return initials
     return "".join(words)
+
+
+def _bank_pick(pick: str) -> str | None:
+    """The bank's name of a pick that is the bank's pick or one of its `aliases` (None otherwise)."""
+    wanted = _norm(pick)
+    for entry in bank():
+        names = [entry.get("pick"), *(entry.get("aliases") or [])]
+        if entry.get("pick") and any(_norm(str(n)) == wanted for n in names if n):
+            return str(entry["pick"])
+    return None
 
 
 def _stated_decision(claim: dict[str, Any]) -> set[str]:

@@ -37,6 +37,7 @@ from research_dispatch.synthesis.align.judge import (
     candidate_edges,
     plan_batches,
 )
+from research_dispatch.synthesis.align.picks import with_aliases
 from research_dispatch.synthesis.common.checked import CitationCheck, Position, Support
 from research_dispatch.synthesis.count.classify import classify, independent
 from research_dispatch.synthesis.count.counting import counted_claims, supported_urls
@@ -379,3 +380,73 @@ def test_the_claim_diff_accepts_any_json(old: Any, new: Any) -> None:
     diff = diff_ledgers(old, new)
     diff.text()
     diff.markdown()
+
+
+# --------------------------------------------------------------------------------------------------
+# One row per pick (issue 29.3)
+
+SPELLINGS = ("{}", "the {} engine", "{} library", "org/{}", "{} v2.1", "Acme's {}")
+
+
+def picks_view(result: tuple[list[Any], list[Any]]) -> str:
+    """The classification as a reader acts on it, with every pick named by its key: which claims agree,
+    their class, support and flag, which sides diverge and who holds them."""
+    clusters, divergences = result
+    members = {c.index: c.members for c in clusters}
+    return json.dumps({
+        "clusters": sorted([{"members": c.members, "status": c.status, "flagged": c.flagged, "pick": c.pick_key,
+                             "position": c.position.value, "reports": c.reports, "families": c.families,
+                             "contradicts": sorted(members[i] for i in c.contradicts)} for c in clusters],
+                           key=lambda c: c["members"]),
+        "divergences": sorted([{"sides": [(members[s.cluster], s.reports, s.pick_key) for s in d.sides],
+                                "tie": d.tie, "kind": d.kind} for d in divergences], key=lambda d: d["sides"])},
+        sort_keys=True)
+
+
+def aliased(scenario: Scenario, spelling: list[int]) -> Scenario:
+    """The scenario with each recommendation's pick written in another of its spellings."""
+    claims = [replace(c, pick=SPELLINGS[spelling[i % len(spelling)]].format(c.pick)) if c.pick else c
+              for i, c in enumerate(scenario.claims)]
+    return replace(scenario, claims=with_aliases(claims))
+
+
+@FAST
+@given(scenarios(), st.lists(st.integers(0, len(SPELLINGS) - 1), min_size=1, max_size=6))
+def test_alignment_and_classes_do_not_depend_on_what_a_pick_is_called(scenario: Scenario,
+                                                                       spelling: list[int]) -> None:
+    """Any report may name a pick another way ("X", "the X engine", "org/X", "X v2.1", "Acme's X"): the
+    clusters, classes, support and divergences are the same, pick for pick."""
+    plain = replace(scenario, claims=with_aliases(scenario.claims))
+    assert picks_view(run(plain)) == picks_view(run(aliased(scenario, spelling)))
+
+
+@FAST
+@given(scenarios(), st.sampled_from(("L1", "L2", "general")))
+def test_a_pick_is_one_finding_whatever_layer_it_is_filed_under(scenario: Scenario, layer: str) -> None:
+    """Moving one claim to another layer never splits a pick's counted support over two findings."""
+    claims = list(scenario.claims)
+    if claims:
+        claims[0] = replace(claims[0], layer=layer)
+    clusters, _divergences = run(replace(scenario, claims=claims))
+    held = [(c.pick_key, c.position) for c in clusters if c.pick_key and c.reports]
+    numbers = {k: [c.statement for c in claims if c.pick_key == k[0]] for k in held}
+    assert len(held) == len(set(held)) or any(len(v) > 1 for v in numbers.values())
+
+
+def rival_picks(result: tuple[list[Any], list[Any]]) -> list[tuple[str, str]]:
+    clusters, _divergences = result
+    by_index = {c.index: c for c in clusters}
+    return [(c.pick_key, by_index[i].pick_key) for c in clusters for i in c.contradicts
+            if c.pick_key and by_index[i].pick_key and c.pick_key != by_index[i].pick_key]
+
+
+@FAST
+@given(scenarios())
+def test_two_picks_diverge_only_where_the_judge_said_they_answer_one_decision(scenario: Scenario) -> None:
+    """A judge that calls no group `alternatives` never sets two different picks against each other,
+    whatever it calls `opposite` and whatever code splits; calling the same groups alternatives may."""
+    def relabel(groups: list[Group], relation: str) -> list[Group]:
+        return [(r if r == "agree" else relation, g) for r, g in groups]
+
+    opposite = replace(scenario, groups=relabel(scenario.groups, "opposite"), again=relabel(scenario.again, "opposite"))
+    assert rival_picks(run(opposite)) == []

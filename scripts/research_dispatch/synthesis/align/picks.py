@@ -10,15 +10,16 @@ recommendation's pick gets an *identity*, and picks of one identity are one pick
 What code merges (never a guess that could join two options):
 
 * the spelling `text.pick_key` already ignores — case, spacing around `+`, punctuation;
-* a repository path: "vllm-project/vllm" is "vllm";
+* a repository path or a named owner: "vllm-project/vllm" is "vllm", "Meta's OpenEnv" is "openenv";
 * a leading article and a trailing generic word ("engine", "library", "framework", "algorithm", ...):
   "the vLLM engine" is "vllm" — never when nothing else is left ("Engine" stays a pick);
 * a `v`-version: "vLLM v0.8.3" is "vllm" (a bare number is part of the name: "Llama 3.1", "Kimi K2.5");
 * hyphens and spaces inside a name: "Prime-RL", "prime rl" and "PrimeRL" are one;
 * an acronym and its expansion (`text.acronym_aliases`, which needs the acronym used by some pick).
 
-Each pick of a combined pick ("GRPO + DAPO") is resolved part by part. The key a group of names takes
-is its shortest (then alphabetically first) `pick_key`, a function of the names alone. What code cannot
+Each pick of a combined pick ("GRPO + DAPO") is resolved part by part. Every pick takes the key of its
+identity (`pick_aliases`), so a pick is keyed alike however a report spells it, as a function of the
+names alone. What code cannot
 tell — "Hugging Face TRL" and "TRL", "PostgreSQL" and "Postgres" — it leaves to the alignment judge, which
 sees such candidate aliases together across layers (`judge.candidate_edges`) and may put them in one
 position.
@@ -27,6 +28,7 @@ position.
 from __future__ import annotations
 
 import re
+from collections import defaultdict
 from collections.abc import Iterable
 from dataclasses import replace
 
@@ -38,13 +40,15 @@ GENERIC_WORDS = frozenset((
     "project", "technique", "tool", "toolkit"))
 _ARTICLES = frozenset(("a", "an", "the"))
 _REPOSITORY = re.compile(r"^[A-Za-z0-9_.-]+/(?P<name>[A-Za-z0-9_.-]+)$")
+_OWNER = re.compile(r"^[A-Z][\w.-]*(?:\s+[A-Z][\w.-]*){0,2}['’]s\s+(?=\S)")  # "Meta's", "Prime Intellect's"
 _VERSION = re.compile(r"\s+v\d+(?:\.\d+)*\s*$", re.IGNORECASE)
 _SPLIT_PLUS = re.compile(r"\s*\+\s*")
 
 
-def _part_identity(part: str) -> str | None:
-    """The identity of one (non-combined) pick: its key without what does not name the option."""
-    text = part.strip()
+def _part_key(part: str) -> str | None:
+    """The key of one (non-combined) pick without what does not name the option ("the vLLM engine" →
+    "vllm"), its words still apart ("prime rl")."""
+    text = _OWNER.sub("", part.strip())
     repository = _REPOSITORY.match(text)
     if repository is not None:
         text = repository.group("name")
@@ -57,56 +61,40 @@ def _part_identity(part: str) -> str | None:
         words = words[1:]
     while len(words) > 1 and words[-1] in GENERIC_WORDS:
         words = words[:-1]
-    return "".join(words)
+    return " ".join(words)
 
 
-def identity(pick: str) -> str | None:
-    """What makes two names one pick: "vllm-project/vllm", "the vLLM engine" and "vLLM v0.8" are "vllm";
-    "Prime-RL" and "PrimeRL" are "primerl"; combined picks part by part ("grpo+dapo")."""
-    parts = [_part_identity(part) for part in _SPLIT_PLUS.split(pick)]
+def normal_key(pick: str) -> str | None:
+    """A pick's key without what does not name the option: "vllm-project/vllm", "the vLLM engine" and
+    "vLLM v0.8" are "vllm"; combined picks part by part ("grpo+dapo")."""
+    parts = [_part_key(part) for part in _SPLIT_PLUS.split(pick)]
     joined = "+".join(p for p in parts if p)
     return joined or None
 
 
-class _Groups:
-    """Union-find over pick keys; a group's key is its shortest (then alphabetically first) member."""
-
-    def __init__(self, keys: Iterable[str]) -> None:
-        self.parent = {key: key for key in keys}
-
-    def find(self, key: str) -> str:
-        while self.parent[key] != key:
-            self.parent[key] = self.parent[self.parent[key]]
-            key = self.parent[key]
-        return key
-
-    def union(self, a: str, b: str) -> None:
-        ra, rb = self.find(a), self.find(b)
-        if ra != rb:
-            first, second = sorted((ra, rb), key=lambda k: (len(k), k))
-            self.parent[second] = first
+def identity(pick: str) -> str | None:
+    """What makes two names one pick: their `normal_key` with no space inside a name ("Prime-RL",
+    "prime rl" and "PrimeRL" are "primerl")."""
+    key = normal_key(pick)
+    return key.replace(" ", "") if key else None
 
 
 def pick_aliases(picks: Iterable[str]) -> dict[str, str]:
-    """pick key → the key of its pick, for every pick among `picks` that another name of it outranks
-    (a function of the set of names only: their order does not matter)."""
+    """pick key → the key of its pick, for every pick among `picks` whose key is not already that: one
+    key per identity, the most spelled-out `normal_key` of its names (most words, then alphabetical), an
+    expansion taking its acronym's. A function of the set of names only: their order does not matter."""
     names = sorted({p for p in picks if pick_key(p)})
-    keys = {name: pick_key(name) or "" for name in names}
     acronyms = acronym_aliases(names)
-    groups = _Groups(set(keys.values()) | set(acronyms.values()))
-    by_identity: dict[str, str] = {}
+    normal: dict[str, str] = {}
     for name in names:
-        key = keys[name]
-        if key in acronyms:
-            groups.union(key, acronyms[key])
-        same = identity(acronyms.get(key) or name)  # an expansion compares as its acronym
-        if same is None:
-            continue
-        if same in by_identity:
-            groups.union(key, by_identity[same])
-        else:
-            by_identity[same] = key
-    return {key: groups.find(key) for key in sorted(groups.parent) if groups.find(key) != key}
+        key = pick_key(name) or ""
+        normal[key] = normal_key(acronyms.get(key) or name) or key  # an expansion is its acronym
+    by_identity: dict[str, list[str]] = defaultdict(list)
+    for norm in normal.values():
+        by_identity[norm.replace(" ", "")].append(norm)
+    chosen = {same: sorted(norms, key=lambda n: (-n.count(" "), n))[0] for same, norms in by_identity.items()}
+    out = {key: chosen[norm.replace(" ", "")] for key, norm in sorted(normal.items())}
+    return {key: value for key, value in out.items() if value != key}
 
 
 def with_aliases(claims: list[Claim]) -> list[Claim]:
