@@ -64,7 +64,7 @@ from research_dispatch.synthesis.cache import SynthesisCache
 from research_dispatch.synthesis.check import citations
 from research_dispatch.synthesis.common.checked import CitationCheck, Support
 from research_dispatch.synthesis.common.errors import StructuredCallFailed, SynthesisFailed, TimeLimitReached
-from research_dispatch.synthesis.count import counting
+from research_dispatch.synthesis.count import asked, counting
 from research_dispatch.synthesis.count.classify import STATUSES, Cluster, Divergence, classify
 from research_dispatch.synthesis.count.keys import assign_cluster_keys, assign_divergence_keys
 from research_dispatch.synthesis.extract import claims as extract
@@ -829,6 +829,8 @@ def synthesize(repo: Path, settings: Settings, *, env: Mapping[str, str], cycle:
     counted = counting.counted_claims(claims, report_counting, count_unsupported=syn.count_unsupported)
     alignment = align.assemble(claims, batches, {o.batch.index: o.judgement for o in judged}, counted)
     clusters, divergences = classify(alignment, by_key, report_counting, counted)
+    asked.mark(clusters, divergences, asked.Asked.of((r.meta.topic, r.counting) for r in reports),
+               {c.key: c.report for c in claims})
     assign_cluster_keys(clusters, old, set(counted))
     assign_divergence_keys(divergences, clusters)
     incomplete = _incomplete(extracted, judged, syn.timeout_minutes, checks)

@@ -85,6 +85,8 @@ class Cluster:
     contrary_excluded: list[str] = field(default_factory=list)  # claims that do not count, set against it
     key: str = ""
     base: str = ""
+    topics: list[str] = field(default_factory=list)  # of the reports that hold it (`asked`)
+    asked: list[str] = field(default_factory=list)  # families with a counted report on those topics (`asked`)
 
 
 @dataclass
@@ -125,6 +127,8 @@ class Divergence:
     ambivalent_reports: list[str] = field(default_factory=list)  # hold more than one side: counted for none
     weighed_clusters: list[int] = field(default_factory=list)  # sides held only by such reports
     excluded_claims: list[str] = field(default_factory=list)  # uncounted claims against a side
+    topics: list[str] = field(default_factory=list)  # of the reports that hold its sides (`asked`)
+    asked: list[str] = field(default_factory=list)  # families with a counted report on those topics (`asked`)
 
     @property
     def clusters(self) -> list[int]:

@@ -189,6 +189,8 @@ class LedgerCluster(_Model):
     contrary_excluded: list[str]
     sources: list[str] = Field(default_factory=list)  # distinct urls of the counted claims' supported citations
     shared_source: bool = False  # convergent, but all those citations point to one url
+    topics: list[str] = Field(default_factory=list)  # the topics of the reports that hold it
+    asked: list[str] = Field(default_factory=list)  # the families with a counted report on those topics
 
     @classmethod
     def of(cls, cluster: Cluster, key_of: Mapping[int, str]) -> LedgerCluster:
@@ -200,7 +202,8 @@ class LedgerCluster(_Model):
             summary=cluster.summary, members=cluster.members, reports=cluster.reports, families=cluster.families,
             excluded_reports=cluster.excluded_reports, batches=cluster.batches, unaligned=cluster.unaligned,
             divergence=cluster.divergence, contradicts=sorted(key_of[i] for i in cluster.contradicts),
-            contrary_excluded=cluster.contrary_excluded, sources=cluster.sources, shared_source=cluster.shared_source)
+            contrary_excluded=cluster.contrary_excluded, sources=cluster.sources, shared_source=cluster.shared_source,
+            topics=cluster.topics, asked=cluster.asked)
 
 
 class LedgerSide(_Model):
@@ -233,6 +236,8 @@ class LedgerDivergence(_Model):
     ambivalent_reports: list[str]
     weighed: list[str]
     excluded_claims: list[str]
+    topics: list[str] = Field(default_factory=list)  # the topics of the reports that hold its sides
+    asked: list[str] = Field(default_factory=list)  # the families with a counted report on those topics
 
     @classmethod
     def of(cls, divergence: Divergence, key_of: Mapping[int, str]) -> LedgerDivergence:
@@ -242,7 +247,7 @@ class LedgerDivergence(_Model):
                    positions=[LedgerSide.of(side, key_of) for side in divergence.sides],
                    ambivalent_reports=divergence.ambivalent_reports,
                    weighed=sorted(key_of[i] for i in divergence.weighed_clusters),
-                   excluded_claims=divergence.excluded_claims)
+                   excluded_claims=divergence.excluded_claims, topics=divergence.topics, asked=divergence.asked)
 
 
 class LedgerBatch(_Model):
