@@ -163,7 +163,7 @@ class LedgerDiff:
     def headline(self) -> str:
         if self.is_empty:
             return "claim diff: no change"
-        research = self._counted(self.counts()) if self._any() else "no change in the research"
+        research = self._counted(self.counts()) if self._any() else "no change"
         if self.rerun is None or self.rerun_items is None:
             return "claim diff: " + research
         moved = self.rerun_items.counts()
