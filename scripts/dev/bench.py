@@ -66,7 +66,10 @@ VERIFICATION_SHARE = 0.30  # figure 8's goal: citation checks cost ≤ 30% of th
 REALISM_RATE = 0.3  # figures 8, 10 and 11: the fakes' slip rate (docs/FAKES.md, `realism`)
 REALISM_SEEDS = 30
 RETENTION_GOAL = 0.95  # figure 10: kept under slips, relative to perfect answers
-FIGURE_IDS = {str(n) for n in range(1, 12)}
+OTHER_EXTRACTOR = "anthropic/claude-haiku-4.5"  # figure 12: the extractor model a later cycle re-extracts with
+REEXTRACTION_SEEDS = 5
+REEXTRACTION_SEED_OFFSET = 1000  # figure 12: the other extractor's slips are drawn from another seed
+FIGURE_IDS = {str(n) for n in range(1, 13)}
 MATRIX_MODELS = ("google/gemini-3.1-pro-preview", "deepseek/deepseek-v4-pro", "openai/gpt-5",
                  "anthropic/claude-sonnet-4.6")
 
@@ -942,6 +945,69 @@ def bench_false_support() -> dict[str, Any]:
 
 
 # ----------------------------------------------------------------------------------------------
+# 12. A re-extraction of unchanged reports: the diff of the research, not of the extractor
+
+
+def _research_changes(diff: Any) -> dict[str, Any]:
+    """What a claim diff gives the research, and what it lists apart as moved only by the re-run (a product
+    without that distinction gives everything to the research: `rerun_items` is then absent)."""
+    moved = getattr(diff, "rerun_items", None)
+    first = diff.markdown().splitlines()[0]
+    return {"decisions": len(diff.decisions), "lost_citations": len(diff.lost_citations),
+            "counts": diff.counts(), "moved_decisions": len(moved.decisions) if moved is not None else None,
+            "moved_lost_citations": len(moved.lost_citations) if moved is not None else None,
+            "first_line": first[:200], "says_reextracted": first.startswith("**Re-extracted")}
+
+
+def bench_reextraction(seeds: int) -> dict[str, Any]:
+    """The five researched reports synthesized, then re-extracted, unchanged, by another extractor model."""
+    from research_dispatch.config.settings import load_settings
+    from research_dispatch.synthesis import synthesize
+    from research_dispatch_fakes.gateway import FakeGateway
+
+    runs = []
+    with tempfile.TemporaryDirectory(prefix="bench-reextraction-") as tmp:
+        base = Path(tmp) / "five"
+        base.mkdir()
+        research_five(base, pages={"rate": REALISM_RATE, "seed": 1})
+        with FakeGateway() as gateway:
+            env = {"OPENROUTER_API_KEY": GATEWAY_KEY, "OPENROUTER_BASE_URL": gateway.base_url}
+            for seed in range(1, seeds + 1):
+                repo = _fresh_copy(base, Path(tmp) / f"seed-{seed}")
+                synthesize_with(repo, gateway, {"rate": REALISM_RATE, "seed": seed})
+                with (repo / "pyproject.toml").open("a", encoding="utf-8") as pyproject:
+                    pyproject.write(f'\n[tool.research-dispatch.synthesis]\nextractor_model = "{OTHER_EXTRACTOR}"\n')
+                # another model slips its own way: the same rate, another seed
+                gateway.set_scenario({"realism": {"rate": REALISM_RATE, "seed": seed + REEXTRACTION_SEED_OFFSET}})
+                result = synthesize(repo, load_settings(repo), env=env, cycle=CYCLE)
+                runs.append({"seed": seed, "extraction_calls": result.extraction_calls,
+                             "replayed_extractions": result.cached_extractions, **_research_changes(result.diff)})
+    research = sum(r["decisions"] for r in runs)
+    moved = [r["moved_decisions"] for r in runs]
+    said = all(r["says_reextracted"] for r in runs)
+    met = research == 0 and said and all(r["replayed_extractions"] == 0 for r in runs)  # every report re-read
+    apart = f"; {sum(m for m in moved if m is not None)} moved only by re-extraction, listed apart" \
+        if None not in moved else "; nothing listed apart"
+    return figure(
+        "12", "reextraction", "A re-extraction of unchanged reports with another extractor model: decisions the "
+                              "claim diff reports as changed by the research",
+        research,
+        f"{research} decisions changed by the research over {len(runs)} re-extractions{apart}; "
+        f"{sum(r['lost_citations'] for r in runs)} reported as 'lost a supported citation'; first line says "
+        f"re-extracted: {'yes' if said else 'no'}",
+        "0 decisions reported as changed by the research; the first line says the reports were re-extracted", met,
+        f"the five topics researched once on the fakes (arXiv pages read as PDF text: the search server's `realism` "
+        f"at {REALISM_RATE:.0%}); for each of {seeds} seeds a cold `synthesize` under the fake gateway's `realism` "
+        f"setting at {REALISM_RATE}, then the same reports, unchanged, synthesized again with extractor_model = "
+        f"{OTHER_EXTRACTOR} (another model slips its own way: the same rate, another seed), and the claim diff "
+        "against the first ledger read as the PR body shows it: decisions it gives the research, what it lists "
+        "apart as moved only by re-extraction, and its first line.",
+        {"rate": REALISM_RATE, "seeds": seeds, "other_extractor": OTHER_EXTRACTOR, "runs": runs},
+        why="the claim diff gives the research a decision that moved although no report of it changed: see the "
+            "run's counts in build/bench.json.")
+
+
+# ----------------------------------------------------------------------------------------------
 # 6. Matrix scale
 
 
@@ -1025,7 +1091,7 @@ def write_doc(data: dict[str, Any], path: Path) -> None:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--quick", action="store_true", help="fewer repeats; synthesis up to 50 reports")
-    parser.add_argument("--only", default="", help="comma-separated figure numbers (1-11)")
+    parser.add_argument("--only", default="", help="comma-separated figure numbers (1-12)")
     parser.add_argument("--write-doc", action="store_true", help="also regenerate docs/PERFORMANCE.md")
     parser.add_argument("--doc-only", action="store_true", help="regenerate docs/PERFORMANCE.md from build/bench.json")
     args = parser.parse_args(argv)
@@ -1038,7 +1104,7 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     only = {part.strip() for part in args.only.split(",") if part.strip()}
     if only - FIGURE_IDS:
-        parser.error("--only takes figure numbers 1-11")
+        parser.error("--only takes figure numbers 1-12")
     if args.write_doc and only:
         parser.error("--write-doc needs every figure: run without --only")
     quick = args.quick
@@ -1054,6 +1120,7 @@ def main(argv: list[str] | None = None) -> int:
         ("9", "prompt cache", bench_prompt_cache),
         ("10", "synthesis under slips", lambda: bench_realism(10 if quick else REALISM_SEEDS)),
         ("11", "false support", bench_false_support),
+        ("12", "re-extraction", lambda: bench_reextraction(3 if quick else REEXTRACTION_SEEDS)),
     ]
     started = time.perf_counter()
     figures: list[dict[str, Any]] = []

@@ -147,11 +147,23 @@ def _section_false_support(f: dict[str, Any]) -> list[str]:
     return lines
 
 
+def _section_reextraction(f: dict[str, Any]) -> list[str]:
+    d = f["details"]
+    lines = ["| seed | extraction calls | decisions changed by the research | moved only by re-extraction | "
+             "lost a supported citation (research) | first line says re-extracted |", "|---:|---:|---:|---:|---:|---|"]
+    for run in d["runs"]:
+        moved = "—" if run["moved_decisions"] is None else str(run["moved_decisions"])
+        lines.append(f"| {run['seed']} | {run['extraction_calls']} | {run['decisions']} | {moved} | "
+                     f"{run['lost_citations']} | {'yes' if run['says_reextracted'] else 'no'} |")
+    return lines
+
+
 SECTIONS = {"parallel": _section_parallel, "overhead": _section_overhead, "cli_start": _section_cli,
             "amplification_reading": _section_amplification, "amplification_searching": _section_amplification,
             "synthesis": _section_synthesis, "matrix": _section_matrix, "tokens_per_report": _section_tokens,
             "verification": _section_verification, "prompt_cache": _section_prompt_cache,
-            "realism": _section_realism, "false_support": _section_false_support}
+            "realism": _section_realism, "false_support": _section_false_support,
+            "reextraction": _section_reextraction}
 
 
 def _what_it_would_take(f: dict[str, Any]) -> str:
@@ -196,6 +208,8 @@ def _what_it_would_take(f: dict[str, Any]) -> str:
                    "`realism` setting, and read the claim's limitation line: it names why the claim was dropped.",
         "false_support": "Read the standing case's citation check in the ledger (`citation_checks`): the judge's "
                          "answer, the sentence code took and why it stood.",
+        "reextraction": "Find the decision the research diff lists for the re-extracted seed in build/bench.json and "
+                        "the reports its sides name: one of them must have changed, or the attribution is wrong.",
         "prompt_cache": "Compact less often (each compaction rewrites the history after it), or place the "
                         "rolling breakpoint further back so that more of each step's prompt is a read.",
     }
