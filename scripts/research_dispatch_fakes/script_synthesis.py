@@ -66,6 +66,7 @@ from __future__ import annotations
 
 import json
 import re
+from collections.abc import Callable
 from functools import lru_cache
 from pathlib import Path
 from typing import Any
@@ -411,12 +412,9 @@ def _recommends(claim: dict[str, Any]) -> bool:
     return claim.get("stance") == "recommend" and bool(_norm(str(claim.get("pick") or "")))
 
 
-def _align_recommendations(claims: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """Recommendations of one pick (whatever its name) agree; different picks answering one decision
-    are alternatives, one position per pick; a pick whose decision nobody states is nobody's rival."""
-    acronyms = {w for c in claims for w in _WORD.findall(str(c.get("pick")).lower())
-                if re.fullmatch(r"[A-Za-z][A-Za-z0-9]{1,9}", str(c.get("pick")).strip())}
-    parent = list(range(len(claims)))
+def _linked(count: int, related: Callable[[int, int], bool]) -> list[list[int]]:
+    """The indexes 0..count-1 in groups of those `related` links, directly or through others (in order)."""
+    parent = list(range(count))
 
     def find(i: int) -> int:
         while parent[i] != i:
@@ -424,16 +422,24 @@ def _align_recommendations(claims: list[dict[str, Any]]) -> list[dict[str, Any]]
             i = parent[i]
         return i
 
-    picks = [_pick_identity(str(c.get("pick")), acronyms) for c in claims]
-    for i in range(len(claims)):
-        for j in range(i + 1, len(claims)):
-            if picks[i] == picks[j] or _same_decision(claims[i], claims[j]):
+    for i in range(count):
+        for j in range(i + 1, count):
+            if related(i, j):
                 parent[find(j)] = find(i)
     members: dict[int, list[int]] = {}
-    for i in range(len(claims)):
+    for i in range(count):
         members.setdefault(find(i), []).append(i)
+    return list(members.values())
+
+
+def _align_recommendations(claims: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Recommendations of one pick (whatever its name) agree; different picks answering one decision
+    are alternatives, one position per pick; a pick whose decision nobody states is nobody's rival."""
+    acronyms = {w for c in claims for w in _WORD.findall(str(c.get("pick")).lower())
+                if re.fullmatch(r"[A-Za-z][A-Za-z0-9]{1,9}", str(c.get("pick")).strip())}
+    picks = [_pick_identity(str(c.get("pick")), acronyms) for c in claims]
     out: list[dict[str, Any]] = []
-    for group in members.values():
+    for group in _linked(len(claims), lambda i, j: picks[i] == picks[j] or _same_decision(claims[i], claims[j])):
         if len(group) < 2:
             continue
         by_pick: dict[str, list[str]] = {}
@@ -509,24 +515,15 @@ def align_claims(body: dict[str, Any]) -> dict[str, Any]:
             rest.append(claim)
         else:
             groups.setdefault(f"bank:{bank_id}", []).append(claim)
-    parent = list(range(len(rest)))
-
-    def find(i: int) -> int:
-        while parent[i] != i:
-            parent[i] = parent[parent[i]]
-            i = parent[i]
-        return i
-
     words = [_words(str(c.get("statement") or "")) for c in rest]
-    for i in range(len(rest)):
-        for j in range(i + 1, len(rest)):
-            if _norm(str(rest[i].get("layer"))) != _norm(str(rest[j].get("layer"))):
-                continue
-            union = words[i] | words[j]
-            if union and len(words[i] & words[j]) / len(union) >= JUDGE_OVERLAP:
-                parent[find(j)] = find(i)
-    for i, claim in enumerate(rest):
-        groups.setdefault(f"lex:{rest[find(i)]['id']}", []).append(claim)
+
+    def overlap(i: int, j: int) -> bool:
+        union = words[i] | words[j]
+        return (_norm(str(rest[i].get("layer"))) == _norm(str(rest[j].get("layer"))) and bool(union)
+                and len(words[i] & words[j]) / len(union) >= JUDGE_OVERLAP)
+
+    for linked in _linked(len(rest), overlap):
+        groups[f"lex:{rest[linked[0]]['id']}"] = [rest[i] for i in linked]
     for members in groups.values():
         if len(members) < 2:
             continue

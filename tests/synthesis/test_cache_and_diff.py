@@ -62,7 +62,7 @@ def test_one_changed_report_costs_one_extraction_and_the_promotion_shows_in_the_
     assert statuses(ledger(planted))["decentralized-substrate/prime-rl"] == "convergent"
     assert [item.key for item in result.diff.promoted] == ["decentralized-substrate/prime-rl"]
     item = result.diff.promoted[0]
-    assert item.before == "single-source, flagged (1 family, 1 source)"
+    assert item.before == "single-source — only one family was asked (1 family, 1 source)"
     assert item.after == "convergent (2 families, 2 sources)"
     assert not result.diff.lost_support and not result.diff.dropped and not result.diff.new
     assert "promoted to convergent" in result.diff.text() and "decentralized-substrate/prime-rl" in result.diff.text()
@@ -80,7 +80,7 @@ def test_removing_a_supporting_statement_loses_support(planted: Path, run_synthe
     [item] = result.diff.lost_support
     assert item.key == "rl-algorithm/grpo"
     assert item.before == "convergent (2 families, 2 sources)"
-    assert item.after == "single-source, flagged (1 family, 1 source)"
+    assert item.after == "single-source — only one family was asked (1 family, 1 source)"
     assert result.diff.counts() == {"decisions": 1, "lost_citations": 0, "promoted": 0, "lost_support": 1,
                                     "new_divergences": 0, "new": 0, "dropped": 0}
     [decision] = result.diff.decisions  # the GRPO decision, by decision: what its verdict and support were

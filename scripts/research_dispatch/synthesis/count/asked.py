@@ -70,6 +70,11 @@ def mark(clusters: list[Cluster], divergences: list[Divergence], asked: Asked,
             by_index[side.cluster].topics, by_index[side.cluster].asked = divergence.topics, divergence.asked
 
 
+def recorded(topics: Iterable[str], asked: Iterable[str]) -> tuple[str, ...] | None:
+    """The families asked, or None when the ledger does not record who was (no topics: an older ledger)."""
+    return tuple(sorted(asked)) if list(topics) else None
+
+
 def single_source_label(families: Iterable[str], asked: Iterable[str] | None) -> str:
     """What a consequential single-source finding is called: "may be model bias" only when a family other
     than its own was asked (`asked` None: not recorded, as in older ledgers, and then the old label)."""

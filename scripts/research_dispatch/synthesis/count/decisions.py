@@ -20,7 +20,7 @@ from typing import Any
 
 from research_dispatch.core.sanitize import for_pr_body, one_line
 from research_dispatch.synthesis.common.text import states_a_condition
-from research_dispatch.synthesis.count.asked import NO_SIDE, NOT_ASKED, single_source_label
+from research_dispatch.synthesis.count.asked import NO_SIDE, NOT_ASKED, recorded, single_source_label
 
 TABLE_STATUSES = ("convergent", "same_family", "single_source")  # a lone recommendation is a decision in these
 
@@ -37,9 +37,9 @@ def _strings(value: Any) -> tuple[str, ...]:
     return tuple(sorted({v for v in _list(value) if isinstance(v, str)}))
 
 
-def _recorded(value: Any) -> tuple[str, ...] | None:
-    """A list of strings, or None when the ledger does not record it (an older ledger)."""
-    return _strings(value) if isinstance(value, list) else None
+def _asked(item: Mapping[str, Any]) -> tuple[str, ...] | None:
+    """The families a cluster's or divergence's topics were asked of (None: not recorded)."""
+    return recorded(_strings(item.get("topics")), _strings(item.get("asked")))
 
 
 def _items(ledger: Any, name: str) -> list[dict[str, Any]]:
@@ -143,7 +143,7 @@ def cluster_verdict(cluster: Mapping[str, Any]) -> str:
     elif status == "same_family":
         what = "same family only — not independent"
     elif status == "single_source":
-        what = single_source_label(_strings(cluster.get("families")), _recorded(cluster.get("asked"))) \
+        what = single_source_label(_strings(cluster.get("families")), _asked(cluster)) \
             if cluster.get("flagged") is True else "single-source"
     else:
         what = status.replace("_", "-") or "unknown"
@@ -162,7 +162,7 @@ def decisions(ledger: Any) -> list[Decision]:
         out.append(Decision(key=divergence["key"], layer=_text(divergence.get("layer")),
                             question=_text(divergence.get("decision")), verdict=_text(divergence.get("line")),
                             status="divergent", kind=_text(divergence.get("kind")), tie=divergence.get("tie") is True,
-                            sides=sides, asked=_recorded(divergence.get("asked"))))
+                            sides=sides, asked=_asked(divergence)))
     for key, cluster in sorted(parts.clusters.items()):
         status = _text(cluster.get("status"))
         if key in in_divergence or status not in TABLE_STATUSES or not _text(cluster.get("pick")):
@@ -172,7 +172,7 @@ def decisions(ledger: Any) -> list[Decision]:
         side = parts.side(cluster, counted)
         out.append(Decision(key=key, layer=_text(cluster.get("layer")), question=_text(cluster.get("decision")),
                             verdict=cluster_verdict(cluster), status=status, kind="", tie=False, sides=(side,),
-                            asked=_recorded(cluster.get("asked"))))
+                            asked=_asked(cluster)))
     return sorted(out, key=lambda d: (d.layer.casefold(), d.question.casefold(), d.key))
 
 

@@ -49,6 +49,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from research_dispatch.core.sanitize import for_pr_body, one_line
+from research_dispatch.synthesis.count.asked import recorded, single_source_label
 from research_dispatch.synthesis.count.decisions import Decision, decisions, plural, pr_text
 
 CATEGORIES = (
@@ -396,9 +397,16 @@ def describe(cluster: dict[str, Any]) -> str:
     families and sources, never reports (a second report of one family adds no independent support)."""
     families, sources = _support(cluster)
     status = (_text(cluster.get("status")) or "unknown").replace("_", "-")
-    if cluster.get("flagged") is True:
+    if cluster.get("flagged") is True and status == "single-source":
+        asked = recorded(_strings(cluster.get("topics")), _strings(cluster.get("asked")))
+        status = single_source_label(_strings(cluster.get("families")), asked)
+    elif cluster.get("flagged") is True:
         status += ", flagged"
     return f"{status} ({plural(families, 'family', 'families')}, {plural(sources, 'source')})"
+
+
+def _strings(value: Any) -> list[str]:
+    return [v for v in _list(value) if isinstance(v, str)]
 
 
 def _involved(*clusters: dict[str, Any] | None) -> tuple[str, ...]:

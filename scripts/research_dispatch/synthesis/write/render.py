@@ -29,7 +29,7 @@ from research_dispatch.config.settings import Settings
 from research_dispatch.core.sanitize import one_line
 from research_dispatch.synthesis.common.checked import Support
 from research_dispatch.synthesis.count import decisions as decided
-from research_dispatch.synthesis.count.asked import NO_SIDE, NOT_ASKED, ONLY_ONE_ASKED, single_source_label
+from research_dispatch.synthesis.count.asked import NO_SIDE, NOT_ASKED, ONLY_ONE_ASKED, recorded, single_source_label
 from research_dispatch.synthesis.count.classify import FLAG
 from research_dispatch.synthesis.count.counting import Standing
 from research_dispatch.synthesis.write.ledger import Ledger, LedgerCitation, LedgerClaim, LedgerCluster
@@ -192,7 +192,7 @@ class _Renderer:
     def flag(self, cluster: LedgerCluster) -> str:
         """A consequential single-source finding's label: "may be model bias" only when another family was
         asked about its topics."""
-        return single_source_label(cluster.families, cluster.asked if cluster.topics else None)
+        return single_source_label(cluster.families, recorded(cluster.topics, cluster.asked))
 
     def emit(self, *lines: str) -> None:
         self.lines.extend(lines)
