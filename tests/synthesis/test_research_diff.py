@@ -19,11 +19,21 @@ from hypothesis import strategies as st
 
 from research_dispatch.config.settings import load_settings
 from research_dispatch.core.errors import GatewayError
+from research_dispatch.leg.report import load_report, render_report
 from research_dispatch.publish.prbody import claim_diff
 from research_dispatch.synthesis import SynthesisResult, diff_ledgers, synthesize
 from tests.profiles import examples
 from tests.seam import Reply, ScriptedGateway, Sent, synthesis_model
-from tests.synthesis.conftest import CYCLE, PLANTED, ledger, statement, write_pyproject, write_report
+from tests.synthesis.conftest import (
+    CYCLE,
+    PLANTED,
+    cited_sources,
+    ledger,
+    report_body,
+    statement,
+    write_pyproject,
+    write_report,
+)
 
 OTHER_EXTRACTOR = "anthropic/claude-haiku-4.5"
 GRPO = statement("rl-algorithm-grpo", "diloco-family")
@@ -100,6 +110,20 @@ def test_a_changed_report_is_the_research_even_when_the_extractor_changed_too(pl
     assert diff.rerun_items is not None and all("02-beta" not in item.reports for item in [
         *diff.rerun_items.decisions, *diff.rerun_items.new, *diff.rerun_items.lost_support])
     assert markdown is not None and markdown.startswith("**Re-extracted: 5 reports")
+
+
+def test_a_report_rewritten_with_the_same_text_is_not_extracted_again(planted: Path) -> None:
+    """A leg run again that wrote the same words (another finish time, another provider) is a new file but
+    not a new text: its claims are replayed, and nothing is reported as changed."""
+    run(planted)
+    path = planted / "research" / "01-alpha.md"
+    report = load_report(path, repo=planted)
+    meta = report.meta.model_copy(update={"finished_at": "2026-07-02T00:00:00Z", "served_providers": ["Other"]})
+    body = report_body(meta.title, PLANTED["01-alpha"][1])  # the same words as before
+    path.write_text(render_report(meta, body, cited_sources()), encoding="utf-8")
+    again = run(planted)
+    assert again.extraction_calls == 0 and again.cached_extractions == len(PLANTED)
+    assert again.diff.is_empty
 
 
 def test_unchanged_settings_and_reports_are_no_change(planted: Path) -> None:
