@@ -2,13 +2,16 @@
 
 Work grows linearly with reports, not quadratically with claims:
 
-1. *Candidates* (local, no LLM): claims are blocked by layer; within a block two claims of different
-   reports are candidates when they state the same thing, when their content words overlap (Jaccard ≥
-   `similarity_threshold`), or when both recommend picks that share a word ("GRPO+DAPO" / "GRPO with
-   DAPO patches"). Recommendations of different reports in one layer (or answering the same decision
-   in any layer) are always candidates, whatever their words: only the judge may say whether two picks
-   are alternatives for one decision, so it must see them together. Claims with no candidate never
-   reach a judge: they are single-source by construction.
+1. *Candidates* (local, no LLM; `candidate_edges`): claims are blocked by layer; within a block two
+   claims of different reports are candidates when they state the same thing, when their content
+   words overlap (Jaccard ≥ `similarity_threshold`), or when both recommend picks that share a word
+   ("GRPO+DAPO" / "GRPO with DAPO patches"). Recommendations of different reports in one layer are
+   always candidates, whatever their words — except in the catch-all layer `general`, where sharing
+   the layer says nothing. Across layers, recommendations of one pick (`picks`: one key however a
+   report names it), of picks sharing a word few picks share (candidate aliases: "Monarch" and
+   "PyTorch Monarch"), and of one decision (its words in any order) are candidates: only the judge may
+   say whether two names are one pick or two picks alternatives for one decision, so it must see them
+   together. Claims with no candidate never reach a judge: they are single-source by construction.
 2. *One judge call per decision*: each candidate component (claims that may answer one question) is
    judged on its own claims, never packed with other components, so that adding an unrelated report
    never changes another decision's request — its judge, its anonymous labels, its cache key, and so
@@ -20,17 +23,22 @@ Work grows linearly with reports, not quadratically with claims:
 3. *Judge*: one structured call per batch. The judge sees claims labelled "Report A/B/…" in a fixed
    shuffled order seeded from the batch's own claim keys (stable for as long as those claims are,
    across runs and cycles; different between batches), never a model name, and is chosen so that it is
-   not of the family of any report in its batch when the configuration allows. It returns groups, each
-   with one position (agreement) or several (contradiction).
+   not of the family of any report in its batch when the configuration allows. Each claim carries the
+   report's own sentence that makes it and its position, so a negation, a condition or a hedge is in
+   front of the judge. It returns groups, each `agree` (one position), `alternatives` (different picks
+   answering one decision: adopt one instead of the others) or `opposite` (for and against one thing).
 
 `assemble` then turns the judged groups into *clusters* (one per position: claims that agree) and
 *contradictions* (pairs of clusters the judge put on opposite sides of one group), with union-find
-over claims. As code rather than judgement, it splits a judged position whose claims take opposite
-positions on their pick or give different numbers for one thing, merges clusters that recommend the
-same pick with the same position for the same layer, and sets for-X against against-X. Claims that do
-not count (`counting`: an excluded report's, an unanchored or unsupported one) never connect two
-clusters of counted claims: such a claim joins at most one counted cluster, so it cannot change how
-counted claims are grouped. A batch whose judge failed leaves its claims unaligned and says so.
+over claims. Two sides recommending different picks are a contradiction only when the judge said they
+are `alternatives`: a divergence of two picks needs the judge to say they answer the same decision,
+whatever layer they share. As code rather than judgement, it splits a judged position whose claims
+take opposite positions on their pick or give different numbers for one thing, merges clusters that
+recommend the same pick with the same position whatever their layer (one row per pick), and sets
+for-X against against-X. Claims that do not count (`counting`: an excluded report's, an unanchored or
+unsupported one) never connect two clusters of counted claims: such a claim joins at most one counted
+cluster, so it cannot change how counted claims are grouped. A batch whose judge failed leaves its
+claims unaligned and says so.
 """
 
 from __future__ import annotations
@@ -680,16 +688,17 @@ def assemble(claims: list[Claim], batches: list[Batch], judgements: dict[int, Ju
     per step):
     1. each judged position is split into the parts code finds consistent (`consistent_parts`: one
        position for or against, no numbers that differ); a position split in two is a contradiction
-       between its parts, whatever the judge called it. Counted claims of one part are united; a part
-       without counted claims unites its other claims;
-    2. code merges counted groups that recommend the same pick, with the same position, for the same
-       layer (unless their numbers differ);
+       between its parts, whatever the judge called it — unless they recommend different picks, which
+       only the judge's `alternatives` sets against each other. Counted claims of one part are united;
+       a part without counted claims unites its other claims;
+    2. code merges counted groups that recommend the same pick with the same position, whatever layer
+       each was filed under (unless their numbers differ);
     3. each group of uncounted claims joins the counted group it was judged with (the smallest, if
-       several) or, failing that, one with its own layer, pick and position; it never joins two, so it
-       cannot bridge counted clusters;
-    4. contradictions are mapped onto the final clusters (a cluster never contradicts itself), and code
-       adds one between clusters that hold the same pick of one layer `for` and `against`: for-X beside
-       against-X is a divergence, never two agreements.
+       several) or, failing that, one with its own pick and position; it never joins two, so it cannot
+       bridge counted clusters;
+    4. contradictions are mapped onto the final clusters (a cluster never contradicts itself; two
+       different picks only from an `alternatives` group), and code adds one between clusters that hold
+       the same pick `for` and `against`: for-X beside against-X is a divergence, never two agreements.
     """
     by_key = {c.key: c for c in claims}
     assembly = _Assembly(by_key=by_key, counted=counted, uf=_UnionFind(by_key))
