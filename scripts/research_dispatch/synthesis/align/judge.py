@@ -571,20 +571,23 @@ class _Assembly:
             if judgement is None:
                 continue
             for group in judgement.groups:
-                representatives = []
-                for position in group.positions:
-                    judged = sorted(batch.ids[c] for c in position.claims)
-                    for keys in consistent_parts(judged, self.by_key):
-                        mine = [k for k in keys if k in self.counted] or keys
-                        for key in mine[1:]:
-                            self.uf.union(mine[0], key)
-                        if mine is not keys:
-                            for key in keys:
-                                if key not in self.counted:
-                                    self.attached[key].add(mine[0])
-                        representatives.append((mine[0], keys))
+                representatives = [self.unite(keys) for position in group.positions
+                                   for keys in consistent_parts(sorted(batch.ids[c] for c in position.claims),
+                                                                self.by_key)]
                 if group.relation != "agree" or len(representatives) > 1:
                     self.sides.append(_Sides(group.same_decision, representatives))
+
+    def unite(self, keys: list[str]) -> tuple[str, list[str]]:
+        """One consistent part of a judged position: its counted claims united (its others, without any),
+        the uncounted ones attached to it; (its representative, its claims)."""
+        mine = [k for k in keys if k in self.counted] or keys
+        for key in mine[1:]:
+            self.uf.union(mine[0], key)
+        if mine is not keys:
+            for key in keys:
+                if key not in self.counted:
+                    self.attached[key].add(mine[0])
+        return mine[0], keys
 
     def groups_by_pick(self, only_counted: bool) -> dict[tuple[str, str], list[list[str]]]:
         """The groups (counted ones, or the others) that recommend one pick, by (pick, position)."""
@@ -646,13 +649,8 @@ class _Assembly:
         contrary: dict[int, set[str]] = defaultdict(set)
         for group in self.sides:
             pairs.update(self.contradictions(group, index_of))
-            counted_sides = sorted({index_of[rep] for rep, _keys in group.sides if rep in self.counted})
-            for rep, keys in group.sides:
-                if rep in self.counted:
-                    continue
-                for index in counted_sides:
-                    if index != index_of[rep]:
-                        contrary[index].update(keys)
+            for index, keys in self.contrary(group, index_of):
+                contrary[index].update(keys)
         for positions in by_pick.values():
             for a in positions.get(Position.FOR.value, set()):
                 for b in positions.get(Position.AGAINST.value, set()):
@@ -672,6 +670,13 @@ class _Assembly:
                 if a != b and (group.same_decision or not rival_picks):
                     pairs.add((min(a, b), max(a, b)))
         return pairs
+
+    def contrary(self, group: _Sides, index_of: dict[str, int]) -> list[tuple[int, list[str]]]:
+        """(counted cluster, uncounted claims the judge set against it) of one judged group: shown beside
+        the cluster, never counted against it."""
+        counted_sides = sorted({index_of[rep] for rep, _keys in group.sides if rep in self.counted})
+        return [(index, keys) for rep, keys in group.sides if rep not in self.counted
+                for index in counted_sides if index != index_of[rep]]
 
     def pick(self, keys: list[str]) -> str | None:
         """The pick a judged side recommends (by its counted claims when it has any), or None."""
