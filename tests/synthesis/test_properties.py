@@ -399,9 +399,15 @@ def picks_view(result: tuple[list[Any], list[Any]]) -> str:
                              "position": c.position.value, "reports": c.reports, "families": c.families,
                              "contradicts": sorted(members[i] for i in c.contradicts)} for c in clusters],
                            key=lambda c: c["members"]),
-        "divergences": sorted([{"sides": [(members[s.cluster], s.reports, s.pick_key) for s in d.sides],
-                                "tie": d.tie, "kind": d.kind} for d in divergences], key=lambda d: d["sides"])},
+        # sides in order of support; a tie lists its sides by label, which is what a pick is called
+        "divergences": sorted([{"sides": _sides_in_order(d), "tie": d.tie, "kind": d.kind} for d in divergences],
+                              key=lambda d: d["sides"])},
         sort_keys=True)
+
+
+def _sides_in_order(divergence: Any) -> list[Any]:
+    sides = [(s.claims, s.reports, s.pick_key) for s in divergence.sides]
+    return sorted(sides) if divergence.tie else sides
 
 
 def aliased(scenario: Scenario, spelling: list[int]) -> Scenario:
