@@ -34,7 +34,6 @@ import html
 import json
 import re
 import threading
-import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -42,11 +41,12 @@ from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from research_dispatch.config.settings import SearchSettings
+from research_dispatch.config.settings import SearchServiceSettings, SearchSettings
 from research_dispatch.core import sanitize
 from research_dispatch.core.bounds import CallBounds
 from research_dispatch.core.errors import CallBoundExceeded, Interrupted, MissingKey
 from research_dispatch.core.redact import redact, register_secrets
+from research_dispatch.core.retry import Failure, RetryPolicy
 from research_dispatch.tools import chunks
 from research_dispatch.tools.destinations import DestinationPolicy
 from research_dispatch.tools.egress import REFUSAL_MARK
@@ -264,8 +264,7 @@ class SearchTools:
                  registry: SourceRegistry | None = None, topic_hint: str = "",
                  snippet_chars: int = 200, search_budget_chars: int = 5000,
                  page_budget_chars: int = 2400, extract_budget_chars: int = 6000,
-                 retries: int = 2, timeout_s: float = 30.0, sleep: Callable[[float], None] = time.sleep,
-                 backoff_base_s: float = 1.0, backoff_max_s: float = 8.0, client: Any = None,
+                 retry: RetryPolicy | None = None, timeout_s: float = 30.0, client: Any = None,
                  dedupe: bool = True, providers: Sequence[SearchProvider] | None = None,
                  mcp: McpToolset | None = None, leg_deadline: float | None = None,
                  interrupt: threading.Event | None = None,
@@ -289,13 +288,11 @@ class SearchTools:
         self.search_budget_chars = search_budget_chars
         self.page_budget_chars = page_budget_chars
         self.extract_budget_chars = extract_budget_chars
-        self.retries = retries
+        # the providers' retries (`core/retry.py`); by default `[tool.research-dispatch.search_service]`'s
+        self.retry = retry or SearchServiceSettings().retry_policy()
         self.timeout_s = timeout_s
-        self.backoff_base_s = backoff_base_s
-        self.backoff_max_s = backoff_max_s
         self.leg_deadline = leg_deadline
         self.interrupt = interrupt
-        self._sleep = sleep
         self._disabled: dict[str, str] = {}  # provider name -> its first fatal error
         self._recent_queries: list[str] = []
         self.dedupe = dedupe  # False only for the benchmark's naive loop: every result shown in full again
@@ -635,16 +632,13 @@ class SearchTools:
                            {"error": exc.kind, "status": exc.status})
 
     def _with_retries(self, call: Callable[[], Any]) -> Any:
-        attempt = 0
-        while True:
-            try:
-                return call()
-            except SearchServiceError as exc:
-                error = exc
-            if not error.retryable or attempt >= self.retries:
-                raise error
-            self._sleep(min(self.backoff_base_s * 2 ** attempt, self.backoff_max_s))
-            attempt += 1
+        """A provider call under the retry policy; a service error that stays is raised as it is."""
+        return self.retry.call(call, _search_failure)
+
+
+def _search_failure(exc: Exception) -> Failure | None:
+    """A search service's error in the retry policy's terms (its clients give no Retry-After)."""
+    return Failure(exc.retryable) if isinstance(exc, SearchServiceError) else None
 
 
 def _interleave(ranked: list[list[Hit]], names: list[str]) -> list[tuple[Hit, str]]:
