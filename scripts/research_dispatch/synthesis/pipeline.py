@@ -712,7 +712,8 @@ def _ledger_counts(work: _Work, claims: list[LedgerClaim]) -> dict[str, Any]:
             "clusters": {status: sum(1 for c in clusters if c.status == status) for status in STATUSES},
             "flagged": sum(1 for c in clusters if c.flagged and c.status == "single_source"),
             "flagged_only_one_asked": sum(1 for c in clusters if c.flagged and c.status == "single_source"
-                                          and asked.single_source_label(c.families, c.asked) == asked.ONLY_ONE_ASKED),
+                                          and asked.single_source_label(c.families, asked.recorded(c.topics, c.asked))
+                                          == asked.ONLY_ONE_ASKED),
             "flagged_sides": sum(1 for c in clusters if c.flagged and c.status == "divergent"),
             "checked": counting.Tally.of(every_claim, counted).as_dict(),
             "divergences": len(work.divergences), "ties": sum(1 for d in work.divergences if d.tie),
