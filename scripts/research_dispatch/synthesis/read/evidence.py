@@ -25,7 +25,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from research_dispatch.leg.evidence import MAX_EVIDENCE_BYTES, EvidenceLine, parse_line
-from research_dispatch.tools.search import normalise_url
+from research_dispatch.tools.sources import normalise_url
 
 
 @dataclass
