@@ -39,7 +39,8 @@ def test_the_cli_prints_a_summary_and_the_claim_diff(planted: Path, synth_env) -
             in first)  # 05-delta's two are excluded with their report
     # single-source flags count single-source findings only; sides held by one report are said apart
     assert ("findings: 1 convergent, 1 same-family, 2 divergent in 1 divergence(s) (1 without consensus; 2 divergence "
-            "side(s) held by one report), 4 single-source (2 flagged), 0 not counted, 1 excluded-only") in first
+            "side(s) held by one report), 4 single-source (2 flagged, 2 where only one family was asked), 0 not "
+            "counted, 1 excluded-only") in first
     # one citation-check call per report (each has fewer citations than one call holds), one judge call per decision
     assert "LLM calls: 16 (6 extraction, 0 cached; 6 citation check, 0 citations cached; 4 judge, 0 cached)" in first
     # a first run counts its divergences as new (and the PR body, which diffs the same way, inherits it)

@@ -94,7 +94,7 @@ def test_one_report_holding_both_sides_is_not_a_divergence_with_itself(tmp_path:
         "02-b": [rec("Postgres", DATABASE)],
     })
     assert result.code == 0, result.stderr
-    assert [g["relation"] for g in data["batches"][0]["judgement"]["groups"]] == ["contradict"]
+    assert [g["relation"] for g in data["batches"][0]["judgement"]["groups"]] == ["alternatives"]
     assert data["divergences"] == []  # its sides would share all their reports
     clusters = by_pick(data)
     assert clusters["Redis"]["status"] == clusters["Memcached"]["status"] == "single_source"

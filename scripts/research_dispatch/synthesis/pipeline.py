@@ -59,12 +59,13 @@ from research_dispatch.gateway.protocol import ModelGateway
 from research_dispatch.gateway.provenance import CallRecord
 from research_dispatch.leg.status import LegState
 from research_dispatch.synthesis.align import judge as align
+from research_dispatch.synthesis.align import picks
 from research_dispatch.synthesis.align.judge import Batch, Judgement
 from research_dispatch.synthesis.cache import SynthesisCache
 from research_dispatch.synthesis.check import citations
 from research_dispatch.synthesis.common.checked import CitationCheck, Support
 from research_dispatch.synthesis.common.errors import StructuredCallFailed, SynthesisFailed, TimeLimitReached
-from research_dispatch.synthesis.count import counting
+from research_dispatch.synthesis.count import asked, counting
 from research_dispatch.synthesis.count.classify import STATUSES, Cluster, Divergence, classify
 from research_dispatch.synthesis.count.keys import assign_cluster_keys, assign_divergence_keys
 from research_dispatch.synthesis.extract import claims as extract
@@ -94,7 +95,6 @@ from research_dispatch.synthesis.write.ledger import (
     LedgerLeg,
     LedgerNotFinding,
     LedgerReport,
-    LedgerSide,
     LedgerSkipped,
     LedgerSource,
     read_previous,
@@ -651,83 +651,113 @@ def _ledger_checks(checks: list[_ReportChecks]) -> list[LedgerCheck]:
     return out
 
 
-def _build_ledger(cycle: str, settings: Settings, reports: list[ReportInput], skipped: list[SkippedReport],
-                  legs: list[LegCoverage], extracted: list[_Extracted], judged: list[_Judged], clusters: list[Cluster],
-                  divergences: list[Divergence], limitations: list[str], incomplete: list[str],
-                  checks: list[_ReportChecks]) -> Ledger:
+@dataclass
+class _Work:
+    """Everything one synthesis did and found: what the ledger records."""
+
+    cycle: str
+    settings: Settings
+    reports: list[ReportInput]
+    skipped: list[SkippedReport]
+    legs: list[LegCoverage]
+    extracted: list[_Extracted]
+    judged: list[_Judged]
+    checks: list[_ReportChecks]
+    clusters: list[Cluster]
+    divergences: list[Divergence]
+    limitations: list[str]
+    incomplete: list[str]
+
+    @property
+    def claims(self) -> list[Claim]:
+        return [claim for outcome in self.extracted for claim in outcome.claims]
+
+
+def _build_ledger(work: _Work) -> Ledger:
+    """The ledger of one synthesis, section by section (each step below builds one)."""
+    claims = _ledger_claims(work)
+    return Ledger(
+        cycle=work.cycle, framework=work.settings.framework_name, settings=_ledger_settings(work.settings),
+        counts=_ledger_counts(work, claims),
+        reports=sorted((_ledger_report(o, work.settings) for o in work.extracted), key=lambda r: r.stem),
+        skipped=[LedgerSkipped(stem=s.stem, path=s.relpath, kind=s.kind, reason=one_line(s.reason, 500))
+                 for s in sorted(work.skipped, key=lambda s: s.stem)],
+        claims=sorted(claims, key=lambda c: c.key),
+        clusters=sorted(_ledger_clusters(work.clusters), key=lambda c: c.key),
+        divergences=sorted(_ledger_divergences(work.divergences, work.clusters), key=lambda d: d.key),
+        batches=sorted(_ledger_batches(work.judged), key=lambda b: b.id),
+        citation_checks=_ledger_checks(work.checks),
+        legs=[LedgerLeg(stem=leg.stem, topic=leg.topic, model=leg.model, state=leg.state.value,
+                        detail=one_line(leg.detail, 500), report=leg.report_relpath) for leg in work.legs],
+        limitations=work.limitations, incomplete=work.incomplete)
+
+
+def _ledger_settings(settings: Settings) -> dict[str, Any]:
+    """The settings a synthesis' answers depend on (the diff compares them to say what was re-run)."""
     syn = settings.synthesis
-    cluster_of = {key: c.key for c in clusters for key in c.members}
-    by_index = {c.index: c for c in clusters}
-    report_counting = {r.stem: r.counting for r in reports}
-    ledger_claims = [
-        LedgerClaim(cluster=cluster_of[claim.key], key=claim.key, report=claim.report, layer_key=claim.layer_key,
-                    standing=counting.standing(claim, report_counting[claim.report],
-                                               count_unsupported=syn.count_unsupported),
-                    decision_key=claim.decision_key, pick_key=claim.pick_key, anchored=claim.anchored,
-                    citations=[LedgerCitation.of(c) for c in claim.citations], **claim.extracted())
-        for outcome in extracted for claim in outcome.claims]
-    ledger_clusters = [LedgerCluster(
-        key=c.key, base=c.base, layer=c.layer, layer_key=c.layer_key, decision=c.decision, status=c.status,
-        flagged=c.flagged, pick=c.pick, pick_key=c.pick_key, position=c.position, condition=c.condition,
-        label=c.label, summary=c.summary, sources=c.sources, shared_source=c.shared_source,
-        members=c.members, reports=c.reports, families=c.families, excluded_reports=c.excluded_reports,
-        batches=c.batches, unaligned=c.unaligned, divergence=c.divergence,
-        contradicts=sorted(by_index[i].key for i in c.contradicts), contrary_excluded=c.contrary_excluded)
-        for c in clusters]
-    ledger_divergences = [LedgerDivergence(
-        key=d.key, layer=d.layer, decision=d.decision, kind=d.kind, tie=d.tie, line=d.line,
-        positions=[LedgerSide(cluster=by_index[s.cluster].key, label=s.label, pick=s.pick, condition=s.condition,
-                              claims=s.claims, reports=s.reports, families=s.families, position=s.position,
-                              sources=s.sources, condition_reports=s.condition_reports) for s in d.sides],
-        ambivalent_reports=d.ambivalent_reports, weighed=sorted(by_index[i].key for i in d.weighed_clusters),
-        excluded_claims=d.excluded_claims)
-        for d in divergences]
-    ledger_batches = [LedgerBatch(
+    return {"extractor_model": syn.extractor_model, "extraction_prompt": extract.PROMPT_VERSION,
+            "judge_models": list(syn.judge_models), "judge_prompt": align.PROMPT_VERSION,
+            "citation_models": list(syn.citation_models), "citation_prompt": citations.PROMPT_VERSION,
+            "count_unverified": syn.count_unverified, "count_unsupported": syn.count_unsupported,
+            "batch_size": syn.batch_size, "similarity_threshold": syn.similarity_threshold,
+            "layers": list(syn.layers), "timeout_minutes": syn.timeout_minutes}
+
+
+def _ledger_claims(work: _Work) -> list[LedgerClaim]:
+    """Every claim with its cluster's key and where it stands with the counting rules."""
+    cluster_of = {key: c.key for c in work.clusters for key in c.members}
+    report_counting = {r.stem: r.counting for r in work.reports}
+    unsupported = work.settings.synthesis.count_unsupported
+    return [LedgerClaim(cluster=cluster_of[claim.key], key=claim.key, report=claim.report, layer_key=claim.layer_key,
+                        standing=counting.standing(claim, report_counting[claim.report], count_unsupported=unsupported),
+                        decision_key=claim.decision_key, pick_key=claim.pick_key, anchored=claim.anchored,
+                        citations=[LedgerCitation.of(c) for c in claim.citations], **claim.extracted())
+            for claim in work.claims]
+
+
+def _ledger_clusters(clusters: list[Cluster]) -> list[LedgerCluster]:
+    key_of = {c.index: c.key for c in clusters}
+    return [LedgerCluster.of(cluster, key_of) for cluster in clusters]
+
+
+def _ledger_divergences(divergences: list[Divergence], clusters: list[Cluster]) -> list[LedgerDivergence]:
+    key_of = {c.index: c.key for c in clusters}
+    return [LedgerDivergence.of(divergence, key_of) for divergence in divergences]
+
+
+def _ledger_batches(judged: list[_Judged]) -> list[LedgerBatch]:
+    """Each judge call: its anonymisation, its judge and its validated answer (or why it has none)."""
+    return [LedgerBatch(
         id=o.batch.id, key=o.batch.key,
         status="ok" if o.judgement is not None else "timed_out" if o.timed_out else "failed",
         judge_model=o.batch.judge_model, judge_is_author=o.batch.judge_is_author, labels=o.batch.labels,
         ids=o.batch.ids, anchors=o.batch.anchors, error=one_line(o.error, 500) if o.error else None,
         judgement=o.judgement.model_dump(mode="json") if o.judgement is not None else None, calls=o.calls)
         for o in judged]
-    statuses = {status: sum(1 for c in clusters if c.status == status) for status in STATUSES}
-    counts = {"reports": len(reports), "counted": sum(1 for r in reports if r.counted),
-              "excluded": sum(1 for r in reports if not r.counted),
-              "ignored": sum(1 for s in skipped if s.kind == "ignored"),
-              "failed": sum(1 for s in skipped if s.kind == "failed"),
-              "extracted": sum(1 for o in extracted if not o.error), "claims": len(ledger_claims),
-              "not_findings": sum(len(o.not_findings) for o in extracted),
-              "clusters": statuses,
-              "flagged": sum(1 for c in clusters if c.flagged and c.status == "single_source"),
-              "flagged_sides": sum(1 for c in clusters if c.flagged and c.status == "divergent"),
-              "checked": counting.Tally.of([claim for o in extracted for claim in o.claims],
-                                           frozenset(c.key for c in ledger_claims
-                                                     if c.standing is counting.Standing.COUNTED)).as_dict(),
-              "divergences": len(divergences), "ties": sum(1 for d in divergences if d.tie),
-              "batches": len(judged),
-              "anchored": sum(1 for o in extracted for c in o.claims if c.anchored),
-              "citations": {support.value: sum(1 for o in extracted for c in o.claims for x in c.citations
-                                               if x.support is support) for support in Support}}
-    return Ledger(
-        cycle=cycle, framework=settings.framework_name,
-        settings={"extractor_model": syn.extractor_model, "extraction_prompt": extract.PROMPT_VERSION,
-                  "judge_models": list(syn.judge_models), "judge_prompt": align.PROMPT_VERSION,
-                  "citation_models": list(syn.citation_models), "citation_prompt": citations.PROMPT_VERSION,
-                  "count_unverified": syn.count_unverified, "count_unsupported": syn.count_unsupported,
-                  "batch_size": syn.batch_size,
-                  "similarity_threshold": syn.similarity_threshold, "layers": list(syn.layers),
-                  "timeout_minutes": syn.timeout_minutes},
-        counts=counts,
-        reports=sorted((_ledger_report(o, settings) for o in extracted), key=lambda r: r.stem),
-        skipped=[LedgerSkipped(stem=s.stem, path=s.relpath, kind=s.kind, reason=one_line(s.reason, 500))
-                 for s in sorted(skipped, key=lambda s: s.stem)],
-        claims=sorted(ledger_claims, key=lambda c: c.key),
-        clusters=sorted(ledger_clusters, key=lambda c: c.key),
-        divergences=sorted(ledger_divergences, key=lambda d: d.key),
-        batches=sorted(ledger_batches, key=lambda b: b.id),
-        citation_checks=_ledger_checks(checks),
-        legs=[LedgerLeg(stem=leg.stem, topic=leg.topic, model=leg.model, state=leg.state.value,
-                        detail=one_line(leg.detail, 500), report=leg.report_relpath) for leg in legs],
-        limitations=limitations, incomplete=incomplete)
+
+
+def _ledger_counts(work: _Work, claims: list[LedgerClaim]) -> dict[str, Any]:
+    """The numbers the document's header and the PR read: reports, claims, findings by class, citations."""
+    reports, skipped, extracted, clusters = work.reports, work.skipped, work.extracted, work.clusters
+    every_claim = work.claims
+    counted = frozenset(c.key for c in claims if c.standing is counting.Standing.COUNTED)
+    return {"reports": len(reports), "counted": sum(1 for r in reports if r.counted),
+            "excluded": sum(1 for r in reports if not r.counted),
+            "ignored": sum(1 for s in skipped if s.kind == "ignored"),
+            "failed": sum(1 for s in skipped if s.kind == "failed"),
+            "extracted": sum(1 for o in extracted if not o.error), "claims": len(claims),
+            "not_findings": sum(len(o.not_findings) for o in extracted),
+            "clusters": {status: sum(1 for c in clusters if c.status == status) for status in STATUSES},
+            "flagged": sum(1 for c in clusters if c.flagged and c.status == "single_source"),
+            "flagged_only_one_asked": sum(1 for c in clusters if c.flagged and c.status == "single_source"
+                                          and asked.single_source_label(c.families, asked.recorded(c.topics, c.asked))
+                                          == asked.ONLY_ONE_ASKED),
+            "flagged_sides": sum(1 for c in clusters if c.flagged and c.status == "divergent"),
+            "checked": counting.Tally.of(every_claim, counted).as_dict(),
+            "divergences": len(work.divergences), "ties": sum(1 for d in work.divergences if d.tie),
+            "batches": len(work.judged), "anchored": sum(1 for c in every_claim if c.anchored),
+            "citations": {support.value: sum(1 for c in every_claim for x in c.citations if x.support is support)
+                          for support in Support}}
 
 
 def _calls_log(extracted: list[_Extracted], judged: list[_Judged], checks: list[_ReportChecks]) -> str:
@@ -786,7 +816,7 @@ def synthesize(repo: Path, settings: Settings, *, env: Mapping[str, str], cycle:
             raise SynthesisFailed(f"every extraction failed; nothing was written (first: {failures[0].error})")
         checks = _check_all(repo, reports, extracted, settings, cache, lazy, cycle, deadline)
         _with_citations(extracted, checks)
-        claims = extract.with_aliases([claim for outcome in extracted for claim in outcome.claims])
+        claims = picks.with_aliases([claim for outcome in extracted for claim in outcome.claims])
         by_key = {c.key: c for c in claims}
         for outcome in extracted:
             outcome.claims = [by_key[c.key] for c in outcome.claims]
@@ -802,12 +832,14 @@ def synthesize(repo: Path, settings: Settings, *, env: Mapping[str, str], cycle:
     counted = counting.counted_claims(claims, report_counting, count_unsupported=syn.count_unsupported)
     alignment = align.assemble(claims, batches, {o.batch.index: o.judgement for o in judged}, counted)
     clusters, divergences = classify(alignment, by_key, report_counting, counted)
+    asked.mark(clusters, divergences, asked.Asked.of((r.meta.topic, r.counting) for r in reports),
+               {c.key: c.report for c in claims})
     assign_cluster_keys(clusters, old, set(counted))
     assign_divergence_keys(divergences, clusters)
     incomplete = _incomplete(extracted, judged, syn.timeout_minutes, checks)
     limitations = _limitations(cycle, reports, inputs.skipped, states, extracted, judged, incomplete, checks)
-    ledger = _build_ledger(cycle, settings, reports, inputs.skipped, states, extracted, judged, clusters, divergences,
-                           limitations, incomplete, checks)
+    ledger = _build_ledger(_Work(cycle, settings, reports, inputs.skipped, states, extracted, judged, checks, clusters,
+                                 divergences, limitations, incomplete))
     ledger_dict = ledger.to_dict()
     diff = diff_ledgers(old, ledger_dict)
 

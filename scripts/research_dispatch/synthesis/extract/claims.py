@@ -34,7 +34,7 @@ from __future__ import annotations
 import hashlib
 import json
 from collections.abc import Iterable
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
@@ -46,7 +46,7 @@ from research_dispatch.gateway.structured import answer_schema
 from research_dispatch.leg.report import body_without_references
 from research_dispatch.synthesis.common.calls import call_structured
 from research_dispatch.synthesis.common.checked import CitationCheck, Position
-from research_dispatch.synthesis.common.text import acronym_aliases, layer_key, pick_key, short_hash, statement_key
+from research_dispatch.synthesis.common.text import layer_key, pick_key, short_hash, statement_key
 from research_dispatch.synthesis.extract.anchor import ReportBody, anchor
 from research_dispatch.synthesis.extract.findings import not_a_finding
 from research_dispatch.synthesis.read.inputs import ReportInput
@@ -167,7 +167,7 @@ class Claim:
     position: Position = Position.FOR
     anchored: bool = False
     citations: tuple[CitationCheck, ...] = ()
-    alias: str | None = None  # the pick key code merged this claim's pick under (`text.acronym_aliases`)
+    alias: str | None = None  # the key of the pick this claim's pick is another name of (`align.picks`)
 
     @property
     def layer_key(self) -> str:
@@ -259,17 +259,6 @@ def _ranked(claim: Claim) -> tuple[object, ...]:
     """Which of two claims with one statement stands: the anchored, then the more confident one."""
     return (not claim.anchored, CONFIDENCE_RANK[claim.confidence], claim.stance, claim.layer, claim.decision or "",
             claim.pick or "", claim.condition or "", claim.position.value, claim.quote)
-
-
-def with_aliases(claims: list[Claim]) -> list[Claim]:
-    """The claims with `alias` set where a pick spells out an acronym another claim uses ("Group Relative
-    Policy Optimization" beside "GRPO"), so both are one pick for alignment, clustering and keys."""
-    aliases = acronym_aliases(c.pick for c in claims if c.stance == "recommend" and c.pick)
-    out = []
-    for claim in claims:
-        own = pick_key(claim.pick) if claim.stance == "recommend" else None
-        out.append(replace(claim, alias=aliases.get(own)) if own in aliases else claim)
-    return out
 
 
 def _claim(item: ExtractedClaim, statement: str, report: ReportInput, body: ReportBody,
