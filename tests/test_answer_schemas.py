@@ -70,7 +70,7 @@ ANSWERS: list[tuple[dict[str, Any], type[BaseModel], dict[str, Any]]] = [
         "statement": "GRPO suits maths.", "layer": "RL algorithm", "stance": "recommend", "decision": "RL algorithm",
         "pick": "GRPO", "alternatives": ["PPO"], "condition": None, "position": "for", "quote": "GRPO suits maths.",
         "section": "Findings", "sources": [1, 2], "confidence": "high"}]}),
-    (JUDGE_SCHEMA, Judgement, {"groups": [{"label": "RL algorithm", "relation": "contradict", "positions": [
+    (JUDGE_SCHEMA, Judgement, {"groups": [{"label": "RL algorithm", "relation": "alternatives", "positions": [
         {"claims": ["c1"], "summary": "GRPO"}, {"claims": ["c2"], "summary": "PPO"}]}]}),
     (CHECK_SCHEMA, CheckAnswers, {"checks": [{"id": "k1", "verdict": "supports", "passage": "P1",
                                               "quote": "GRPO suits maths."},
