@@ -36,8 +36,9 @@ from research_dispatch.config.topics import load_topics
 from research_dispatch.core.bounds import CallBounds
 from research_dispatch.core.errors import GatewayCallTimedOut, GatewayError
 from research_dispatch.gateway import route
-from research_dispatch.gateway.client import CallRecord, Completion, canonical_assistant_turn
+from research_dispatch.gateway.client import canonical_assistant_turn
 from research_dispatch.gateway.endpoints import Pricing
+from research_dispatch.gateway.provenance import CallRecord, Completion
 from research_dispatch.gateway.reasoning import ReasoningPlan
 from research_dispatch.leg.contract import count_words
 from research_dispatch.leg.execute import LegServices, run_leg
@@ -373,6 +374,7 @@ class ScriptedSearch:
     failures: deque[Exception] = field(default_factory=deque)
     searches: list[SearchQuery] = field(default_factory=list)
     extracts: list[list[str]] = field(default_factory=list)
+    closed: bool = False
 
     def search(self, request: SearchQuery, *, bounds: CallBounds, timeout_s: float) -> list[Hit]:
         self.searches.append(request)
@@ -387,6 +389,9 @@ class ScriptedSearch:
         known = {page.url: page for page in self.pages}
         return Pages(texts={u: known[u].text for u in urls if u in known},
                      failed={u: "not found" for u in urls if u not in known})
+
+    def close(self) -> None:
+        self.closed = True
 
 
 # ----------------------------------------------------------------------------------------------

@@ -4,15 +4,13 @@ from __future__ import annotations
 
 import datetime as dt
 import json
+import os
 from pathlib import Path
 
-import pytest
-from click.testing import CliRunner
-
-from research_dispatch.cli import main
 from research_dispatch.config.plan import current_cycle, matrix, plan_legs, resolve_legs
 from research_dispatch.config.settings import load_settings
 from research_dispatch.config.topics import load_topics
+from tests.clirun import run_cli
 from tests.conftest import write_topic
 
 
@@ -23,8 +21,8 @@ def make_topics(repo: Path, count: int, models_per_topic: int) -> None:
 
 
 def test_plan_prints_matrix(repo: Path) -> None:
-    result = CliRunner().invoke(main, ["plan", "--repo", str(repo), "--topics", "verl-trl,composer-2.5"])
-    assert result.exit_code == 0, result.output
+    result = run_cli("plan", "--repo", str(repo), "--topics", "verl-trl,composer-2.5")
+    assert result.code == 0, result.output
     document = json.loads(result.output)
     assert document["include"] == [
         {"leg": "01-composer-2.5", "model": "google/gemini-3.1-pro-preview", "topic": "composer-2.5"},
@@ -32,14 +30,13 @@ def test_plan_prints_matrix(repo: Path) -> None:
     assert document["worst_case_usd"] == 6.0  # two legs at the default $3.00 cap
 
 
-def test_plan_json_carries_the_worst_case_and_the_estimate_beside_the_matrix(repo: Path, tmp_path: Path,
-                                                                             monkeypatch: pytest.MonkeyPatch) -> None:
+def test_plan_json_carries_the_worst_case_and_the_estimate_beside_the_matrix(repo: Path, tmp_path: Path) -> None:
     """Issue 30.7: a script sees what a plan may cost; the matrix's consumers see the same `include`, and
     the workflow's `matrix=` output stays the matrix alone (any other key would be a matrix dimension)."""
     out = tmp_path / "out"
-    monkeypatch.setenv("GITHUB_OUTPUT", str(out))
-    result = CliRunner().invoke(main, ["plan", "--repo", str(repo), "--json", "--github-output"])
-    assert result.exit_code == 0, result.output
+    result = run_cli("plan", "--repo", str(repo), "--json", "--github-output",
+                     env={**os.environ, "GITHUB_OUTPUT": str(out)})
+    assert result.code == 0, result.output
     document = json.loads(result.output)
     assert set(document) == {"include", "worst_case_usd", "estimate_usd", "unpriced_models"}
     assert document["worst_case_usd"] == 15.0  # five legs at $3.00, under the $50.00 run budget
@@ -53,18 +50,18 @@ def test_plan_json_estimate_is_null_when_no_leg_is_priced(tmp_path: Path) -> Non
     repo = tmp_path / "unpriced"
     write_topic(repo, "01-new.yaml", "id: new\ntitle: New\nscope: s\nmodels:\n  - model: acme/unreleased-1\n"
                                      "  - model: zeta/unreleased-2\n")
-    result = CliRunner().invoke(main, ["plan", "--repo", str(repo), "--json"])
-    assert result.exit_code == 0, result.output
+    result = run_cli("plan", "--repo", str(repo), "--json")
+    assert result.code == 0, result.output
     document = json.loads(result.output)
     assert document["estimate_usd"] is None and document["worst_case_usd"] == 6.0
     assert {"acme/unreleased-1", "zeta/unreleased-2"} <= set(document["unpriced_models"])
 
 
-def test_plan_github_output(repo: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_plan_github_output(repo: Path, tmp_path: Path) -> None:
     out = tmp_path / "out"
-    monkeypatch.setenv("GITHUB_OUTPUT", str(out))
-    result = CliRunner().invoke(main, ["plan", "--repo", str(repo), "--github-output", "--cycle", "2027-H1"])
-    assert result.exit_code == 0, result.output
+    result = run_cli("plan", "--repo", str(repo), "--github-output", "--cycle", "2027-H1",
+                     env={**os.environ, "GITHUB_OUTPUT": str(out)})
+    assert result.code == 0, result.output
     text = out.read_text()
     lines = text.splitlines()
     values = {}
@@ -79,8 +76,8 @@ def test_plan_github_output(repo: Path, tmp_path: Path, monkeypatch: pytest.Monk
 
 
 def test_plan_unknown_topic_is_bad_input(repo: Path) -> None:
-    result = CliRunner().invoke(main, ["plan", "--repo", str(repo), "--topics", "nope"])
-    assert result.exit_code == 2 and "nope" in result.stderr
+    result = run_cli("plan", "--repo", str(repo), "--topics", "nope")
+    assert result.code == 2 and "nope" in result.stderr
 
 
 def test_more_than_256_legs_are_packed(tmp_path: Path) -> None:

@@ -1,6 +1,6 @@
 """A fake OpenRouter gateway over real HTTP, so the real `openai` client is exercised end to end.
 
-Why a real server with OpenRouter's wire format (reference/api-facts.md §1) rather than a mock: the
+Why a real server with OpenRouter's wire format (docs/REAL-SERVICES.md § OpenRouter) rather than a mock: the
 product's route-fidelity checks read fields the OpenAI schema does not have (`provider`,
 `openrouter_metadata`, `usage.cost`, the `X-Generation-Id` header, `/generation` records, errors inside
 HTTP 200s), and the only honest test of that parsing is the real client against real bytes.
@@ -79,6 +79,7 @@ Scenario format (constructor `scenario=`, `set_scenario()`, or `POST /__fake__/s
      "byok": false,
      "models": ["x-ai/grok-4"],              # more ids for `GET /models` to list (besides KNOWN_MODELS)
      "response_formats": ["text", "json_object"],  # a local server: other response_format types are 422
+     "realism": {"rate": 0.3, "seed": 7},    # the synthesis answers slip as real models' do (`realism`)
      "rules": [{"match": {"model": "<glob>", "session": "<glob>", "kind": "<glob>", "schema": "<glob>"},
                 "on_call": k | "calls": [k, ...] | (omitted: every call),
                 "times": n,                  # apply at most n times
@@ -108,9 +109,10 @@ Actions (combinable where sensible):
   * `usage_fields: {NAME: VALUE}`: those `usage` fields are VALUE as is (a key where a count belongs...);
   * `usage_cost: VALUE`: `usage.cost` is VALUE as is (a broken or hostile gateway): "NaN" and
     "Infinity" go out as those JSON number tokens, any other value verbatim.
-  * `overstate` (claim extraction: the first claim's quote is not in the report) and `misquote` (citation
-    check: every judge quote is not in its passage): structured-output misbehaviours, see
-    `script_synthesis`.
+  * `overstate` (claim extraction: the first claim's quote is not in the report), `misquote` (citation
+    check: every judge quote is not in its passage), `agreeable` (a judge that says yes to everything)
+    and `obedient` (a judge that obeys an instruction planted in a passage): structured-output
+    misbehaviours, see `script_synthesis`.
 
 With `RESEARCH_DISPATCH_FAKE_GATEWAY_LOG=<file>` in its environment (or `request_log=`), the fake appends
 every chat request body, as sent, as one JSON line (how a demo run's requests are checked against
@@ -142,6 +144,7 @@ from typing import Any
 
 from research_dispatch_fakes import sse, strict
 from research_dispatch_fakes.http import FakeRequest, FakeResponse, FakeServer
+from research_dispatch_fakes.realism import Realism
 from research_dispatch_fakes.script_researcher import Turn, classify, plan_turn
 from research_dispatch_fakes.script_structured import STRUCTURED_QUIRKS, structured_name
 
@@ -161,7 +164,7 @@ CACHE_MIN_TOKENS = 1024
 _STD = strict.STANDARD_PARAMETERS
 CATALOGUE: dict[str, tuple[tuple[str, str, tuple[str, ...]], ...]] = {
     "google": (("Google", "google-vertex", _STD), ("Google AI Studio", "google-ai-studio", _STD)),
-    # DeepSeek's own endpoints list the output cap only as `max_tokens` (api-facts §0.0)
+    # DeepSeek's own endpoints list the output cap only as `max_tokens` (docs/REAL-SERVICES.md § OpenRouter)
     "deepseek": (("DeepSeek", "deepseek", strict.MAX_TOKENS_ONLY_PARAMETERS), ("DeepInfra", "deepinfra", _STD)),
     "openai": (("OpenAI", "openai", _STD), ("Azure", "azure", _STD)),
     "anthropic": (("Anthropic", "anthropic", _STD), ("Amazon Bedrock", "amazon-bedrock", _STD)),
@@ -386,6 +389,7 @@ class FakeGateway(FakeServer):
         super().__init__(host, port)
         log = request_log if request_log is not None else os.environ.get(REQUEST_LOG_VARIABLE)
         self.request_log = Path(log) if log else None
+        Realism.parse((scenario or {}).get("realism"))  # a malformed setting fails here, loudly
         self._initial_scenario: dict[str, Any] = copy.deepcopy(scenario or {})
         self.valid_keys = set(valid_keys) if valid_keys is not None else None
         self._state = threading.RLock()
@@ -410,7 +414,9 @@ class FakeGateway(FakeServer):
         return self.root_url + "/api/v1"
 
     def set_scenario(self, scenario: dict[str, Any] | None) -> None:
-        """Replace the scenario; rule `times` counters restart, per-session call numbers do not."""
+        """Replace the scenario; rule `times` counters restart, per-session call numbers do not. ValueError
+        when its `realism` setting is malformed."""
+        Realism.parse((scenario or {}).get("realism"))
         with self._state:
             self.scenario = copy.deepcopy(scenario or {})
             self._rule_uses = {}
@@ -448,7 +454,10 @@ class FakeGateway(FakeServer):
         method = request.method
         if path == "/__fake__/scenario":
             if method == "POST":
-                self.set_scenario(request.json() or {})
+                try:
+                    self.set_scenario(request.json() or {})
+                except ValueError as exc:
+                    return FakeResponse.json(error_envelope(400, f"invalid scenario: {exc}"), 400)
             with self._state:
                 return FakeResponse.json({"scenario": self.scenario})
         if path == "/__fake__/reset" and method == "POST":
@@ -654,7 +663,8 @@ class FakeGateway(FakeServer):
 
         thinking = thinking_tokens(body, requested, kind)
         turn, finish_reason = self._output_cap(
-            plan_turn(body, script, quirks=frozenset(q for q in STRUCTURED_QUIRKS if rule.get(q))), body, thinking)
+            plan_turn(body, script, quirks=frozenset(q for q in STRUCTURED_QUIRKS if rule.get(q)),
+                      realism=Realism.parse(self.scenario.get("realism"))), body, thinking)
         native = "max_tokens" if finish_reason == "length" else finish_reason
 
         self._gen_counter += 1

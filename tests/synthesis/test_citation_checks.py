@@ -1,6 +1,6 @@
 """Claims anchored in their report and citations checked against the evidence, through the CLI.
 
-Each test runs `research-dispatch synthesize` in a fresh interpreter against the fake gateway (its
+Each test runs `research-dispatch synthesize` (in process: tests/clirun.py) against the fake gateway (its
 extractor quotes the report; its citation judge follows the lexical rule of docs/FAKES.md), on
 hand-written reports with hand-written evidence files, one defect of issue 23 per test: an overstated
 claim, an uncited claim, a phantom citation, an unsupported citation, a source that contradicts the
@@ -15,8 +15,6 @@ import shutil
 from pathlib import Path
 from typing import Any
 
-import pytest
-
 from research_dispatch.synthesis.write.ledger import Ledger
 from research_dispatch_fakes.script_synthesis import MISQUOTE, OVERSTATEMENT
 from tests.synthesis.conftest import (
@@ -28,8 +26,6 @@ from tests.synthesis.conftest import (
     write_pyproject,
     write_report,
 )
-
-pytestmark = pytest.mark.slow
 
 GRPO_ALPHA = statement("rl-algorithm-grpo", "diloco-family")
 PRIME_ALPHA = statement("decentralised-substrate-prime-rl", "diloco-family")
@@ -54,7 +50,7 @@ def two_reports(tmp_path: Path, **kwargs: Any) -> Path:
 
 def run(repo: Path, env: dict[str, str]) -> dict[str, Any]:
     result = synthesize_cli(repo, env)
-    assert result.returncode == 0, result.stdout + result.stderr
+    assert result.code == 0, result.stdout + result.stderr
     assert "Traceback" not in result.stderr
     data = json.loads((repo / "framework" / "claims.json").read_text(encoding="utf-8"))
     Ledger.model_validate(data)

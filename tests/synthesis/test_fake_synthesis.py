@@ -96,7 +96,7 @@ def test_alignment_groups_by_decision_then_by_bank_id_then_by_overlap() -> None:
     judgement = Judgement.model_validate(answer, context={"ids": {i["id"] for i in items}})
     assert [(g.relation, [p.claims for p in g.positions]) for g in judgement.groups] == [
         ("agree", [["C1", "C2"]]),
-        ("contradict", [["C3"], ["C4"]]),  # one decision, two picks; ZeRO-3 answers another decision
+        ("alternatives", [["C3"], ["C4"]]),  # one decision, two picks; ZeRO-3 answers another decision
         ("agree", [["C7", "C8"]]),
     ]
     assert script_synthesis.align_claims(alignment_body(items)) == answer

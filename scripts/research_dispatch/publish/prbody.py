@@ -1,4 +1,6 @@
-"""The pull-request title and body, after Renovate and Dependabot (ci-conventions §2.2–2.4).
+"""The pull-request title and body, after Renovate and Dependabot (one bot-owned PR per branch, found again
+by a hidden marker; a body that says what changed and why; a comment instead of a rewrite when a person
+edited the branch).
 
 Why so careful: the body mixes our own facts with text that came from models and the web (status
 reasons, served model and provider names, claim text). A model must not be able to forge the bot's
@@ -300,7 +302,9 @@ def _render(facts: BodyFacts, claim_diff: str | None) -> str:
         _route_table(facts),
         ["### Claim diff", "", diff],
         ["### Agreement matrix", "", "What each model family's counted reports hold on each decision (for / against "
-         "/ conditional / none; on a divergence, the side).", "", block(facts.agreement)] if facts.agreement else [],
+         "/ conditional; on a divergence, the side), or why they hold none: *not asked* (no counted report of the "
+         "family covers the decision's topics) or *no side* (asked, it took none).", "", block(facts.agreement)]
+        if facts.agreement else [],
         _problems(facts.entries),
         _removed(facts),
         _cost(facts),

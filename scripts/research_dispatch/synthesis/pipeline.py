@@ -39,7 +39,6 @@ an unchanged re-run writes identical files).
 from __future__ import annotations
 
 import json
-import queue
 import threading
 import time
 from collections.abc import Callable, Mapping
@@ -53,17 +52,20 @@ from research_dispatch.core.fsio import confined, write_atomic
 from research_dispatch.core.notice import read_notice
 from research_dispatch.core.redact import redact
 from research_dispatch.core.sanitize import one_line
-from research_dispatch.gateway.client import CallRecord, Gateway
+from research_dispatch.core.workers import Workers
+from research_dispatch.gateway.client import Gateway
 from research_dispatch.gateway.client import credentials as gateway_credentials
 from research_dispatch.gateway.protocol import ModelGateway
+from research_dispatch.gateway.provenance import CallRecord
 from research_dispatch.leg.status import LegState
 from research_dispatch.synthesis.align import judge as align
+from research_dispatch.synthesis.align import picks
 from research_dispatch.synthesis.align.judge import Batch, Judgement
 from research_dispatch.synthesis.cache import SynthesisCache
 from research_dispatch.synthesis.check import citations
 from research_dispatch.synthesis.common.checked import CitationCheck, Support
 from research_dispatch.synthesis.common.errors import StructuredCallFailed, SynthesisFailed, TimeLimitReached
-from research_dispatch.synthesis.count import counting
+from research_dispatch.synthesis.count import asked, counting
 from research_dispatch.synthesis.count.classify import STATUSES, Cluster, Divergence, classify
 from research_dispatch.synthesis.count.keys import assign_cluster_keys, assign_divergence_keys
 from research_dispatch.synthesis.extract import claims as extract
@@ -93,7 +95,6 @@ from research_dispatch.synthesis.write.ledger import (
     LedgerLeg,
     LedgerNotFinding,
     LedgerReport,
-    LedgerSide,
     LedgerSkipped,
     LedgerSource,
     read_previous,
@@ -178,13 +179,21 @@ class _ReportChecks:
 
 class _LazyGateway:
     """The gateway, created on first need: no key is required when every answer is replayed. One passed in
-    (any `ModelGateway`: the caller's, or a test's scripted model) is used as it is and never closed here."""
+    (any `ModelGateway`: the caller's, or a test's scripted model) is used as it is and never closed here.
+
+    One we created is closed when the synthesis is done with it — at once, or, when the time limit left
+    calls running (`_parallel`'s late workers, finishing their abandoned attempt's record), when the last
+    of them ends: its connections are never left open behind the command (`run` synthesizes in a process
+    that goes on; a test runs many commands in one)."""
 
     def __init__(self, gateway: ModelGateway | None, env: Mapping[str, str], settings: Settings) -> None:
         self._gateway = gateway
         self._own: Gateway | None = None
         self._env = env
         self._settings = settings
+        self._lock = threading.Lock()
+        self._users = 0  # work items running (`held`)
+        self._closing = False
 
     def get(self) -> ModelGateway:
         if self._gateway is None:
@@ -193,10 +202,36 @@ class _LazyGateway:
                                                 settings=self._settings.gateway)
         return self._gateway
 
-    def close(self, *, in_use: bool = False) -> None:
-        """Close a gateway we created, unless calls that outlived the time limit may still use it."""
-        if self._own is not None and not in_use:
-            self._own.close()
+    def held(self, work: Callable[[T], R]) -> Callable[[T], R]:
+        """`work` counted as a user of the gateway while it runs, so `close` waits for it."""
+
+        def counted(item: T) -> R:
+            with self._lock:
+                self._users += 1
+            try:
+                return work(item)
+            finally:
+                with self._lock:
+                    self._users -= 1
+                    last = self._closing and self._users == 0
+                if last:
+                    self._close_own()
+
+        return counted
+
+    def close(self) -> None:
+        """Close a gateway we created once no work uses it: now, or when the last late worker ends."""
+        with self._lock:
+            self._closing = True
+            idle = self._users == 0
+        if idle:
+            self._close_own()
+
+    def _close_own(self) -> None:
+        with self._lock:
+            own, self._own = self._own, None
+        if own is not None:
+            own.close()
 
 
 class _TimedWork(Protocol):
@@ -264,46 +299,9 @@ def _reporter(progress: Progress | None, stage: str, total: int, cached: int, st
 
 def _parallel(items: list[T], work: Callable[[T], R], workers: int, deadline: float,
               on_done: Callable[[int], None] | None = None) -> list[R | None]:
-    """Run `work` over items with bounded concurrency until `deadline`; results in input order.
-    `on_done(n)` is called in the caller's thread after the n-th item finished.
-
-    An item not finished by the deadline is None. Workers are daemon threads, so a call that outlives
-    the deadline (the gateway should have cut it) can never keep the process alive; `work` must not
-    share mutable state with the caller (a late result is simply dropped). An exception in `work` is
-    re-raised here.
-    """
-    results: list[R | None] = [None] * len(items)
-    if not items:
-        return results
-    todo: queue.Queue[int] = queue.Queue()
-    for index in range(len(items)):
-        todo.put(index)
-    finished: queue.Queue[tuple[int, R | None, BaseException | None]] = queue.Queue()
-
-    def run() -> None:
-        while time.monotonic() < deadline:
-            try:
-                index = todo.get_nowait()
-            except queue.Empty:
-                return
-            try:
-                finished.put((index, work(items[index]), None))
-            except BaseException as exc:  # handed to the caller's thread, which re-raises it
-                finished.put((index, None, exc))
-
-    for number in range(min(workers, len(items))):
-        threading.Thread(target=run, name=f"synthesis-{number}", daemon=True).start()
-    for finished_count in range(1, len(items) + 1):
-        try:
-            index, value, error = finished.get(timeout=max(0.001, deadline - time.monotonic()))
-        except queue.Empty:
-            break
-        if error is not None:
-            raise error
-        results[index] = value
-        if on_done is not None:
-            on_done(finished_count)
-    return results
+    """`work` over items on `workers` threads until `deadline`, results in input order (None: not finished
+    in time); `on_done(n)` after the n-th finished; an exception in `work` re-raised (`core/workers.py`)."""
+    return Workers(items, work, workers=workers, name="synthesis-", deadline=deadline).results(on_done)
 
 
 def _dicts(records: list[CallRecord]) -> list[dict[str, Any]]:
@@ -358,7 +356,7 @@ def _extract_all(reports: list[ReportInput], settings: Settings, cache: Synthesi
         return outcome
 
     done = report(len(pending), len(outcomes) - len(pending))
-    return _merge_finished(outcomes, pending, _parallel(pending, work, syn.concurrency, deadline, done),
+    return _merge_finished(outcomes, pending, _parallel(pending, lazy.held(work), syn.concurrency, deadline, done),
                            lambda o: f"{o.request.report.relpath}: {_time_limit_note(syn.timeout_minutes)}")
 
 
@@ -394,7 +392,8 @@ def _judge_all(batches: list[Batch], settings: Settings, cache: SynthesisCache, 
 
     minutes = settings.synthesis.timeout_minutes
     done = report(len(pending), len(outcomes) - len(pending))
-    return _merge_finished(outcomes, pending, _parallel(pending, work, settings.synthesis.concurrency, deadline, done),
+    return _merge_finished(outcomes, pending,
+                           _parallel(pending, lazy.held(work), settings.synthesis.concurrency, deadline, done),
                            lambda o: f"judge batch {o.batch.id}: {_time_limit_note(minutes)}")
 
 
@@ -442,7 +441,8 @@ def _check_all(repo: Path, reports: list[ReportInput], extracted: list[_Extracte
                 cache.store_citation(key, answer, outcome.calls)
             return outcome
 
-        finished = _merge_finished(pending, pending, _parallel(pending, work, settings.synthesis.concurrency, deadline),
+        finished = _merge_finished(pending, pending,
+                                   _parallel(pending, lazy.held(work), settings.synthesis.concurrency, deadline),
                                    lambda o: f"citation check {o.batch.index} of {o.batch.report}: "
                                              f"{_time_limit_note(minutes)}")
     failed: dict[tuple[str, str], _Checked] = {}
@@ -653,83 +653,113 @@ def _ledger_checks(checks: list[_ReportChecks]) -> list[LedgerCheck]:
     return out
 
 
-def _build_ledger(cycle: str, settings: Settings, reports: list[ReportInput], skipped: list[SkippedReport],
-                  legs: list[LegCoverage], extracted: list[_Extracted], judged: list[_Judged], clusters: list[Cluster],
-                  divergences: list[Divergence], limitations: list[str], incomplete: list[str],
-                  checks: list[_ReportChecks]) -> Ledger:
+@dataclass
+class _Work:
+    """Everything one synthesis did and found: what the ledger records."""
+
+    cycle: str
+    settings: Settings
+    reports: list[ReportInput]
+    skipped: list[SkippedReport]
+    legs: list[LegCoverage]
+    extracted: list[_Extracted]
+    judged: list[_Judged]
+    checks: list[_ReportChecks]
+    clusters: list[Cluster]
+    divergences: list[Divergence]
+    limitations: list[str]
+    incomplete: list[str]
+
+    @property
+    def claims(self) -> list[Claim]:
+        return [claim for outcome in self.extracted for claim in outcome.claims]
+
+
+def _build_ledger(work: _Work) -> Ledger:
+    """The ledger of one synthesis, section by section (each step below builds one)."""
+    claims = _ledger_claims(work)
+    return Ledger(
+        cycle=work.cycle, framework=work.settings.framework_name, settings=_ledger_settings(work.settings),
+        counts=_ledger_counts(work, claims),
+        reports=sorted((_ledger_report(o, work.settings) for o in work.extracted), key=lambda r: r.stem),
+        skipped=[LedgerSkipped(stem=s.stem, path=s.relpath, kind=s.kind, reason=one_line(s.reason, 500))
+                 for s in sorted(work.skipped, key=lambda s: s.stem)],
+        claims=sorted(claims, key=lambda c: c.key),
+        clusters=sorted(_ledger_clusters(work.clusters), key=lambda c: c.key),
+        divergences=sorted(_ledger_divergences(work.divergences, work.clusters), key=lambda d: d.key),
+        batches=sorted(_ledger_batches(work.judged), key=lambda b: b.id),
+        citation_checks=_ledger_checks(work.checks),
+        legs=[LedgerLeg(stem=leg.stem, topic=leg.topic, model=leg.model, state=leg.state.value,
+                        detail=one_line(leg.detail, 500), report=leg.report_relpath) for leg in work.legs],
+        limitations=work.limitations, incomplete=work.incomplete)
+
+
+def _ledger_settings(settings: Settings) -> dict[str, Any]:
+    """The settings a synthesis' answers depend on (the diff compares them to say what was re-run)."""
     syn = settings.synthesis
-    cluster_of = {key: c.key for c in clusters for key in c.members}
-    by_index = {c.index: c for c in clusters}
-    report_counting = {r.stem: r.counting for r in reports}
-    ledger_claims = [
-        LedgerClaim(cluster=cluster_of[claim.key], key=claim.key, report=claim.report, layer_key=claim.layer_key,
-                    standing=counting.standing(claim, report_counting[claim.report],
-                                               count_unsupported=syn.count_unsupported),
-                    decision_key=claim.decision_key, pick_key=claim.pick_key, anchored=claim.anchored,
-                    citations=[LedgerCitation.of(c) for c in claim.citations], **claim.extracted())
-        for outcome in extracted for claim in outcome.claims]
-    ledger_clusters = [LedgerCluster(
-        key=c.key, base=c.base, layer=c.layer, layer_key=c.layer_key, decision=c.decision, status=c.status,
-        flagged=c.flagged, pick=c.pick, pick_key=c.pick_key, position=c.position, condition=c.condition,
-        label=c.label, summary=c.summary, sources=c.sources, shared_source=c.shared_source,
-        members=c.members, reports=c.reports, families=c.families, excluded_reports=c.excluded_reports,
-        batches=c.batches, unaligned=c.unaligned, divergence=c.divergence,
-        contradicts=sorted(by_index[i].key for i in c.contradicts), contrary_excluded=c.contrary_excluded)
-        for c in clusters]
-    ledger_divergences = [LedgerDivergence(
-        key=d.key, layer=d.layer, decision=d.decision, kind=d.kind, tie=d.tie, line=d.line,
-        positions=[LedgerSide(cluster=by_index[s.cluster].key, label=s.label, pick=s.pick, condition=s.condition,
-                              claims=s.claims, reports=s.reports, families=s.families, position=s.position,
-                              sources=s.sources, condition_reports=s.condition_reports) for s in d.sides],
-        ambivalent_reports=d.ambivalent_reports, weighed=sorted(by_index[i].key for i in d.weighed_clusters),
-        excluded_claims=d.excluded_claims)
-        for d in divergences]
-    ledger_batches = [LedgerBatch(
+    return {"extractor_model": syn.extractor_model, "extraction_prompt": extract.PROMPT_VERSION,
+            "judge_models": list(syn.judge_models), "judge_prompt": align.PROMPT_VERSION,
+            "citation_models": list(syn.citation_models), "citation_prompt": citations.PROMPT_VERSION,
+            "count_unverified": syn.count_unverified, "count_unsupported": syn.count_unsupported,
+            "batch_size": syn.batch_size, "similarity_threshold": syn.similarity_threshold,
+            "layers": list(syn.layers), "timeout_minutes": syn.timeout_minutes}
+
+
+def _ledger_claims(work: _Work) -> list[LedgerClaim]:
+    """Every claim with its cluster's key and where it stands with the counting rules."""
+    cluster_of = {key: c.key for c in work.clusters for key in c.members}
+    report_counting = {r.stem: r.counting for r in work.reports}
+    unsupported = work.settings.synthesis.count_unsupported
+    return [LedgerClaim(cluster=cluster_of[claim.key], key=claim.key, report=claim.report, layer_key=claim.layer_key,
+                        standing=counting.standing(claim, report_counting[claim.report], count_unsupported=unsupported),
+                        decision_key=claim.decision_key, pick_key=claim.pick_key, anchored=claim.anchored,
+                        citations=[LedgerCitation.of(c) for c in claim.citations], **claim.extracted())
+            for claim in work.claims]
+
+
+def _ledger_clusters(clusters: list[Cluster]) -> list[LedgerCluster]:
+    key_of = {c.index: c.key for c in clusters}
+    return [LedgerCluster.of(cluster, key_of) for cluster in clusters]
+
+
+def _ledger_divergences(divergences: list[Divergence], clusters: list[Cluster]) -> list[LedgerDivergence]:
+    key_of = {c.index: c.key for c in clusters}
+    return [LedgerDivergence.of(divergence, key_of) for divergence in divergences]
+
+
+def _ledger_batches(judged: list[_Judged]) -> list[LedgerBatch]:
+    """Each judge call: its anonymisation, its judge and its validated answer (or why it has none)."""
+    return [LedgerBatch(
         id=o.batch.id, key=o.batch.key,
         status="ok" if o.judgement is not None else "timed_out" if o.timed_out else "failed",
         judge_model=o.batch.judge_model, judge_is_author=o.batch.judge_is_author, labels=o.batch.labels,
         ids=o.batch.ids, anchors=o.batch.anchors, error=one_line(o.error, 500) if o.error else None,
         judgement=o.judgement.model_dump(mode="json") if o.judgement is not None else None, calls=o.calls)
         for o in judged]
-    statuses = {status: sum(1 for c in clusters if c.status == status) for status in STATUSES}
-    counts = {"reports": len(reports), "counted": sum(1 for r in reports if r.counted),
-              "excluded": sum(1 for r in reports if not r.counted),
-              "ignored": sum(1 for s in skipped if s.kind == "ignored"),
-              "failed": sum(1 for s in skipped if s.kind == "failed"),
-              "extracted": sum(1 for o in extracted if not o.error), "claims": len(ledger_claims),
-              "not_findings": sum(len(o.not_findings) for o in extracted),
-              "clusters": statuses,
-              "flagged": sum(1 for c in clusters if c.flagged and c.status == "single_source"),
-              "flagged_sides": sum(1 for c in clusters if c.flagged and c.status == "divergent"),
-              "checked": counting.Tally.of([claim for o in extracted for claim in o.claims],
-                                           frozenset(c.key for c in ledger_claims
-                                                     if c.standing is counting.Standing.COUNTED)).as_dict(),
-              "divergences": len(divergences), "ties": sum(1 for d in divergences if d.tie),
-              "batches": len(judged),
-              "anchored": sum(1 for o in extracted for c in o.claims if c.anchored),
-              "citations": {support.value: sum(1 for o in extracted for c in o.claims for x in c.citations
-                                               if x.support is support) for support in Support}}
-    return Ledger(
-        cycle=cycle, framework=settings.framework_name,
-        settings={"extractor_model": syn.extractor_model, "extraction_prompt": extract.PROMPT_VERSION,
-                  "judge_models": list(syn.judge_models), "judge_prompt": align.PROMPT_VERSION,
-                  "citation_models": list(syn.citation_models), "citation_prompt": citations.PROMPT_VERSION,
-                  "count_unverified": syn.count_unverified, "count_unsupported": syn.count_unsupported,
-                  "batch_size": syn.batch_size,
-                  "similarity_threshold": syn.similarity_threshold, "layers": list(syn.layers),
-                  "timeout_minutes": syn.timeout_minutes},
-        counts=counts,
-        reports=sorted((_ledger_report(o, settings) for o in extracted), key=lambda r: r.stem),
-        skipped=[LedgerSkipped(stem=s.stem, path=s.relpath, kind=s.kind, reason=one_line(s.reason, 500))
-                 for s in sorted(skipped, key=lambda s: s.stem)],
-        claims=sorted(ledger_claims, key=lambda c: c.key),
-        clusters=sorted(ledger_clusters, key=lambda c: c.key),
-        divergences=sorted(ledger_divergences, key=lambda d: d.key),
-        batches=sorted(ledger_batches, key=lambda b: b.id),
-        citation_checks=_ledger_checks(checks),
-        legs=[LedgerLeg(stem=leg.stem, topic=leg.topic, model=leg.model, state=leg.state.value,
-                        detail=one_line(leg.detail, 500), report=leg.report_relpath) for leg in legs],
-        limitations=limitations, incomplete=incomplete)
+
+
+def _ledger_counts(work: _Work, claims: list[LedgerClaim]) -> dict[str, Any]:
+    """The numbers the document's header and the PR read: reports, claims, findings by class, citations."""
+    reports, skipped, extracted, clusters = work.reports, work.skipped, work.extracted, work.clusters
+    every_claim = work.claims
+    counted = frozenset(c.key for c in claims if c.standing is counting.Standing.COUNTED)
+    return {"reports": len(reports), "counted": sum(1 for r in reports if r.counted),
+            "excluded": sum(1 for r in reports if not r.counted),
+            "ignored": sum(1 for s in skipped if s.kind == "ignored"),
+            "failed": sum(1 for s in skipped if s.kind == "failed"),
+            "extracted": sum(1 for o in extracted if not o.error), "claims": len(claims),
+            "not_findings": sum(len(o.not_findings) for o in extracted),
+            "clusters": {status: sum(1 for c in clusters if c.status == status) for status in STATUSES},
+            "flagged": sum(1 for c in clusters if c.flagged and c.status == "single_source"),
+            "flagged_only_one_asked": sum(1 for c in clusters if c.flagged and c.status == "single_source"
+                                          and asked.single_source_label(c.families, asked.recorded(c.topics, c.asked))
+                                          == asked.ONLY_ONE_ASKED),
+            "flagged_sides": sum(1 for c in clusters if c.flagged and c.status == "divergent"),
+            "checked": counting.Tally.of(every_claim, counted).as_dict(),
+            "divergences": len(work.divergences), "ties": sum(1 for d in work.divergences if d.tie),
+            "batches": len(work.judged), "anchored": sum(1 for c in every_claim if c.anchored),
+            "citations": {support.value: sum(1 for c in every_claim for x in c.citations if x.support is support)
+                          for support in Support}}
 
 
 def _calls_log(extracted: list[_Extracted], judged: list[_Judged], checks: list[_ReportChecks]) -> str:
@@ -788,7 +818,7 @@ def synthesize(repo: Path, settings: Settings, *, env: Mapping[str, str], cycle:
             raise SynthesisFailed(f"every extraction failed; nothing was written (first: {failures[0].error})")
         checks = _check_all(repo, reports, extracted, settings, cache, lazy, cycle, deadline)
         _with_citations(extracted, checks)
-        claims = extract.with_aliases([claim for outcome in extracted for claim in outcome.claims])
+        claims = picks.with_aliases([claim for outcome in extracted for claim in outcome.claims])
         by_key = {c.key: c for c in claims}
         for outcome in extracted:
             outcome.claims = [by_key[c.key] for c in outcome.claims]
@@ -798,18 +828,20 @@ def synthesize(repo: Path, settings: Settings, *, env: Mapping[str, str], cycle:
         batches = [align.build_batch(i + 1, plan, by_key, report_counting, settings) for i, plan in enumerate(plans)]
         judged = _judge_all(batches, settings, cache, lazy, cycle, deadline, reporter("judge"))
     finally:
-        lazy.close(in_use=time.monotonic() >= deadline)
+        lazy.close()
     warnings += cache.warnings
 
     counted = counting.counted_claims(claims, report_counting, count_unsupported=syn.count_unsupported)
     alignment = align.assemble(claims, batches, {o.batch.index: o.judgement for o in judged}, counted)
     clusters, divergences = classify(alignment, by_key, report_counting, counted)
+    asked.mark(clusters, divergences, asked.Asked.of((r.meta.topic, r.counting) for r in reports),
+               {c.key: c.report for c in claims})
     assign_cluster_keys(clusters, old, set(counted))
     assign_divergence_keys(divergences, clusters)
     incomplete = _incomplete(extracted, judged, syn.timeout_minutes, checks)
     limitations = _limitations(cycle, reports, inputs.skipped, states, extracted, judged, incomplete, checks)
-    ledger = _build_ledger(cycle, settings, reports, inputs.skipped, states, extracted, judged, clusters, divergences,
-                           limitations, incomplete, checks)
+    ledger = _build_ledger(_Work(cycle, settings, reports, inputs.skipped, states, extracted, judged, checks, clusters,
+                                 divergences, limitations, incomplete))
     ledger_dict = ledger.to_dict()
     diff = diff_ledgers(old, ledger_dict)
 

@@ -34,18 +34,19 @@ from __future__ import annotations
 import hashlib
 import json
 from collections.abc import Iterable
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from research_dispatch.core import sanitize
-from research_dispatch.gateway.client import CallRecord
 from research_dispatch.gateway.protocol import ModelGateway
+from research_dispatch.gateway.provenance import CallRecord
+from research_dispatch.gateway.structured import answer_schema
 from research_dispatch.leg.report import body_without_references
 from research_dispatch.synthesis.common.calls import call_structured
 from research_dispatch.synthesis.common.checked import CitationCheck, Position
-from research_dispatch.synthesis.common.text import acronym_aliases, layer_key, pick_key, short_hash, statement_key
+from research_dispatch.synthesis.common.text import layer_key, pick_key, short_hash, statement_key
 from research_dispatch.synthesis.extract.anchor import ReportBody, anchor
 from research_dispatch.synthesis.extract.findings import not_a_finding
 from research_dispatch.synthesis.read.inputs import ReportInput
@@ -104,41 +105,6 @@ Citation numbers in use: {sources}
 {body}
 </report>"""
 
-_NULLABLE_STRING = {"type": ["string", "null"]}
-EXTRACTION_SCHEMA: dict[str, Any] = {
-    "type": "object",
-    "properties": {
-        "claims": {
-            "type": "array",
-            "items": {
-                "type": "object",
-                "properties": {
-                    "statement": {"type": "string"},
-                    "layer": {"type": "string"},
-                    "stance": {"type": "string", "enum": ["recommend", "describe", "caution"]},
-                    "decision": _NULLABLE_STRING,
-                    "pick": _NULLABLE_STRING,
-                    "alternatives": {"type": "array", "items": {"type": "string"}},
-                    "condition": _NULLABLE_STRING,
-                    "position": {"type": "string", "enum": ["for", "against"]},
-                    "quote": {"type": "string"},
-                    "section": _NULLABLE_STRING,
-                    "sources": {"type": "array", "items": {"type": "integer"}},
-                    "confidence": {"type": "string", "enum": ["high", "medium", "low"]},
-                },
-                "required": ["statement", "layer", "stance", "decision", "pick", "alternatives", "condition",
-                             "position", "quote", "section", "sources", "confidence"],
-                "additionalProperties": False,
-            },
-        },
-    },
-    "required": ["claims"],
-    "additionalProperties": False,
-}
-PROMPT_VERSION = "extract@3+" + hashlib.sha256(
-    (SYSTEM_PROMPT + USER_TEMPLATE + json.dumps(EXTRACTION_SCHEMA, sort_keys=True)).encode()).hexdigest()[:8]
-
-
 class ExtractedClaim(BaseModel):
     """One claim as the model returns it (validated; sanitised later)."""
 
@@ -169,6 +135,11 @@ class Extraction(BaseModel):
     claims: list[ExtractedClaim] = Field(max_length=MAX_CLAIMS)
 
 
+EXTRACTION_SCHEMA: dict[str, Any] = answer_schema(Extraction)  # generated from Extraction: one definition
+PROMPT_VERSION = "extract@3+" + hashlib.sha256(
+    (SYSTEM_PROMPT + USER_TEMPLATE + json.dumps(EXTRACTION_SCHEMA, sort_keys=True)).encode()).hexdigest()[:8]
+
+
 @dataclass(frozen=True)
 class Claim:
     """A claim after code has cleaned it: sanitised text, valid sources, a stable key.
@@ -196,7 +167,7 @@ class Claim:
     position: Position = Position.FOR
     anchored: bool = False
     citations: tuple[CitationCheck, ...] = ()
-    alias: str | None = None  # the pick key code merged this claim's pick under (`text.acronym_aliases`)
+    alias: str | None = None  # the key of the pick this claim's pick is another name of (`align.picks`)
 
     @property
     def layer_key(self) -> str:
@@ -288,17 +259,6 @@ def _ranked(claim: Claim) -> tuple[object, ...]:
     """Which of two claims with one statement stands: the anchored, then the more confident one."""
     return (not claim.anchored, CONFIDENCE_RANK[claim.confidence], claim.stance, claim.layer, claim.decision or "",
             claim.pick or "", claim.condition or "", claim.position.value, claim.quote)
-
-
-def with_aliases(claims: list[Claim]) -> list[Claim]:
-    """The claims with `alias` set where a pick spells out an acronym another claim uses ("Group Relative
-    Policy Optimization" beside "GRPO"), so both are one pick for alignment, clustering and keys."""
-    aliases = acronym_aliases(c.pick for c in claims if c.stance == "recommend" and c.pick)
-    out = []
-    for claim in claims:
-        own = pick_key(claim.pick) if claim.stance == "recommend" else None
-        out.append(replace(claim, alias=aliases.get(own)) if own in aliases else claim)
-    return out
 
 
 def _claim(item: ExtractedClaim, statement: str, report: ReportInput, body: ReportBody,

@@ -42,12 +42,14 @@ generated output and must not block a refresh.
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, Final, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from research_dispatch.synthesis.common.checked import CitationCheck, Position, Support
+from research_dispatch.synthesis.count.classify import Cluster, Divergence, Side
 from research_dispatch.synthesis.count.counting import Standing
 
 SCHEMA: Final = "research-dispatch/claims@3"
@@ -187,6 +189,21 @@ class LedgerCluster(_Model):
     contrary_excluded: list[str]
     sources: list[str] = Field(default_factory=list)  # distinct urls of the counted claims' supported citations
     shared_source: bool = False  # convergent, but all those citations point to one url
+    topics: list[str] = Field(default_factory=list)  # the topics of the reports that hold it
+    asked: list[str] = Field(default_factory=list)  # the families with a counted report on those topics
+
+    @classmethod
+    def of(cls, cluster: Cluster, key_of: Mapping[int, str]) -> LedgerCluster:
+        """A classified cluster as written: the clusters it contradicts named by their keys (`key_of`)."""
+        return cls(
+            key=cluster.key, base=cluster.base, layer=cluster.layer, layer_key=cluster.layer_key,
+            decision=cluster.decision, status=cluster.status, flagged=cluster.flagged, pick=cluster.pick,
+            pick_key=cluster.pick_key, position=cluster.position, condition=cluster.condition, label=cluster.label,
+            summary=cluster.summary, members=cluster.members, reports=cluster.reports, families=cluster.families,
+            excluded_reports=cluster.excluded_reports, batches=cluster.batches, unaligned=cluster.unaligned,
+            divergence=cluster.divergence, contradicts=sorted(key_of[i] for i in cluster.contradicts),
+            contrary_excluded=cluster.contrary_excluded, sources=cluster.sources, shared_source=cluster.shared_source,
+            topics=cluster.topics, asked=cluster.asked)
 
 
 class LedgerSide(_Model):
@@ -201,6 +218,12 @@ class LedgerSide(_Model):
     sources: list[str] = Field(default_factory=list)
     condition_reports: list[str] = Field(default_factory=list)  # the reports whose own claims state `condition`
 
+    @classmethod
+    def of(cls, side: Side, key_of: Mapping[int, str]) -> LedgerSide:
+        return cls(cluster=key_of[side.cluster], label=side.label, pick=side.pick, condition=side.condition,
+                   claims=side.claims, reports=side.reports, families=side.families, position=side.position,
+                   sources=side.sources, condition_reports=side.condition_reports)
+
 
 class LedgerDivergence(_Model):
     key: str
@@ -213,6 +236,18 @@ class LedgerDivergence(_Model):
     ambivalent_reports: list[str]
     weighed: list[str]
     excluded_claims: list[str]
+    topics: list[str] = Field(default_factory=list)  # the topics of the reports that hold its sides
+    asked: list[str] = Field(default_factory=list)  # the families with a counted report on those topics
+
+    @classmethod
+    def of(cls, divergence: Divergence, key_of: Mapping[int, str]) -> LedgerDivergence:
+        """A divergence as written: its sides and the clusters weighed named by their keys (`key_of`)."""
+        return cls(key=divergence.key, layer=divergence.layer, decision=divergence.decision, kind=divergence.kind,
+                   tie=divergence.tie, line=divergence.line,
+                   positions=[LedgerSide.of(side, key_of) for side in divergence.sides],
+                   ambivalent_reports=divergence.ambivalent_reports,
+                   weighed=sorted(key_of[i] for i in divergence.weighed_clusters),
+                   excluded_claims=divergence.excluded_claims, topics=divergence.topics, asked=divergence.asked)
 
 
 class LedgerBatch(_Model):

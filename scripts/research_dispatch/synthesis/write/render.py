@@ -29,6 +29,7 @@ from research_dispatch.config.settings import Settings
 from research_dispatch.core.sanitize import one_line
 from research_dispatch.synthesis.common.checked import Support
 from research_dispatch.synthesis.count import decisions as decided
+from research_dispatch.synthesis.count.asked import NO_SIDE, NOT_ASKED, ONLY_ONE_ASKED, recorded, single_source_label
 from research_dispatch.synthesis.count.classify import FLAG
 from research_dispatch.synthesis.count.counting import Standing
 from research_dispatch.synthesis.write.ledger import Ledger, LedgerCitation, LedgerClaim, LedgerCluster
@@ -181,6 +182,18 @@ class _Renderer:
         what = cluster.pick if cluster.pick else cluster.summary
         return f"### {md(cluster.layer, 80)} — {md(what, 160)}"
 
+    def flag_counts(self) -> str:
+        """'2 flagged “… may be model bias”, 1 “… only one family was asked”' (the second only when some)."""
+        flagged = [c for c in self.ledger.clusters if c.status == "single_source" and c.flagged]
+        alone = sum(1 for c in flagged if self.flag(c) == ONLY_ONE_ASKED)
+        text = f"{len(flagged) - alone} flagged “{FLAG}”"
+        return text + (f", {alone} flagged “{ONLY_ONE_ASKED}”" if alone else "")
+
+    def flag(self, cluster: LedgerCluster) -> str:
+        """A consequential single-source finding's label: "may be model bias" only when another family was
+        asked about its topics."""
+        return single_source_label(cluster.families, recorded(cluster.topics, cluster.asked))
+
     def emit(self, *lines: str) -> None:
         self.lines.extend(lines)
 
@@ -235,7 +248,7 @@ class _Renderer:
             f"{_plural(total, 'finding')}: {statuses['convergent']} convergent, {statuses['same_family']} "
             f"same-family, {statuses['divergent']} divergent (the sides of the "
             f"{_plural(counts.get('divergences', 0), 'divergence')}), {statuses['single_source']} single-source "
-            f"({counts['flagged']} flagged “{FLAG}”), {statuses.get('unsupported', 0)} not counted (no checked "
+            f"({self.flag_counts()}), {statuses.get('unsupported', 0)} not counted (no checked "
             f"support), {statuses['excluded']} made only by excluded reports.", "")
         self.emit(
             "A claim counts only when code found its quote in the report and a judge of another family "
@@ -247,8 +260,10 @@ class _Renderer:
             "held for and against (or numbers that differ), and different counted reports hold them; a "
             "divergence reads “use X today, switch to Y when Z” when X has more independent families, and "
             "“no consensus” when families are equal (sources order the sides, report counts never do). A claim "
-            f"made by one counted report only is **single-source**, flagged “{FLAG}” when it is a recommendation "
-            "or high-confidence. Claims were extracted by a model; alignment and citation checks were judged "
+            f"made by one counted report only is **single-source**; a recommendation or a high-confidence one is "
+            f"flagged “{FLAG}” when another family was asked about its topic (had a counted report on it) and "
+            f"“{ONLY_ONE_ASKED}” when none was. Claims were extracted by a model; alignment and citation checks "
+            "were judged "
             "by models that saw anonymised reports; everything else is deterministic code over `claims.json`.",
             "")
 
@@ -271,7 +286,7 @@ class _Renderer:
                 cluster = self.clusters[decision.key]
                 support = self.support(cluster.reports, cluster.families, cluster.sources)
                 status = {"convergent": "**convergent**" + (" — one shared source" if cluster.shared_source else ""),
-                          "single_source": FLAG if cluster.flagged else STATUS_TEXT["single_source"]
+                          "single_source": self.flag(cluster) if cluster.flagged else STATUS_TEXT["single_source"]
                           }.get(cluster.status, STATUS_TEXT[cluster.status])
                 verdict = md(cluster.label, 100)
             self.emit(f"| {md(decision.layer, 80)} | {md(decision.question or '—', 80)} | {verdict} | {support} "
@@ -282,8 +297,10 @@ class _Renderer:
         grid = self.grid
         self.emit("## Agreement matrix", "",
                   "What each model family's counted reports hold on each decision: for, against, conditional (for, "
-                  "every claim stating a condition) or none; on a divergence, the side the family holds. A family "
-                  "whose reports hold more than one side of a divergence counts for none.", "")
+                  "every claim stating a condition); on a divergence, the side the family holds. "
+                  f"“{NOT_ASKED}”: no counted report of that family covers the decision's topics, so it was not "
+                  f"asked; “{NO_SIDE}”: it was asked and took no side (a family whose reports hold more than one "
+                  "side of a divergence counts for none).", "")
         if not grid.rows or not grid.families:
             self.emit("No decision this cycle.", "")
             return
@@ -367,16 +384,25 @@ class _Renderer:
         other = [c for c in clusters if not c.flagged]
         self.emit("## Single-source claims", "",
                   "Made by one counted report only. Kept, but not framework decisions until another family "
-                  "agrees.", "", f"### Flagged: {FLAG}", "")
-        if not flagged:
-            self.emit("None this cycle.", "")
-        for cluster in sorted(flagged, key=lambda c: (c.layer.casefold(), c.key)):
-            claim = self.members(c for c in cluster.members if self.claims[c].standing is Standing.COUNTED)[0]
-            what = f"**{md(cluster.pick, 100)}** — " if cluster.pick else ""
-            self.emit(f"- {md(cluster.layer, 80)}: {what}{self.statement_line(claim, indent='')} "
-                      f"({claim.stance}, {claim.confidence} confidence)")
-            self.contrary(cluster.contrary_excluded, indent="  - ")
-        self.emit("", "### Other single-source findings", "")
+                  "agrees.", "")
+        for label, intro in ((FLAG, "Recommendations and high-confidence findings that another family was "
+                                    "asked about (it had a counted report on the topic) and did not make."),
+                             (ONLY_ONE_ASKED, "Recommendations and high-confidence findings on a topic no other "
+                                              "family was asked about: not evidence of bias, and not confirmed.")):
+            mine = [c for c in flagged if self.flag(c) == label]
+            if label == ONLY_ONE_ASKED and not mine:
+                continue
+            self.emit(f"### Flagged: {label}", "", intro, "")
+            if not mine:
+                self.emit("None this cycle.", "")
+            for cluster in sorted(mine, key=lambda c: (c.layer.casefold(), c.key)):
+                claim = self.members(c for c in cluster.members if self.claims[c].standing is Standing.COUNTED)[0]
+                what = f"**{md(cluster.pick, 100)}** — " if cluster.pick else ""
+                self.emit(f"- {md(cluster.layer, 80)}: {what}{self.statement_line(claim, indent='')} "
+                          f"({claim.stance}, {claim.confidence} confidence)")
+                self.contrary(cluster.contrary_excluded, indent="  - ")
+            self.emit("")
+        self.emit("### Other single-source findings", "")
         if not other:
             self.emit("None this cycle.", "")
         ordered = sorted(other, key=lambda c: (c.layer.casefold(), c.key))
