@@ -39,8 +39,8 @@ def terminal_width(limit: int = MAX_WIDTH) -> int:
     return max(MIN_WIDTH, min(limit, shutil.get_terminal_size(fallback=(limit, 24)).columns))
 
 
-ID_MIN = 14
-"""A shortened id keeps at least this many characters (`01-…sonnet-4.6`)."""
+ID_MIN = 10
+"""A shortened id keeps at least this many characters (`01-…ser-2.5`): its number and its end."""
 
 
 @dataclass(frozen=True)
