@@ -109,3 +109,21 @@ def test_no_publish_stops_after_the_synthesis(repo: Path, run_env: dict) -> None
     assert result.code == 0, result.output + result.stderr
     assert "publish" not in result.output.replace("--publish", "")
     assert (repo / "framework" / "claims.json").exists()
+
+
+@pytest.mark.slow
+def test_a_run_pointed_at_the_fakes_by_hand_says_so_in_every_output(git_repo: Path, run_env: dict,
+                                                                    gateway: Any) -> None:
+    """Issue 30.8: no demo marker, only the fakes' base URLs in the environment: the reports carry the fake
+    gateway's banner, and so do the synthesis and the PR body, which must never read as research."""
+    done = run(git_repo, run_env)
+    assert done.code == 0, done.output + done.stderr
+    reports = git(git_repo, "ls-tree", "--name-only", f"{BRANCH}:research").split()
+    assert [r for r in reports if r.endswith(".md")]
+    for name in (r for r in reports if r.endswith(".md")):
+        assert "> **Demo output, not research.**" in git(git_repo, "show", f"{BRANCH}:research/{name}"), name
+    document = git(git_repo, "show", f"{BRANCH}:framework/composer-replication-framework.md")
+    assert document.split("\n## ", 1)[0].count("Demo output, not research: 5 reports here") == 1, document[:800]
+    body = run_cli("publish", "--repo", str(git_repo), "--cycle", CYCLE, "--dry-run", env={**os.environ, **run_env})
+    assert body.code == 0, body.output + body.stderr
+    assert "Demo output, not research: 5 reports here" in body.output, body.output[:1500]

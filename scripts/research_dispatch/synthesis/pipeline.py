@@ -49,7 +49,7 @@ from typing import Any, Literal, Protocol, TypeVar
 from research_dispatch.config.plan import Leg, companions
 from research_dispatch.config.settings import Settings
 from research_dispatch.core.fsio import confined, write_atomic
-from research_dispatch.core.notice import read_notice
+from research_dispatch.core.notice import repository_notice
 from research_dispatch.core.redact import redact
 from research_dispatch.core.sanitize import one_line
 from research_dispatch.core.workers import Workers
@@ -863,7 +863,8 @@ def synthesize(repo: Path, settings: Settings, *, env: Mapping[str, str], cycle:
                             "family of a report it judges (configure a judge of another family)")
 
     write_atomic(ledger_path, redact(ledger.to_json()))
-    write_atomic(document_path, redact(render_document(ledger, settings, read_notice(repo))))
+    notice = repository_notice(repo, settings.research_dir)  # the demo's, or canned reports' (a run on the fakes)
+    write_atomic(document_path, redact(render_document(ledger, settings, notice)))
     write_atomic(calls_path, _calls_log(extracted, judged, checks))
     methodology_path = _update_methodology(repo, settings, states, reports, warnings)
 
