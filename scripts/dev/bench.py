@@ -920,7 +920,7 @@ def bench_false_support() -> dict[str, Any]:
                 cases = _case_repo(repo)
                 gateway.set_scenario({"realism": {"rate": rate, "seed": 1},
                                       "rules": [_sub_span_extraction(),
-                                                {"match": {"schema": "citation_check"}, judge: True}]})
+                                                {"match": {"schema": "citation_*"}, judge: True}]})
                 env = {"OPENROUTER_API_KEY": GATEWAY_KEY, "OPENROUTER_BASE_URL": gateway.base_url}
                 ledger = synthesize(repo, load_settings(repo), env=env, cycle=CYCLE).ledger
                 runs[judge] = sorted({*runs.get(judge, []), *false_supports(ledger, cases)})

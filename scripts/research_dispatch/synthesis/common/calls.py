@@ -37,7 +37,7 @@ class StructuredResult(Generic[T]):
     records: list[CallRecord]
 
 
-def _problem(exc: ValidationError) -> str:
+def validation_problem(exc: ValidationError) -> str:
     """The first few validation errors, one line each, for the repair prompt and the error message."""
     lines = []
     for err in exc.errors()[:5]:
@@ -60,7 +60,7 @@ def parse(content: str, model: type[T], context: dict[str, Any] | None, finish_r
     try:
         return model.model_validate(data, context=context)
     except ValidationError as exc:
-        raise ValueError(f"the answer does not match the schema: {_problem(exc)}") from None
+        raise ValueError(f"the answer does not match the schema: {validation_problem(exc)}") from None
 
 
 def call_structured(gateway: ModelGateway, *, model: str, messages: list[dict[str, Any]], name: str,
