@@ -29,8 +29,7 @@ from dataclasses import dataclass
 from research_dispatch.synthesis.common.text import pick_key, tokens
 
 _NAME = re.compile(r"[A-Za-z][A-Za-z0-9]*(?:[-.+][A-Za-z0-9]+)*")
-_NEGATION = re.compile(r"\b(?:not|no|never|cannot|none|neither|nor|without|fails?\s+to|did\s+not)\b|n't\b",
-                       re.IGNORECASE)
+_NEGATION = re.compile(r"\b(?:not|no|never|cannot|neither|nor|fails?\s+to)\b|n't\b", re.IGNORECASE)
 _LIMITING = re.compile(r"\b(?:only|unless|except|provided\s+that|as\s+long\s+as|if\s+and\s+only\s+if)\b",
                        re.IGNORECASE)
 _ADDRESSEE = re.compile(r"\b(?:AI|assistants?|language\s+models?|LLMs?|chatbots?|reviewers?|judges?|graders?|"

@@ -49,7 +49,8 @@ STATUS_TEXT = {
 }
 #: How the document words a citation that is not supported (the demo looks for the unsupported line).
 CITATION_TEXT = {
-    Support.UNSUPPORTED: "does not support it (the judge found nothing, or its quote is not in the passage)",
+    Support.UNSUPPORTED: "does not support it (the judge found nothing, or pointed at no sentence that addresses "
+                         "it)",
     Support.NO_EVIDENCE: "no stored passage of this source",
     Support.PHANTOM: "cited, but not in the report's references",
 }
@@ -243,8 +244,9 @@ class _Renderer:
             f"({counts['flagged']} flagged “{FLAG}”), {statuses.get('unsupported', 0)} not counted (no checked "
             f"support), {statuses['excluded']} made only by excluded reports.", "")
         self.emit(
-            "A claim counts only when code found its quote in the report and a judge of another family "
-            "confirmed at least one of its citations with words code found in the stored passage. A finding is "
+            "A claim counts only when code located the report sentence it points at (its quote is that whole "
+            "sentence) and a judge of another family confirmed at least one of its citations by pointing at "
+            "sentences of the stored passage that address it (the quote shown is the passage's own). A finding is "
             "**convergent** when counted reports from at least two independent model families support it "
             "(“one shared source” when all their supporting citations are one page); agreement within one family "
             "is shown separately because it is not independent. Positions are **divergent** when the judge found "
