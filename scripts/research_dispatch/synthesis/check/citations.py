@@ -511,35 +511,35 @@ def run_check(gateway: ModelGateway, batch: CheckBatch, *, cycle: str,
 
 
 @dataclass(frozen=True)
-class Reading:
+class Pointing:
     """Code's reading of one answer before any second question: the sentences pointed at (or why none),
-    and what `relevance` makes of them."""
+    and what `relevance` makes of them (`addressed`)."""
 
     shown: Shown | None
     spans: tuple[Span, ...]
     missed: str | None  # why no sentence could be taken (the answer is then unsupported)
-    relevance: relevance.Reading | None
+    addressed: relevance.Reading | None
 
     @property
-    def question(self) -> str | None:
-        """The second question this answer needs (None: it needs none)."""
-        return None if self.relevance is None or self.relevance.doubt is None else self.relevance.doubt
+    def doubt(self) -> str | None:
+        """Why the pointed sentences need a second question (None: they need none)."""
+        return None if self.addressed is None else self.addressed.doubt
 
 
-def read_answer(item: Item, answer: Verdicted) -> Reading:
+def read_answer(item: Item, answer: Verdicted) -> Pointing:
     """Which whole sentences the judge pointed at (`read/pointers`, among those it was shown for this
     claim) and whether they address the claim (`relevance`)."""
     if answer.verdict is Verdict.DOES_NOT_ADDRESS:
-        return Reading(None, (), None, None)
+        return Pointing(None, (), None, None)
     shown = next((s for s in item.shown if s.passage.sha256 == answer.passage_sha256), None)
     if shown is None:
-        return Reading(None, (), "it named no passage it was shown for this claim", None)
+        return Pointing(None, (), "it named no passage it was shown for this claim", None)
     found = locate(answer.sentences, answer.quote or "", shown.numbered, among=shown.sentences)
     if isinstance(found, Missed):
-        return Reading(shown, (), f"no sentence can be taken: {found.reason}", None)
+        return Pointing(shown, (), f"no sentence can be taken: {found.reason}", None)
     sentence = shown.numbered.quote(found.items)
-    return Reading(shown, found.items, None, relevance.read(item.quote, item.pick, sentence,
-                                                             supports=answer.verdict is Verdict.SUPPORTS))
+    return Pointing(shown, found.items, None, relevance.read(item.quote, item.pick, sentence,
+                                                              supports=answer.verdict is Verdict.SUPPORTS))
 
 
 def decide(item: Item, answer: Verdicted) -> tuple[CitationCheck, str]:
@@ -549,19 +549,19 @@ def decide(item: Item, answer: Verdicted) -> tuple[CitationCheck, str]:
         return unsupported, "the judge found that the passages do not address it"
     said = "supports" if answer.verdict is Verdict.SUPPORTS else "contradicts"
     reading = read_answer(item, answer)
-    if reading.missed is not None or reading.shown is None or reading.relevance is None:
+    if reading.missed is not None or reading.shown is None or reading.addressed is None:
         return unsupported, f"the judge said it {said}, but {reading.missed}"
-    if reading.relevance.refused is not None:
-        return unsupported, f"the judge said it {said}, pointing at a sentence that {reading.relevance.refused}"
+    if reading.addressed.refused is not None:
+        return unsupported, f"the judge said it {said}, pointing at a sentence that {reading.addressed.refused}"
     how = "it points at a sentence that addresses the claim"
-    if reading.relevance.doubt is not None:
+    if reading.doubt is not None:
         if answer.recheck is None:
-            return unsupported, (f"the judge said it {said}, but {reading.relevance.doubt}, and the second question "
-                                 "about it was not answered")
+            return unsupported, (f"the judge said it {said}, but {reading.doubt}, and the second question about it "
+                                 "was not answered")
         if not answer.recheck:
-            return unsupported, (f"the judge said it {said}, but {reading.relevance.doubt}; asked the opposite way "
-                                 "about that sentence alone, it took it back")
-        how = f"{reading.relevance.doubt}, but it stood the opposite question about that sentence alone"
+            return unsupported, (f"the judge said it {said}, but {reading.doubt}; asked the opposite way about that "
+                                 "sentence alone, it took it back")
+        how = f"{reading.doubt}, but it stood the opposite question about that sentence alone"
     words = reading.shown.numbered.quote(reading.spans)
     support = Support.SUPPORTED if answer.verdict is Verdict.SUPPORTS else Support.CONTRADICTED
     return (CitationCheck(item.url, support, quote=sanitize.one_line(words, len(words) + 1),
@@ -596,7 +596,7 @@ def recheck_of(item: Item, answer: Verdicted) -> Recheck | None:
     if answer.recheck is not None:
         return None
     reading = read_answer(item, answer)
-    if reading.question is None or reading.shown is None:
+    if reading.doubt is None or reading.shown is None:
         return None
     return Recheck(item.key, item.quote, reading.shown.numbered.quote(reading.spans),
                    answer.verdict is Verdict.SUPPORTS)
