@@ -442,14 +442,12 @@ def _check_all(repo: Path, reports: list[ReportInput], extracted: list[_Extracte
 
         def work(shared: _Checked) -> _Checked:
             outcome = replace(shared)
-            try:
-                outcome.answers, outcome.fresh = citations.run_check(gateway, outcome.batch, cycle=cycle,
-                                                                     deadline=deadline)
-            except TimeLimitReached as exc:
-                outcome.error, outcome.timed_out, outcome.fresh = str(exc), True, exc.records
-            except StructuredCallFailed as exc:
-                outcome.error, outcome.fresh = str(exc), exc.records
-            outcome.calls = _dicts(outcome.fresh)
+
+            def ask() -> list[CallRecord]:
+                outcome.answers, records = citations.run_check(gateway, outcome.batch, cycle=cycle, deadline=deadline)
+                return records
+
+            _attempt(outcome, ask)
             return outcome
 
         finished = _merge_finished(pending, pending, _parallel(pending, work, settings.synthesis.concurrency, deadline),
@@ -478,6 +476,27 @@ def _check_all(repo: Path, reports: list[ReportInput], extracted: list[_Extracte
     return checks
 
 
+class _Attempted(Protocol):
+    """A call's outcome as `_attempt` fills it in."""
+
+    fresh: list[CallRecord]
+    calls: list[dict[str, Any]]
+    error: str | None
+    timed_out: bool
+
+
+def _attempt(outcome: _Attempted, ask: Callable[[], list[CallRecord]]) -> None:
+    """Make one structured call (`ask` keeps its answer and returns the calls it made) and record on `outcome`
+    the calls, or why there is no answer: the time limit, or a failed call."""
+    try:
+        outcome.fresh = ask()
+    except TimeLimitReached as exc:
+        outcome.error, outcome.timed_out, outcome.fresh = str(exc), True, exc.records
+    except StructuredCallFailed as exc:
+        outcome.error, outcome.fresh = str(exc), exc.records
+    outcome.calls = _dicts(outcome.fresh)
+
+
 def _recheck_all(checks: list[_ReportChecks], answered: dict[str, tuple[citations.Verdicted, list[dict[str, Any]]]],
                  settings: Settings, lazy: _LazyGateway, cycle: str, deadline: float) -> list[_Rechecked]:
     """Ask the second, opposite-direction question about every answer whose pointed sentence is in doubt
@@ -497,13 +516,12 @@ def _recheck_all(checks: list[_ReportChecks], answered: dict[str, tuple[citation
 
     def work(shared: _Rechecked) -> _Rechecked:
         outcome = replace(shared)
-        try:
-            outcome.stood, outcome.fresh = citations.run_recheck(gateway, outcome.batch, cycle=cycle, deadline=deadline)
-        except TimeLimitReached as exc:
-            outcome.error, outcome.timed_out, outcome.fresh = str(exc), True, exc.records
-        except StructuredCallFailed as exc:
-            outcome.error, outcome.fresh = str(exc), exc.records
-        outcome.calls = _dicts(outcome.fresh)
+
+        def ask() -> list[CallRecord]:
+            outcome.stood, records = citations.run_recheck(gateway, outcome.batch, cycle=cycle, deadline=deadline)
+            return records
+
+        _attempt(outcome, ask)
         return outcome
 
     minutes = settings.synthesis.timeout_minutes

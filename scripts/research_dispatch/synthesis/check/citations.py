@@ -62,7 +62,7 @@ from research_dispatch.gateway.client import CallRecord
 from research_dispatch.gateway.protocol import ModelGateway
 from research_dispatch.leg.evidence import EvidenceLine
 from research_dispatch.synthesis.check import relevance
-from research_dispatch.synthesis.common.calls import call_structured
+from research_dispatch.synthesis.common.calls import call_structured, every_id_once
 from research_dispatch.synthesis.common.checked import CitationCheck, Support
 from research_dispatch.synthesis.extract.claims import Claim
 from research_dispatch.synthesis.read.evidence import Evidence
@@ -185,18 +185,6 @@ class CheckAnswer(BaseModel):
         return [s[:40] for s in sentences]
 
 
-def _every_id_once(answered: list[str], ids: set[str] | None) -> None:
-    seen: set[str] = set()
-    for ident in answered:
-        if ids is not None and ident not in ids:
-            raise ValueError(f"unknown id {ident!r}")
-        if ident in seen:
-            raise ValueError(f"id {ident!r} is answered more than once")
-        seen.add(ident)
-    if ids is not None and seen != ids:
-        raise ValueError(f"ids not answered: {', '.join(sorted(ids - seen))}")
-
-
 class CheckAnswers(BaseModel):
     """One call's answer. Validated against the call's citation ids (context `ids`): each exactly once."""
 
@@ -207,7 +195,7 @@ class CheckAnswers(BaseModel):
     @field_validator("checks")
     @classmethod
     def _every_id_once(cls, checks: list[CheckAnswer], info: ValidationInfo) -> list[CheckAnswer]:
-        _every_id_once([c.id for c in checks], (info.context or {}).get("ids"))
+        every_id_once([c.id for c in checks], (info.context or {}).get("ids"))
         return checks
 
 
@@ -228,7 +216,7 @@ class RecheckAnswers(BaseModel):
     @field_validator("checks")
     @classmethod
     def _every_id_once(cls, checks: list[RecheckAnswer], info: ValidationInfo) -> list[RecheckAnswer]:
-        _every_id_once([c.id for c in checks], (info.context or {}).get("ids"))
+        every_id_once([c.id for c in checks], (info.context or {}).get("ids"))
         return checks
 
 

@@ -49,6 +49,20 @@ def validation_problem(exc: ValidationError) -> str:
     return "; ".join(lines)
 
 
+def every_id_once(answered: list[str], ids: set[str] | None) -> None:
+    """An answer that names items by the ids the question gave them names each exactly once (`ids`: the
+    question's, from the validation context; None: not checked). ValueError saying which id is wrong."""
+    seen: set[str] = set()
+    for ident in answered:
+        if ids is not None and ident not in ids:
+            raise ValueError(f"unknown id {ident!r}")
+        if ident in seen:
+            raise ValueError(f"id {ident!r} is answered more than once")
+        seen.add(ident)
+    if ids is not None and seen != ids:
+        raise ValueError(f"ids not answered: {', '.join(sorted(ids - seen))}")
+
+
 def parse(content: str, model: type[T], context: dict[str, Any] | None, finish_reason: str | None) -> T:
     """Parse and validate one answer; raise ValueError with a one-line reason when it does not fit."""
     if finish_reason == "length":

@@ -39,7 +39,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validat
 from research_dispatch.core import sanitize
 from research_dispatch.gateway.client import CallRecord
 from research_dispatch.gateway.protocol import ModelGateway
-from research_dispatch.synthesis.common.calls import call_structured
+from research_dispatch.synthesis.common.calls import call_structured, every_id_once
 from research_dispatch.synthesis.common.checked import Position
 from research_dispatch.synthesis.common.text import pick_key
 
@@ -173,12 +173,7 @@ class PositionAnswers(BaseModel):
     @field_validator("checks")
     @classmethod
     def _every_id_once(cls, checks: list[PositionAnswer], info: ValidationInfo) -> list[PositionAnswer]:
-        ids = (info.context or {}).get("ids")
-        seen = [c.id for c in checks]
-        if len(seen) != len(set(seen)):
-            raise ValueError("an id is answered more than once")
-        if ids is not None and set(seen) != set(ids):
-            raise ValueError(f"answer every id once: {', '.join(sorted(set(ids) ^ set(seen)))}")
+        every_id_once([c.id for c in checks], (info.context or {}).get("ids"))
         return checks
 
 
