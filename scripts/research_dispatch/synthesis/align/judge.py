@@ -45,6 +45,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator, model_validator
 
 from research_dispatch.config.settings import Settings
+from research_dispatch.core import sanitize
 from research_dispatch.gateway.client import CallRecord
 from research_dispatch.gateway.protocol import ModelGateway
 from research_dispatch.synthesis.common.calls import call_structured
@@ -70,10 +71,6 @@ For each group return:
   findings about the same thing;
 - positions: for "agree" exactly one position holding every member; for "contradict" one position per
   side, each listing its members and a one-line summary.
-
-Each claim carries the report's own sentence it was extracted from ("sentence"), and a recommendation
-its position on its pick ("for" or "against"): read the sentence, whose negations, conditions and hedges
-are part of the claim, and never put a claim for a pick and one against it in agreement.
 
 Recommendations carry the decision they answer. Two picks for different decisions are not a
 contradiction, even in the same layer (a cache store and a primary database are different decisions):
@@ -388,7 +385,12 @@ def build_batch(index: int, plan: BatchPlan, claims: Mapping[str, Claim], counti
     items = []
     for claim_id, key in ids.items():
         claim = claims[key]
-        items.append({"id": claim_id, "report": f"Report {label_of[claim.report]}", **claim.for_judge()})
+        items.append({"id": claim_id, "report": f"Report {label_of[claim.report]}",
+                      "layer": sanitize.for_model(claim.layer), "stance": claim.stance,
+                      "decision": sanitize.for_model(claim.decision) if claim.decision else None,
+                      "pick": sanitize.for_model(claim.pick) if claim.pick else None,
+                      "condition": sanitize.for_model(claim.condition) if claim.condition else None,
+                      "statement": sanitize.for_model(claim.statement)})
     claims_json = "\n".join(json.dumps(item, ensure_ascii=False, sort_keys=True) for item in items)
     claims_json = claims_json.replace("</", "<\\/")  # a statement cannot close the <claims> block
     families = {family for s in stems for family in counting[s].families}

@@ -282,19 +282,6 @@ class Claim:
             return None
         return layer_key(self.decision)
 
-    def for_judge(self) -> dict[str, Any]:
-        """What the alignment judge is shown of this claim (sanitised for a model, anonymous): the extractor's
-        fields and, so that a negation, condition or hedge is read as part of the claim, the report's own
-        whole sentence (`sentence`, None when it could not be located) and the claim's `position` on its pick."""
-        def model_text(text: str | None) -> str | None:
-            return sanitize.for_model(text) if text else None
-
-        return {"layer": sanitize.for_model(self.layer), "stance": self.stance, "decision": model_text(self.decision),
-                "pick": model_text(self.pick), "condition": model_text(self.condition),
-                "statement": sanitize.for_model(self.statement),
-                "sentence": model_text(self.quote) if self.anchored else None,
-                "position": self.position.value if self.stance == "recommend" and self.pick else None}
-
     def extracted(self) -> dict[str, Any]:
         """The fields the extractor produced, as code cleaned them (what the ledger keeps and a cache
         replays: `to_claims` of these is this claim again, anchoring included)."""
