@@ -44,6 +44,7 @@ from research_dispatch.leg.contract import count_words
 from research_dispatch.leg.execute import LegServices, run_leg
 from research_dispatch.leg.status import LegResult
 from research_dispatch.tools.providers import Hit, Pages, SearchQuery
+from research_dispatch_fakes.realism import Realism
 from research_dispatch_fakes.script_structured import respond_structured
 from tests.conftest import CANARY
 
@@ -308,6 +309,17 @@ def synthesis_model(sent: Sent) -> Reply:
     """The fakes' scripted extractor and judge (`research_dispatch_fakes.script_structured`), in-process: a
     structured answer derived from the request alone, deterministic, as the fake gateway serves it."""
     return Reply(content=json.dumps(respond_structured(sent.body())), served_provider="OpenAI")
+
+
+def realistic_model(rate: float, seed: int, quirks: Iterable[str] = ()) -> Responder:
+    """The fakes' scripted extractor and judges answering as real models do: the fake's `realism` setting
+    (`research_dispatch_fakes.realism`: copy slips, pointers off by one, swapped positions, aliases, a
+    malformed claim) at `rate`, drawn from `seed`; `quirks` are the scenario flags of a misbehaving model
+    (`agreeable`, `obedient`, ...) on every structured call."""
+    setting = Realism(rate, seed)
+    flags = frozenset(quirks)
+    return lambda sent: Reply(content=json.dumps(respond_structured(sent.body(), flags, setting)),
+                              served_provider="OpenAI")
 
 
 class Hang:

@@ -882,7 +882,7 @@ CASE_JUDGE = "qwen/qwen3-max"  # a family no case report is written by
 def _case_repo(target: Path) -> dict[str, str]:
     """Three reports whose cited pages change the meaning of the sentence citing them (`SUPPORT_CASES`),
     with their evidence; the case of each report sentence, by sentence."""
-    from research_dispatch.gateway.client import CallRecord
+    from research_dispatch.gateway.provenance import CallRecord
     from research_dispatch.leg.report import CitedSource, ReportMeta, SourceEntry, Usage, render_report
 
     (target / "research").mkdir(parents=True)
@@ -975,7 +975,7 @@ def bench_false_support() -> dict[str, Any]:
                 cases = _case_repo(repo)
                 gateway.set_scenario({"realism": {"rate": rate, "seed": 1},
                                       "rules": [_sub_span_extraction(),
-                                                {"match": {"schema": "citation_check"}, judge: True}]})
+                                                {"match": {"schema": "citation_*"}, judge: True}]})
                 env = {"OPENROUTER_API_KEY": GATEWAY_KEY, "OPENROUTER_BASE_URL": gateway.base_url}
                 ledger = synthesize(repo, load_settings(repo), env=env, cycle=CYCLE).ledger
                 runs[judge] = sorted({*runs.get(judge, []), *false_supports(ledger, cases)})
