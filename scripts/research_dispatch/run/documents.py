@@ -14,7 +14,9 @@ from pathlib import Path
 from typing import Any
 
 from research_dispatch.config.settings import Settings
+from research_dispatch.core.errors import BadInput, Problem
 from research_dispatch.leg.verify import RouteRow
+from research_dispatch.run.online import Checked
 from research_dispatch.run.outcome import RunOutcome
 
 SCHEMA = "research-dispatch/{command}@1"
@@ -25,9 +27,36 @@ def dumps(document: dict[str, Any]) -> str:
     return json.dumps(document, indent=2, sort_keys=True, ensure_ascii=False)
 
 
-def check_document(*, topics: int, legs: int, online: bool, problems: Sequence[str]) -> dict[str, Any]:
-    return {"schema": SCHEMA.format(command="check"), "ok": not problems, "topics": topics, "legs": legs,
-            "online": online, "problems": list(problems)}
+CHECK_SCHEMA = "research-dispatch/check@2"
+"""`check --json`; @2: problems and warnings are `{file, field, message}` objects (issue 30.3), and `checked`
+lists what `--online` asked, one `{subject, status, detail}` each."""
+
+
+def check_document(*, topics: int, legs: int, online: bool, problems: Sequence[Problem],
+                   warnings: Sequence[Problem] = (), checked: Sequence[Checked] = ()) -> dict[str, Any]:
+    return {"schema": CHECK_SCHEMA, "ok": not problems, "topics": topics, "legs": legs, "online": online,
+            "problems": [p.document() for p in problems], "warnings": [w.document() for w in warnings],
+            "checked": [c.document() for c in checked]}
+
+
+def read_check_document(text: str, *, option: str = "--check") -> tuple[bool, list[Problem]]:
+    """(ok, problems) of a `check --json` document handed on (the workflow's plan job to its notify job).
+    It came through an artifact-like channel, so it is validated: anything else is `BadInput` naming
+    `option`."""
+    try:
+        document = json.loads(text)
+    except ValueError:
+        raise BadInput("is not a JSON document (the output of `check --json`)", path=option) from None
+    if not isinstance(document, dict) or document.get("schema") != CHECK_SCHEMA \
+            or not isinstance(document.get("ok"), bool) or not isinstance(document.get("problems"), list):
+        raise BadInput(f"is not a {CHECK_SCHEMA} document", path=option)
+    problems = []
+    for item in document["problems"]:
+        if not isinstance(item, dict) or not isinstance(item.get("message"), str) \
+                or not all(item.get(key) is None or isinstance(item[key], str) for key in ("file", "field")):
+            raise BadInput("a problem is not {file, field, message}", path=option)
+        problems.append(Problem(item.get("file"), item.get("field"), item["message"]))
+    return document["ok"], problems
 
 
 def route_row(row: RouteRow) -> dict[str, Any]:
