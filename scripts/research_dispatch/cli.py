@@ -186,14 +186,16 @@ def check(repo: Path, online: bool, github_summary: bool, github_output: bool, a
 @click.option("--models", "model_ids", default=None, help="Comma-separated model slugs to keep.")
 @click.option("--github-output", is_flag=True, help="Also append matrix=, count=, cycle= and the jobs' timeouts "
               "(research-minutes=, synthesize-minutes=) to $GITHUB_OUTPUT.")
+@click.option("--github-summary", is_flag=True, help="Also append the plan for people (legs, caps, worst case, "
+              "estimate) to $GITHUB_STEP_SUMMARY.")
 @click.option("--json", "as_json", is_flag=True, help="Print the matrix JSON even on a terminal.")
 @click.option("--publishing", type=click.BOOL, default=False, show_default=True,
               help="This refresh will publish: also refuse a cycle whose PR was closed without merging (needs "
               "GITHUB_TOKEN, GITHUB_REPOSITORY), before any leg is paid for.")
 @cycle_option
 @guarded
-def plan(repo: Path, topic_ids: str | None, model_ids: str | None, github_output: bool, as_json: bool,
-         publishing: bool, cycle: str | None) -> None:
+def plan(repo: Path, topic_ids: str | None, model_ids: str | None, github_output: bool, github_summary: bool,
+         as_json: bool, publishing: bool, cycle: str | None) -> None:
     """On a terminal: the legs, their caps, the worst-case spend and an estimate. Piped or with --json:
     the matrix JSON {"include": [{"leg", "topic", "model"}, ...]}.
 
@@ -214,6 +216,8 @@ def plan(repo: Path, topic_ids: str | None, model_ids: str | None, github_output
     from research_dispatch.config.topics import select_topics  # lazy: as the block above
 
     target = _runner_file("GITHUB_OUTPUT") if github_output else None
+    if github_summary:
+        _runner_file("GITHUB_STEP_SUMMARY")
     settings, topics = _load(repo)
     legs = plan_legs(select_topics(topics, _split(topic_ids, "--topics")), settings, _split(model_ids, "--models"))
     cycle_id = _cycle(cycle)
@@ -237,6 +241,12 @@ def plan(repo: Path, topic_ids: str | None, model_ids: str | None, github_output
 
         for line in plan_lines(settings, legs, cycle_id):
             click.echo(line)
+    if github_summary:
+        # lazy: `--help` must not import the stages (module docstring)
+        from research_dispatch.config.estimate import plan_markdown
+        from research_dispatch.core.ghactions import append_step_summary
+
+        append_step_summary(os.environ, plan_markdown(settings, legs, cycle_id))
     if target is not None:
         write_github_output(target, {"matrix": text, "count": str(len(matrix(legs)["include"])),
                                      "legs": str(len(legs)), "cycle": cycle_id,

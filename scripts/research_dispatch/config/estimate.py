@@ -196,3 +196,12 @@ def plan_lines(settings: Settings, legs: Sequence[Leg], cycle: str) -> list[str]
         lines.append(f"  not in the price list, so not estimated: {', '.join(cost.unpriced)}")
     lines.append("piped, or with --json: the matrix JSON for GitHub Actions")
     return lines
+
+
+def plan_markdown(settings: Settings, legs: Sequence[Leg], cycle: str) -> str:
+    """The plan for the job summary (the dry run's answer to "what would this cost"): `plan_lines` as a
+    fixed-width block under a heading that says the worst case and the estimate."""
+    cost = estimate_plan(settings, legs)
+    body = "\n".join(line for line in plan_lines(settings, legs, cycle) if not line.startswith("piped"))
+    return (f"## Plan: {len(legs)} leg(s), worst case ${cost.worst_case_usd:.2f}, estimate ~${cost.estimate_usd:.2f}"
+            f"\n\n```text\n{body}\n```\n")

@@ -153,23 +153,23 @@ def check_gateway(report: OnlineReport, settings: Settings, legs: Sequence[Leg],
 
 def check_models(report: OnlineReport, uses: Sequence[ModelUse], catalogue: Catalogue,
                  endpoints_of: Callable[[str], Any]) -> None:
-    """One line per model: listed, and what its calls need (with the problems of each use)."""
+    """One line per model: listed, and what each of its uses needs (with the problems of each use)."""
     by_model: dict[str, list[ModelUse]] = {}
     for use in uses:
         by_model.setdefault(use.model, []).append(use)
     for model, model_uses_ in by_model.items():
         problems = model_problems(model_uses_, catalogue, endpoints_of)
-        needs = sorted(frozenset().union(*(use.needs for use in model_uses_)))
-        purposes = sorted({use.purpose for use in model_uses_})
-        what = f"{', '.join(purposes)}; needs {', '.join(needs)}"
         if problems:
-            report.checked.append(Checked(f"model {model}", Status.FAILED,
-                                          f"{what}: {'; '.join(p.message for p in problems)}"))
+            said = "; ".join(dict.fromkeys(p.message.removeprefix(f"{model} ") for p in problems))
+            report.add(Checked(f"model {model}", Status.FAILED, said))
             report.problems += problems
-        else:
-            via = sorted({use.provider for use in model_uses_ if use.provider})
-            listed = f"listed (via {', '.join(via)})" if via else "listed"
-            report.checked.append(Checked(f"model {model}", Status.OK, f"{listed}; {what}: listed"))
+            continue
+        needs: dict[frozenset[str], list[str]] = {}
+        for use in model_uses_:
+            needs.setdefault(use.needs, []).append(use.purpose + (f" via {use.provider}" if use.provider else ""))
+        takes = "; ".join(f"{', '.join(sorted(need))} ({', '.join(sorted(set(purposes)))})"
+                          for need, purposes in sorted(needs.items(), key=lambda item: sorted(item[0])))
+        report.add(Checked(f"model {model}", Status.OK, f"listed; takes what its calls need: {takes}"))
 
 
 # -- search ---------------------------------------------------------------------------------------------
