@@ -175,7 +175,12 @@ def check(repo: Path, online: bool, github_summary: bool, github_output: bool, a
     # lazy: `--help` must not import the stages (module docstring)
     from research_dispatch.run.check import check_command
 
-    sys.exit(check_command(repo, online=online, as_json=as_json, github_summary=github_summary,
+    report: Any = None
+    if online:
+        # lazy: only --online loads the gateway, search and MCP clients
+        from research_dispatch.run.online import online_report as report
+
+    sys.exit(check_command(repo, online=report, as_json=as_json, github_summary=github_summary,
                            github_output=github_output, env=os.environ, say=_say,
                            err=lambda line: _say(line, err=True), print_document=_print_document))
 

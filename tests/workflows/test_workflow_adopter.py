@@ -69,7 +69,7 @@ def test_the_adopters_dispatch_runs_research_dispatch_at_the_pinned_commit_on_it
     assert called is not None and called.source is not None
     assert (called.source.repository, called.source.sha) == (UPSTREAM, sha)
     assert {job: r.result for job, r in called.jobs.items()} == {
-        "plan": "success", "research": "success", "synthesize": "success", "publish": "success"}
+        "plan": "success", "notify": "success", "research": "success", "synthesize": "success", "publish": "success"}
 
     # every called job: the adopter at the root, research-dispatch at the pinned commit beside it
     for job in called.all_jobs():

@@ -211,13 +211,6 @@ def family_warnings(legs: Iterable[Leg]) -> list[Problem]:
     return warnings
 
 
-def require_judges(legs: Iterable[Leg], settings: Settings) -> None:
-    """`judge_problems`, the first raised (exit 2 before any leg of a refresh that will synthesize)."""
-    problems = judge_problems(legs, settings)
-    if problems:
-        raise problems[0]
-
-
 def require_unique_paths(legs: Iterable[Leg], settings: Settings) -> None:
     """`path_conflicts`, the first one raised (exit 2 before any work)."""
     conflicts = path_conflicts(legs, settings)

@@ -13,18 +13,18 @@ services say (`run/online.py`), said for people, for scripts and for the workflo
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from research_dispatch.config.check import CheckReport, check_repository
-from research_dispatch.config.plan import write_github_output
+from research_dispatch.config.check import ICONS, Checked, CheckReport, OnlineReport, check_repository
+from research_dispatch.config.plan import Leg, write_github_output
+from research_dispatch.config.settings import Settings
 from research_dispatch.core.errors import ExitCode, Problem
 from research_dispatch.core.ghactions import append_step_summary, require_runner_file
 from research_dispatch.core.sanitize import for_pr_body
 from research_dispatch.run.documents import check_document
-from research_dispatch.run.online import ICONS, Checked, online_report
 
 OUTPUT_LIMIT = 60_000
 """Characters of the `check` step output at most (an environment variable of the notify job must stay far
@@ -71,11 +71,17 @@ class CheckOutcome:
         return "\n".join(lines) + "\n"
 
 
-def run_check(repo: Path, *, online: bool, env: Mapping[str, str]) -> CheckOutcome:
+OnlineCheck = Callable[[Path, Settings, Sequence[Leg], Mapping[str, str]], OnlineReport]
+"""`run.online.online_report`, handed in by the CLI only with `--online` (so that `check` alone loads no
+gateway, search or MCP client)."""
+
+
+def run_check(repo: Path, *, online: OnlineCheck | None, env: Mapping[str, str]) -> CheckOutcome:
     report = check_repository(repo)
-    outcome = CheckOutcome(report, online, problems=list(report.problems), warnings=list(report.warnings))
-    if online:  # the valid topics' legs are checked too, so one run lists every problem
-        found = online_report(repo, report.settings, report.legs, env)
+    outcome = CheckOutcome(report, online is not None, problems=list(report.problems),
+                           warnings=list(report.warnings))
+    if online is not None:  # the valid topics' legs are checked too, so one run lists every problem
+        found = online(repo, report.settings, report.legs, env)
         outcome.checked, outcome.problems, outcome.warnings = (
             found.checked, outcome.problems + found.problems, outcome.warnings + found.warnings)
     return outcome
@@ -95,7 +101,7 @@ def output_document(outcome: CheckOutcome) -> str:
     return text
 
 
-def check_command(repo: Path, *, online: bool, as_json: bool, github_summary: bool, github_output: bool,
+def check_command(repo: Path, *, online: OnlineCheck | None, as_json: bool, github_summary: bool, github_output: bool,
                   env: Mapping[str, str], say: Callable[[str], None], err: Callable[[str], None],
                   print_document: Callable[[dict[str, Any]], None]) -> ExitCode:
     output = require_runner_file(env, "GITHUB_OUTPUT") if github_output else None

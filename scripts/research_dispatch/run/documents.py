@@ -11,13 +11,15 @@ from __future__ import annotations
 import json
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
+from research_dispatch.config.check import Checked
 from research_dispatch.config.settings import Settings
 from research_dispatch.core.errors import BadInput, Problem
-from research_dispatch.leg.verify import RouteRow
-from research_dispatch.run.online import Checked
-from research_dispatch.run.outcome import RunOutcome
+
+if TYPE_CHECKING:  # types only: `check --json` must not load the leg and run stages (their clients) to print
+    from research_dispatch.leg.verify import RouteRow
+    from research_dispatch.run.outcome import RunOutcome
 
 SCHEMA = "research-dispatch/{command}@1"
 

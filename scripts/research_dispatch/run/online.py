@@ -25,12 +25,11 @@ from __future__ import annotations
 
 import datetime as dt
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
-from enum import Enum
 from pathlib import Path
 from typing import Any
 
 from research_dispatch.config import environment
+from research_dispatch.config.check import Checked, OnlineReport, Status
 from research_dispatch.config.estimate import estimate_plan
 from research_dispatch.config.plan import Leg
 from research_dispatch.config.schedule import ENABLE_COMMAND, SCHEDULE_PATH, SCHEDULE_WORKFLOW, outlook, read_crons
@@ -51,45 +50,6 @@ from research_dispatch.tools.providers import SearchServiceError, TavilyProvider
 ENVIRONMENT = "environment"
 USAGE_TIMEOUT_S = 30.0
 ADVANCED_SEARCH_CREDITS = 2  # Tavily bills an advanced search 2 credits, a basic one 1
-
-
-class Status(str, Enum):
-    OK = "ok"
-    FAILED = "failed"
-    WARNING = "warning"
-    SKIPPED = "skipped"
-
-
-ICONS = {Status.OK: "✓", Status.FAILED: "✗", Status.WARNING: "!", Status.SKIPPED: "-"}
-
-
-@dataclass(frozen=True)
-class Checked:
-    """One thing `check --online` asked about, and what it found (one line of its report)."""
-
-    subject: str  # "gateway", "search tavily", "model openai/gpt-5", "mcp aws-docs", "schedule"
-    status: Status
-    detail: str
-
-    def line(self) -> str:
-        return f"  {ICONS[self.status]} {self.subject}: {self.detail}"
-
-    def document(self) -> dict[str, Any]:
-        return {"subject": self.subject, "status": self.status.value, "detail": self.detail}
-
-
-@dataclass
-class OnlineReport:
-    """Everything `check --online` found: the report lines, and the problems and warnings behind them."""
-
-    checked: list[Checked] = field(default_factory=list)
-    problems: list[Problem] = field(default_factory=list)
-    warnings: list[Problem] = field(default_factory=list)
-
-    def add(self, checked: Checked, problem: Problem | None = None, *, warning: bool = False) -> None:
-        self.checked.append(checked)
-        if problem is not None:
-            (self.warnings if warning else self.problems).append(problem)
 
 
 def _env_problem(exc: BadInput) -> Problem:
