@@ -69,6 +69,7 @@ Accounting (what the benchmarks rely on):
 Scenario format (constructor `scenario=`, `set_scenario()`, or `POST /__fake__/scenario`)::
 
     {"latency_s": 0.0,                       # added delay on every completion
+     "hold": false,                          # true: every completion waits until a scenario without it
      "script": {"searches": 2, "per_turn": 2, "extract_top": 3, "reads": 1,  # scripted researcher knobs
                 "gullible": false},                                 # a misbehaviour: see script_researcher
      "pricing": {"<model glob>": {"prompt": 1.0, "completion": 4.0,     # USD per 1M tokens
@@ -519,8 +520,19 @@ class FakeGateway(FakeServer):
         invalid = self._validate(body)
         if invalid is not None:
             return invalid
+        self._wait_while_held()
         with self._state:
             return self._chat_locked(request, body)
+
+    def _wait_while_held(self) -> None:
+        """With `hold: true` in the scenario every completion waits (before it is counted) until a later
+        scenario drops it: a test that needs a run mid-flight — holding the repository lock — for as long as
+        its own checks take, whatever the machine's load (a fixed latency was outrun on a loaded machine)."""
+        while True:
+            with self._state:
+                if not self.scenario.get("hold"):
+                    return
+            time.sleep(0.02)
 
     def _validate(self, body: dict[str, Any]) -> FakeResponse | None:
         refused = self._refuse_response_format(body)

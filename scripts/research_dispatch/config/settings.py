@@ -286,13 +286,19 @@ class SearchServiceSettings(_Strict):
     backoff_max_s: float = Field(8.0, ge=0, le=600)
 
 
+# `host`, `host:port`, `[v6]`, `[v6]:port` or a bare IPv6 address (two colons at least, no port).
+_ALLOWED_HOST = re.compile(r"(?:\[[0-9a-f:.]{2,45}\]|[a-z0-9.-]{1,253})(?::(?P<port>\d{1,5}))?|"
+                           r"[0-9a-f.]*:[0-9a-f.]*:[0-9a-f:.]*")
+
+
 class DestinationSettings(_Strict):
     """`[tool.research-dispatch.destinations]`: where a model may point a tool (`tools/destinations.py`).
 
-    Loopback, private, link-local and metadata addresses, local host names and schemes other than
-    http(s) are refused before any tool call and never become sources; `allow_hosts` names the hosts
-    (exact host names or IP addresses, e.g. an internal documentation server an MCP server should read)
-    that are let through anyway."""
+    Loopback, private, link-local and metadata addresses (in any spelling a client decodes), local host
+    names and schemes other than http(s) are refused before any tool call, in the egress proxy stdio MCP
+    servers run behind, and never become sources; `allow_hosts` names the hosts that are let through
+    anyway (an internal documentation server an MCP server should read): `host` allows its ports 80 and
+    443, `host:port` (`[IPv6]:port`) that port only. Schemes and user names are refused for every host."""
 
     allow_hosts: tuple[str, ...] = Field((), max_length=100)
 
@@ -301,11 +307,17 @@ class DestinationSettings(_Strict):
     def _hosts(cls, value: tuple[str, ...]) -> tuple[str, ...]:
         hosts = []
         for host in value:
-            plain = host.strip().lower().rstrip(".").removeprefix("[").removesuffix("]")
-            if not re.fullmatch(r"[a-z0-9.:-]{1,253}", plain):
-                raise ValueError(f"{host[:100]!r} is not a host name or IP address (no scheme, port or path)")
+            plain = host.strip().lower()
+            match = _ALLOWED_HOST.fullmatch(plain)
+            port = match.group("port") if match else None
+            if match is None or (port is not None and not 1 <= int(port) <= 65535):
+                raise ValueError(f"{host[:100]!r} is not a host, host:port or [IPv6]:port (no scheme or path)")
             hosts.append(plain)
         return tuple(sorted(set(hosts)))
+
+
+# What an MCP server started behind the egress proxy gets from it (and may not set in its `env`).
+PROXY_VARIABLES = ("http_proxy", "https_proxy", "all_proxy", "no_proxy", "node_use_env_proxy")
 
 
 class McpServerSettings(_Strict):
@@ -315,7 +327,10 @@ class McpServerSettings(_Strict):
     whole environment the process gets besides PATH and HOME: a value `${NAME}` is taken from the run's
     environment (the only way a key can reach a server). `tools` is the allow-list: the researcher sees
     no other tool of the server. `timeout_s` bounds starting it and every call; `max_result_bytes`
-    caps one result.
+    caps one result. `egress_proxy` (stdio servers, on by default) starts it with HTTP_PROXY/HTTPS_PROXY
+    naming the leg's checking proxy (`tools/egress.py`), which applies the destination policy to every
+    request, redirect and name resolution of a server that honours those variables; off, the server's
+    own requests, redirects and DNS are the runner's network's to police.
     """
 
     command: tuple[str, ...] | None = None
@@ -324,6 +339,7 @@ class McpServerSettings(_Strict):
     tools: tuple[str, ...] = Field(min_length=1, max_length=32)
     timeout_s: float = Field(30.0, gt=0, le=600)
     max_result_bytes: int = Field(1_000_000, ge=1024, le=8 * 1024 * 1024)
+    egress_proxy: bool = True
 
     @field_validator("command")
     @classmethod
@@ -384,6 +400,10 @@ class McpServerSettings(_Strict):
             raise ValueError("give exactly one of command (stdio) or url (streamable HTTP)")
         if self.url is not None and self.env:
             raise ValueError("env applies to a command (stdio) server only")
+        proxies = sorted(name for name in self.env if name.lower() in PROXY_VARIABLES)
+        if self.command is not None and self.egress_proxy and proxies:
+            raise ValueError(f"env sets {proxies[0]}, which the egress proxy sets; set egress_proxy = false to use "
+                             "a proxy of your own")
         return self
 
 

@@ -139,8 +139,10 @@ def leg_input_hashes(leg: Leg, settings: Settings) -> frozenset[str]:
 
 def _leg_hash(leg: Leg, settings: Settings, topic_sha256: str) -> str:
     words, budget, search = effective(leg.topic, settings)
-    mcp = {name: settings.mcp.servers[name].model_dump(mode="json") for name in leg.topic.mcp
-           if name in settings.mcp.servers}
+    # `egress_proxy` counts only when off (the default, on, came later: it changed no existing leg's hash)
+    mcp = {name: settings.mcp.servers[name].model_dump(
+        mode="json", exclude={"egress_proxy"} if settings.mcp.servers[name].egress_proxy else None)
+        for name in leg.topic.mcp if name in settings.mcp.servers}
     return input_hash(topic_sha256=topic_sha256, model=leg.route.model, provider=leg.route.provider,
                       words=words, budget=budget, search=search, mcp=mcp)
 
@@ -296,10 +298,11 @@ class _LegRun:
         (started here, stopped by `stack`)."""
         leg, settings = self.leg, self.settings
         service = settings.search_service
+        destinations = DestinationPolicy.allowing(settings.destinations.allow_hosts)
         mcp = None
         if leg.topic.mcp:
             mcp = stack.enter_context(McpToolset({n: settings.mcp.servers[n] for n in leg.topic.mcp}, env=self.env,
-                                                 interrupt=self.interrupt))
+                                                 interrupt=self.interrupt, destinations=destinations))
             mcp.open(leg_deadline=leg_deadline)
             self.trace(McpStartEvent(tools=sorted(mcp.tools), problems=dict(mcp.start_problems)))
         providers = (list(self.services.search) if self.services is not None
@@ -310,7 +313,7 @@ class _LegRun:
                            backoff_base_s=service.backoff_base_s, backoff_max_s=service.backoff_max_s,
                            sleep=self.retry.sleep if self.retry is not None else time.sleep,
                            leg_deadline=leg_deadline, interrupt=self.interrupt,
-                           destinations=DestinationPolicy.allowing(settings.destinations.allow_hosts))
+                           destinations=destinations)
 
     # --- the outcome ---------------------------------------------------------------------------
     def conclude(self, outcome: ResearchOutcome, tools: SearchTools) -> LegResult:

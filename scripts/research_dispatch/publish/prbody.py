@@ -55,13 +55,13 @@ def cell(text: str, limit: int = 120) -> str:
 
 def block(markdown: str) -> str:
     """Untrusted multi-line Markdown (the claim diff): comments, controls and raw HTML out, and
-    `sanitize.neutralise` (no mention, no workflow command).
+    `sanitize.inert_markdown` (no mention, issue reference, link, image, autolink, math or workflow command).
 
     A small set of formatting tags (`<details>`, `<summary>`, ...) survives so a collapsible diff
     still renders; every other `<` is escaped.
     """
     text = sanitize.strip_html_comments(sanitize.strip_invisible(markdown))
-    text = sanitize.neutralise(text)
+    text = sanitize.inert_markdown(text)
     out: list[str] = []
     position = 0
     for match in _ALLOWED_TAG.finditer(text):

@@ -49,6 +49,7 @@ from research_dispatch.core.errors import CallBoundExceeded, Interrupted, Missin
 from research_dispatch.core.redact import redact, register_secrets
 from research_dispatch.tools import chunks
 from research_dispatch.tools.destinations import DestinationPolicy
+from research_dispatch.tools.egress import REFUSAL_MARK
 from research_dispatch.tools.mcp_servers import McpError, McpOutput, McpToolset
 from research_dispatch.tools.providers import (
     Hit,
@@ -523,6 +524,8 @@ class SearchTools:
                                                           "public http(s) addresses can be read; continue with the "
                                                           "other tools or the sources you have"),
                                True, {"error": "destination_refused", "server": tool.server})
+        proxy = self.mcp.proxy
+        seen = len(proxy.refused) if proxy is not None else 0
         try:
             output = self.mcp.call(name, raw, self._bounds(self.mcp_timeout(tool.server)))
         except (McpError, CallBoundExceeded) as exc:
@@ -533,12 +536,30 @@ class SearchTools:
             return ToolOutcome(name, _wrap(name, "error", f"ERROR: MCP server {tool.server}: {message} — continue "
                                                           "with the other tools or the sources you have"),
                                True, {"error": kind, "server": tool.server})
+        egress = proxy.refusals_since(seen) if proxy is not None else []
+        if egress and REFUSAL_MARK in output.text:  # the server passed the proxy's refusal on as its result:
+            # that is not the page the model asked for, so it is no source
+            self.stats.count_error("destination_refused")
+            why = sanitize.one_line("; ".join(egress), 600)
+            return ToolOutcome(name, _wrap(name, "error", f"ERROR: {tool.server}__{tool.name}: the egress proxy "
+                                                          f"refused the server's own request(s): {why}. Continue with "
+                                                          "the other tools or the sources you have"),
+                               True, {"error": "destination_refused", "server": tool.server, "egress_refused": egress})
+        outcome = self._mcp_result(name, tool.server, tool.name, raw, output)
+        if egress:  # a redirect or a name the proxy refused: in the trace, and told to the model
+            outcome.detail["egress_refused"] = egress
+            outcome.content = outcome.content.replace(
+                "\n</tool_result>", "\nThe egress proxy refused some of the server's own requests: "
+                + sanitize.one_line("; ".join(egress), 600) + "\n</tool_result>")
+        return outcome
+
+    def _mcp_result(self, name: str, server: str, tool: str, raw: dict[str, Any], output: McpOutput) -> ToolOutcome:
         if output.is_error:
             self.stats.count_error("mcp_error_result")
             message = sanitize.for_model(chunks.lead(output.text, 500)).strip() or "the tool reported an error"
-            return ToolOutcome(name, _wrap(name, "error", f"ERROR: {tool.server}__{tool.name} failed: {message}"),
-                               True, {"error": "mcp_error_result", "server": tool.server})
-        return self._mcp_outcome(name, tool.server, tool.name, raw, output)
+            return ToolOutcome(name, _wrap(name, "error", f"ERROR: {server}__{tool} failed: {message}"),
+                               True, {"error": "mcp_error_result", "server": server})
+        return self._mcp_outcome(name, server, tool, raw, output)
 
     def mcp_timeout(self, server: str) -> float:
         assert self.mcp is not None
