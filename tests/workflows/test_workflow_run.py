@@ -14,7 +14,8 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import CANARY
-from tests.workflows.conftest import CYCLE, WORKFLOWS, assert_no_canary
+from tests.workflows.conftest import CYCLE, WORKFLOWS, World, assert_no_canary
+from tests.workflows.runner_harness import Run
 
 pytestmark = pytest.mark.e2e
 
@@ -101,15 +102,21 @@ def test_dispatch_runs_plan_legs_synthesis_and_publishes_one_pr(world_factory) -
     assert_no_canary(run, world)
 
 
-def test_a_dry_run_is_free_checks_plans_and_estimates_in_the_job_summary(world_factory) -> None:
-    """Issue 30.6: to a user of pip, terraform or gh a dry run costs nothing. Only the plan job (check
-    --online, the plan, the estimate) and notify run: no model call, no search, nothing written."""
+def from_a_branch(world_factory, inputs: dict[str, object]) -> tuple[World, Run, dict[str, str]]:
+    """What a maintainer does to try a change: dispatch two topics from their branch with `inputs`; returns
+    the world, the run and every branch's tip before it."""
     world = world_factory()
     world.origin_git("branch", "try-refresh", "main")
     before = {ref: world.origin_git("rev-parse", ref) for ref in world.branches()}
     run = world.run("research-refresh.yml", "workflow_dispatch",
-                    {"cycle": CYCLE, "dry-run": True, "topics": "diloco-family,verl-trl"},
-                    ref="refs/heads/try-refresh")
+                    {"cycle": CYCLE, "topics": "diloco-family,verl-trl", **inputs}, ref="refs/heads/try-refresh")
+    return world, run, before
+
+
+def test_a_dry_run_is_free_checks_plans_and_estimates_in_the_job_summary(world_factory) -> None:
+    """Issue 30.6: to a user of pip, terraform or gh a dry run costs nothing. Only the plan job (check
+    --online, the plan, the estimate) and notify run: no model call, no search, nothing written."""
+    world, run, before = from_a_branch(world_factory, {"dry-run": True})
 
     assert {job: r.result for job, r in run.jobs.items()} == {
         "plan": "success", "notify": "success", "research": "skipped", "synthesize": "skipped",
@@ -132,12 +139,7 @@ def test_a_dry_run_is_free_checks_plans_and_estimates_in_the_job_summary(world_f
 
 def test_publish_false_runs_the_paid_legs_and_the_synthesis_and_writes_nothing(world_factory) -> None:
     """The paid legs without publishing have their own input: what a maintainer runs to try a change."""
-    world = world_factory()
-    world.origin_git("branch", "try-refresh", "main")
-    before = {ref: world.origin_git("rev-parse", ref) for ref in world.branches()}
-    run = world.run("research-refresh.yml", "workflow_dispatch",
-                    {"cycle": CYCLE, "publish": False, "topics": "diloco-family,verl-trl"},
-                    ref="refs/heads/try-refresh")
+    world, run, before = from_a_branch(world_factory, {"publish": False})
 
     assert {job: r.result for job, r in run.jobs.items()} == {
         "plan": "success", "notify": "success", "research": "success", "synthesize": "success",
