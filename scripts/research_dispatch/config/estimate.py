@@ -129,10 +129,12 @@ def unlisted_models(settings: Settings, legs: Sequence[Leg]) -> list[Problem]:
     warnings: list[Problem] = []
     seen: set[tuple[str, str]] = set()
     for use in model_uses(settings, legs):
-        if (use.path, use.field) in seen or price_usd(use.model, 1, 1) is not None:
-            continue
+        base = use.model.split(":", 1)[0]
+        if (use.path, use.field) in seen or price_usd(use.model, 1, 1) is not None or any(
+                listed.startswith((base + "-", base + ".")) for listed in ids):
+            continue  # listed, or the base name of listed variants (`x-ai/grok-4` of `x-ai/grok-4.5`, `-fast`)
         seen.add((use.path, use.field))
-        near = difflib.get_close_matches(use.model.split(":", 1)[0], ids, n=SUGGESTIONS, cutoff=NEAR_SLUG)
+        near = difflib.get_close_matches(base, ids, n=SUGGESTIONS, cutoff=NEAR_SLUG)
         hint = f"did you mean {' or '.join(near)}? " if near else ""
         warnings.append(Problem(use.path, use.field, f"{use.model} is not in the bundled price list ({source}); "
                                 f"{hint}(not an error: the list may lack a model, a new one above all; "
