@@ -544,7 +544,7 @@ def demo(repo: Path | None, directory: Path | None, verbose: bool, as_json: bool
               help="The plan job's result: success closes the cannot-start issue, failure opens or updates it.")
 @guarded
 def notify(repo: Path, check_json: str, plan_result: str) -> None:
-    """Open, update or close the one issue that says a refresh cannot start (CI: the workflow's last job)."""
+    """Open, update or close the one issue that says a refresh cannot start (CI: the notify job, after plan)."""
     # lazy: `--help` must not import the stages (module docstring)
     from research_dispatch.run.notify import notify_command
 
