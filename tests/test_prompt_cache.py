@@ -17,8 +17,9 @@ import jsonschema
 import pytest
 
 from research_dispatch.config.settings import GatewaySettings
+from research_dispatch.core.retry import RetryPolicy
 from research_dispatch.gateway.caching import MAX_BREAKPOINTS, policy, positions, with_breakpoints
-from research_dispatch.gateway.client import Gateway, RetryPolicy
+from research_dispatch.gateway.client import Gateway
 from research_dispatch.gateway.endpoints import EndpointPrice
 from research_dispatch.tools.search import TOOL_SCHEMAS
 from research_dispatch_fakes.gateway import FakeGateway

@@ -1,6 +1,6 @@
 """A fake OpenRouter gateway over real HTTP, so the real `openai` client is exercised end to end.
 
-Why a real server with OpenRouter's wire format (reference/api-facts.md §1) rather than a mock: the
+Why a real server with OpenRouter's wire format (docs/REAL-SERVICES.md § OpenRouter) rather than a mock: the
 product's route-fidelity checks read fields the OpenAI schema does not have (`provider`,
 `openrouter_metadata`, `usage.cost`, the `X-Generation-Id` header, `/generation` records, errors inside
 HTTP 200s), and the only honest test of that parsing is the real client against real bytes.
@@ -166,7 +166,7 @@ CACHE_MIN_TOKENS = 1024
 _STD = strict.STANDARD_PARAMETERS
 CATALOGUE: dict[str, tuple[tuple[str, str, tuple[str, ...]], ...]] = {
     "google": (("Google", "google-vertex", _STD), ("Google AI Studio", "google-ai-studio", _STD)),
-    # DeepSeek's own endpoints list the output cap only as `max_tokens` (api-facts §0.0)
+    # DeepSeek's own endpoints list the output cap only as `max_tokens` (docs/REAL-SERVICES.md § OpenRouter)
     "deepseek": (("DeepSeek", "deepseek", strict.MAX_TOKENS_ONLY_PARAMETERS), ("DeepInfra", "deepinfra", _STD)),
     "openai": (("OpenAI", "openai", _STD), ("Azure", "azure", _STD)),
     "anthropic": (("Anthropic", "anthropic", _STD), ("Amazon Bedrock", "amazon-bedrock", _STD)),

@@ -14,6 +14,8 @@ import difflib
 import posixpath
 import re
 import sys
+import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 from typing import Any, Literal
@@ -22,9 +24,11 @@ from urllib.parse import urlsplit
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, ValidationInfo, field_validator, model_validator
 
 from research_dispatch.config import lineage as model_lineage
+from research_dispatch.core import gitref
 from research_dispatch.core.errors import BadInput, Problem
 from research_dispatch.core.fsio import read_text_strict
 from research_dispatch.core.records import ValidationProblems, validation_problems
+from research_dispatch.core.retry import RetryPolicy
 from research_dispatch.core.sanitize import strip_invisible
 
 if sys.version_info >= (3, 11):
@@ -275,6 +279,11 @@ class GatewaySettings(_Strict):
     referer: str = "https://github.com/research-dispatch/research-dispatch"
     title: str = "research-dispatch"
 
+    def retry_policy(self, sleep: Callable[[float], None] = time.sleep) -> RetryPolicy:
+        """The gateway's retries (`core/retry.py`): jittered back-off, a Retry-After up to `max_retry_after_s`."""
+        return RetryPolicy(max_retries=self.max_retries, backoff_base_s=self.backoff_base_s,
+                           backoff_max_s=self.backoff_max_s, max_wait_s=self.max_retry_after_s, sleep=sleep)
+
 
 class SearchServiceSettings(_Strict):
     """The search API client (Tavily): the per-request timeout and the retry budget for 429, 5xx,
@@ -284,6 +293,11 @@ class SearchServiceSettings(_Strict):
     max_retries: int = Field(2, ge=0, le=10)
     backoff_base_s: float = Field(1.0, ge=0, le=60)
     backoff_max_s: float = Field(8.0, ge=0, le=600)
+
+    def retry_policy(self, sleep: Callable[[float], None] = time.sleep) -> RetryPolicy:
+        """The search providers' retries (`core/retry.py`): plain back-off (their clients give no Retry-After)."""
+        return RetryPolicy(max_retries=self.max_retries, backoff_base_s=self.backoff_base_s,
+                           backoff_max_s=self.backoff_max_s, jitter=0.0, sleep=sleep)
 
 
 # `host`, `host:port`, `[v6]`, `[v6]:port` or a bare IPv6 address (two colons at least, no port).
@@ -498,11 +512,26 @@ class PRSettings(_Strict):
     api_backoff_s: float = Field(2.0, ge=0, le=120)
     api_max_wait_s: float = Field(90.0, ge=0, le=3600)
 
-    @field_validator("branch_prefix", "base")
+    def retry_policy(self, sleep: Callable[[float], None] = time.sleep) -> RetryPolicy:
+        """The GitHub API's retries (`core/retry.py`): back-off from `api_backoff_s` up to `api_max_wait_s`,
+        and GitHub's Retry-After or rate-limit reset waited when it is no longer than `api_max_wait_s`."""
+        return RetryPolicy(max_retries=self.api_retries, backoff_base_s=self.api_backoff_s,
+                           backoff_max_s=self.api_max_wait_s, max_wait_s=self.api_max_wait_s, jitter=0.0, sleep=sleep)
+
+    @field_validator("base")
     @classmethod
-    def _ref(cls, value: str) -> str:
-        if not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9._/-]*", value) or ".." in value or value.endswith(".lock"):
-            raise ValueError(f"{value!r} is not a safe git ref name")
+    def _base(cls, value: str) -> str:
+        if not gitref.valid_branch_name(value):
+            raise ValueError(f"{value!r} is not {gitref.RULE}")
+        return value
+
+    @field_validator("branch_prefix")
+    @classmethod
+    def _branch_prefix(cls, value: str) -> str:
+        """Checked as the branch of a cycle (`<prefix>2026-H1`); `config/plan.refresh_branch` checks the
+        branch of the cycle a command runs again, whole."""
+        if not gitref.valid_branch_name(f"{value}2026-H1"):
+            raise ValueError(f"{value!r} followed by a cycle id (e.g. {value}2026-H1) is not {gitref.RULE}")
         return value
 
     @field_validator("remote")

@@ -26,7 +26,8 @@ For both:
   chunks and on every socket read;
 * only retryable failures are retried (429, 408, 5xx, timeouts, resets, or what `error.availability
   .retryable` / `x-should-retry` say), honouring `Retry-After`, within the caller's deadline; 401 and 402
-  stop at once; a `Retry-After` longer than `max_retry_after_s` is not waited out;
+  stop at once; a `Retry-After` longer than `max_retry_after_s` is not waited out. The policy is the one
+  of every outbound call (`core/retry.py`); this client records each attempt it decides on;
 * an HTTP-200 body with `choices[].error` or a top-level `error` is raised as `ErrorInResponse`; a 200
   body that is not a chat completion (an HTML page, truncated JSON) is a retryable `malformed response`;
   usage the product cannot account for (a cost that is NaN, negative or not a number) is `UnusableUsage`;
@@ -41,11 +42,10 @@ import contextlib
 import functools
 import json
 import math
-import random
 import threading
 import time
 from collections.abc import Callable, Mapping
-from dataclasses import MISSING, asdict, dataclass, field, fields, replace
+from dataclasses import dataclass, replace
 from typing import Any
 
 import openai
@@ -58,6 +58,7 @@ from research_dispatch.core.bounded_http import bounded, bounded_client
 from research_dispatch.core.bounds import CallBounds
 from research_dispatch.core.errors import (
     AuthenticationFailed,
+    BadInput,
     CallBoundExceeded,
     CallTimedOut,
     DeadlineReached,
@@ -72,18 +73,16 @@ from research_dispatch.core.errors import (
     RetryableGatewayError,
     UnusableUsage,
 )
-from research_dispatch.core.records import load_record, record
 from research_dispatch.core.redact import register_secrets
+from research_dispatch.core.retry import Failure, GiveUp, RetryPolicy
 from research_dispatch.gateway import caching, reasoning, route, schemas, stream, structured
 from research_dispatch.gateway import endpoints as listing
 from research_dispatch.gateway.endpoints import Pricing
+from research_dispatch.gateway.provenance import OPENAI_COMPATIBLE, OPENROUTER, CallRecord, Completion
 
-__all__ = ["CallRecord", "Completion", "Gateway", "Pricing", "RetryPolicy", "canonical_assistant_turn",
-           "credentials"]
+__all__ = ["Gateway", "Pricing", "canonical_assistant_turn", "credentials", "generation_gateway"]
 
 DEFAULT_BASE_URL = "https://openrouter.ai/api/v1"
-OPENROUTER = "openrouter"
-OPENAI_COMPATIBLE = "openai-compatible"
 _RETRYABLE_STATUS = {408, 409, 425, 429, 500, 502, 503, 504, 520, 522, 524, 529}
 LOOKUP_TIMEOUT_S = 30.0
 """Wall-clock cap of one endpoints-listing or `/generation` look-up (within the leg's deadline too)."""
@@ -110,84 +109,6 @@ class _Attempt:
 
 def _text(value: Any) -> str | None:
     return str(value) if isinstance(value, str) and value else None
-
-
-@record
-@dataclass(frozen=True)
-class CallRecord:
-    """Provenance of one gateway call. Serialised one per line into `<stem>.calls.jsonl`.
-
-    `cost_usd` is everything the call cost. With a BYOK key it is OpenRouter's fee (`gateway_fee_usd`)
-    plus the provider's charge (`provider_cost_usd`); otherwise both are None and `cost_usd` is what
-    OpenRouter charged. Fields after `verdict` were added after the first release (0.1.0 wrote none of
-    them) and have defaults, so older call logs still load: `from_json` requires only the fields without
-    a default (tests/data/v0.1.0 is a call log of that release).
-    """
-
-    generation_id: str | None
-    requested_model: str
-    requested_provider: str | None
-    served_model: str | None
-    served_provider: str | None
-    metadata_present: bool
-    attempt: int | None
-    attempts_recorded: int
-    strategy: str | None
-    cached: bool
-    finish_reason: str | None
-    native_finish_reason: str | None
-    prompt_tokens: int
-    completion_tokens: int
-    cached_tokens: int
-    reasoning_tokens: int
-    cost_usd: float
-    latency_s: float
-    retries: int
-    purpose: str
-    verdict: str
-    gateway_kind: str = OPENROUTER
-    is_byok: bool = False
-    provider_cost_usd: float | None = None
-    gateway_fee_usd: float | None = None
-    cache_write_tokens: int = 0  # prompt tokens written to the provider's cache (billed above the input price)
-    aborted: bool = False  # an attempt given up (deadline, Ctrl-C, retried): its cost counts, its route does not
-    cost_estimated: bool = False  # cost_usd is the pre-call worst case: the gateway's record was not found
-
-    def to_json(self) -> str:
-        return json.dumps(asdict(self), sort_keys=True, separators=(",", ":"))
-
-    @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> CallRecord:
-        known = {f for f in cls.__dataclass_fields__}
-        return cls(**{k: v for k, v in data.items() if k in known})
-
-    @classmethod
-    def from_json(cls, line: str) -> CallRecord:
-        """One call-log line, every field checked (`records.py`; `ValueError` names the field): a field
-        a newer version added takes its default, one the first release wrote must be there."""
-        return load_record(line, cls, required=_CALL_RECORD_REQUIRED)
-
-
-_CALL_RECORD_REQUIRED = tuple(f.name for f in fields(CallRecord)
-                              if f.default is MISSING and f.default_factory is MISSING)
-
-
-@dataclass
-class Completion:
-    """The assistant message of one call, in canonical form, ready to append to the history."""
-
-    message: dict[str, Any]
-    finish_reason: str | None
-    record: CallRecord
-
-    @property
-    def content(self) -> str:
-        content = self.message.get("content")
-        return content if isinstance(content, str) else ""
-
-    @property
-    def tool_calls(self) -> list[dict[str, Any]]:
-        return list(self.message.get("tool_calls") or [])
 
 
 def _mapping(value: Any) -> Mapping[str, Any]:
@@ -232,26 +153,6 @@ def canonical_assistant_turn(message: Mapping[str, Any], *, tool_turn_content: s
     return turn
 
 
-@dataclass
-class RetryPolicy:
-    """Bounded retries: exponential back-off with jitter, or exactly the server's `Retry-After`.
-
-    `sleep` is injectable so tests can record the waits instead of waiting them.
-    """
-
-    max_retries: int = 3
-    backoff_base_s: float = 1.0
-    backoff_max_s: float = 30.0
-    sleep: Callable[[float], None] = field(default=time.sleep, repr=False)
-    max_retry_after_s: float = 120.0
-
-    def delay(self, attempt: int, retry_after_s: float | None) -> float:
-        if retry_after_s is not None:
-            return min(max(retry_after_s, 0.0), self.max_retry_after_s)
-        base = min(self.backoff_base_s * (2 ** attempt), self.backoff_max_s)
-        return float(base * (1 + random.random() * 0.25))
-
-
 def gateway_service(settings: GatewaySettings | None = None) -> environment.Service:
     """Whose key and base URL the configured gateway kind reads: OPENROUTER_* or OPENAI_*."""
     kind = settings.kind if settings is not None else OPENROUTER
@@ -261,6 +162,17 @@ def gateway_service(settings: GatewaySettings | None = None) -> environment.Serv
 def credentials(env: Mapping[str, str], settings: GatewaySettings | None = None) -> Credentials:
     """The checked key and base URL of the configured gateway kind (before any network call)."""
     return environment.require(env, gateway_service(settings))
+
+
+def generation_gateway(settings: GatewaySettings, env: Mapping[str, str]) -> Gateway:
+    """The gateway `verify --online` asks for `/generation` records, or one `BadInput` line when the
+    configured kind keeps none (an openai-compatible server reports only itself)."""
+    if settings.kind == OPENAI_COMPATIBLE:
+        raise BadInput("cannot re-check an openai-compatible gateway: it keeps no /generation record, so its "
+                       "routes are self-reported and only the call logs can be checked (run verify without "
+                       "--online)", path="--online")
+    creds = credentials(env, settings)
+    return Gateway(api_key=creds.key, base_url=creds.base_url, settings=settings)
 
 
 def _parse_retry_after(headers: Any) -> float | None:
@@ -322,6 +234,18 @@ def _status_of(code: Any) -> int | None:
         return int(code)
     except (TypeError, ValueError):
         return None
+
+
+def _error_in_body(body: Any, fallback: str) -> GatewayError:
+    """The one reading of an error object inside an HTTP 200 (docs/ARCHITECTURE.md § Route verdicts: an
+    HTTP-200 body carrying an error is an error): a top-level `error`, a `choices[].error` with
+    `finish_reason: error`, or an `error` chunk mid-stream. Its `code` is the status the provider would have
+    answered: a retryable one (429, 5xx...) is retried like that status, anything else is `ErrorInResponse`."""
+    facts = _error_facts(body, fallback)
+    status = _status_of(body.get("code")) if isinstance(body, Mapping) else None
+    cls = RetryableGatewayError if status in _RETRYABLE_STATUS else ErrorInResponse
+    return cls(f"gateway returned an error in an HTTP 200 body: {facts.message}", status=status,
+               error_type=facts.error_type)
 
 
 def _malformed(problem: str) -> RetryableGatewayError:
@@ -400,9 +324,7 @@ class Gateway:
         self.interrupt = interrupt
         self.deadline = deadline
         self.base_url = (base_url or DEFAULT_BASE_URL).rstrip("/")
-        self.retry = retry or RetryPolicy(self.settings.max_retries, self.settings.backoff_base_s,
-                                          self.settings.backoff_max_s,
-                                          max_retry_after_s=self.settings.max_retry_after_s)
+        self.retry = retry or self.settings.retry_policy()
         if http_client is None:
             http_client = bounded_client(verify=_shared_tls_context(), timeout=self.settings.timeout_s,
                                          follow_redirects=True)
@@ -549,17 +471,15 @@ class Gateway:
             error.attempts = attempt + 1
             if probe is not None and structured.refuses_form(error):
                 raise structured.StructuredFormRefused(probe, error) from None
-            if not error.retryable or attempt >= self.retry.max_retries:
-                raise error
-            retry_after = getattr(error, "retry_after_s", None)
-            if retry_after is not None and retry_after > self.retry.max_retry_after_s:
-                raise type(error)(f"{error}; the gateway asked to retry after {retry_after:g} s, more than the "
-                                  f"{self.retry.max_retry_after_s:g} s a leg may wait", status=error.status,
+            decision = self.retry.decide(attempt, Failure(error.retryable, getattr(error, "retry_after_s", None)),
+                                         deadline=leg_deadline)
+            if decision.give_up is GiveUp.WAIT_TOO_LONG:
+                raise type(error)(f"{error}; the gateway asked to retry after {decision.wait_s:g} s, more than the "
+                                  f"{self.retry.max_wait_s:g} s a leg may wait", status=error.status,
                                   error_type=error.error_type, attempts=error.attempts)
-            wait = self.retry.delay(attempt, retry_after)
-            if leg_deadline is not None and time.monotonic() + wait >= leg_deadline:
+            if not decision.retry:
                 raise error
-            self._wait(wait, model, error.attempts)
+            self._wait(decision.wait_s, model, error.attempts)
             attempt += 1
 
     def _wait(self, seconds: float, model: str, attempts: int) -> None:
@@ -770,14 +690,7 @@ class Gateway:
                                              retry_after_s=_parse_retry_after(headers))
             return GatewayError(text, status=status, error_type=facts.error_type)
         if isinstance(exc, openai.APIError):  # a mid-stream `error` chunk, after the HTTP 200: no status code
-            body = getattr(exc, "body", None)
-            facts = _error_facts(body, str(exc))
-            status = _status_of(body.get("code")) if isinstance(body, dict) else None
-            if status in _RETRYABLE_STATUS:
-                return RetryableGatewayError(f"gateway returned an error in an HTTP 200 body: {facts.message}",
-                                             status=status, error_type=facts.error_type)
-            return ErrorInResponse(f"gateway returned an error in an HTTP 200 body: {facts.message}", status=status,
-                                   error_type=facts.error_type)
+            return _error_in_body(getattr(exc, "body", None), str(exc))
         return GatewayError(f"gateway error: {exc}")  # pragma: no cover
 
     def _finish(self, completion: Any, headers: Any, model: str, provider: str | None, purpose: str,
@@ -788,23 +701,11 @@ class Gateway:
         extras = completion.model_extra or {}
         top_error = extras.get("error")
         if top_error or not completion.choices:
-            body = top_error if isinstance(top_error, dict) else {}
-            facts = _error_facts(body, "response had no choices")
-            status = _status_of(body.get("code"))
-            cls = RetryableGatewayError if status in _RETRYABLE_STATUS else ErrorInResponse
-            raise cls(f"gateway returned an error in an HTTP 200 body: {facts.message}", status=status,
-                      error_type=facts.error_type)
+            raise _error_in_body(top_error if isinstance(top_error, dict) else {}, "response had no choices")
         choice = completion.choices[0]
         choice_extras = choice.model_extra or {}
         if choice.finish_reason == "error" or choice_extras.get("error"):
-            body = choice_extras.get("error") or {}
-            facts = _error_facts(body, "finish_reason=error")
-            status = _status_of(body.get("code")) if isinstance(body, dict) else None
-            if status in _RETRYABLE_STATUS:
-                raise RetryableGatewayError(f"gateway returned an error in an HTTP 200 body: {facts.message}",
-                                            status=status, error_type=facts.error_type)
-            raise ErrorInResponse(f"gateway returned an error in an HTTP 200 body: {facts.message}",
-                                  status=status, error_type=facts.error_type)
+            raise _error_in_body(choice_extras.get("error") or {}, "finish_reason=error")
 
         if choice.message is None:
             raise _malformed("choices[0] has no message")

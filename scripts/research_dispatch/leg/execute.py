@@ -33,9 +33,11 @@ from research_dispatch.config.topics import effective
 from research_dispatch.core.errors import Interrupted, MissingKey
 from research_dispatch.core.fsio import append_line, confined
 from research_dispatch.core.redact import redact, register_env
+from research_dispatch.core.retry import RetryPolicy
 from research_dispatch.gateway import route
-from research_dispatch.gateway.client import CallRecord, Gateway, RetryPolicy, gateway_service
+from research_dispatch.gateway.client import Gateway, gateway_service
 from research_dispatch.gateway.protocol import ModelGateway
+from research_dispatch.gateway.provenance import CallRecord
 from research_dispatch.leg.events import (
     CallEvent,
     CrashEvent,
@@ -62,7 +64,8 @@ from research_dispatch.leg.status import LegResult, LegState, timestamp, write_s
 from research_dispatch.tools.destinations import DestinationPolicy
 from research_dispatch.tools.mcp_servers import McpToolset
 from research_dispatch.tools.providers import ExaProvider, SearchProvider, TavilyProvider
-from research_dispatch.tools.search import MODEL_ERROR_KINDS, SearchStats, SearchTools, SourceRegistry
+from research_dispatch.tools.search import MODEL_ERROR_KINDS, SearchStats, SearchTools
+from research_dispatch.tools.sources import SourceRegistry
 
 MIN_CITED_SOURCES = 3
 INTERRUPTED = "interrupted by the user (Ctrl-C)"
@@ -182,7 +185,8 @@ def run_leg(repo: Path, settings: Settings, leg: Leg, *, env: Mapping[str, str] 
             services: LegServices | None = None) -> LegResult:
     """Run one leg and write its files. Raises only for bad input (missing keys); failures are results.
 
-    `retry` (its `sleep` too) applies to both services; `clock` is the monotonic clock the time cap is
+    `retry` is the gateway's retry policy (default: `gateway`'s settings); its `sleep` is the search
+    providers' too (their policy is `search_service`'s); `clock` is the monotonic clock the time cap is
     measured on. Both exist so tests can drive back-off and time caps without waiting. `services`
     replaces the gateway and the search providers (`LegServices`, the model seam). `interrupt` is
     the run's Ctrl-C Event: once set, tool calls stop at once, the leg stops at its next step and its
@@ -309,9 +313,8 @@ class _LegRun:
                      else search_providers(self.search, self.credentials.search))
         return SearchTools(providers=providers, mcp=mcp,
                            settings=self.search, topic_hint=f"{leg.topic.title} {leg.topic.scope}"[:600],
-                           retries=service.max_retries, timeout_s=service.timeout_s,
-                           backoff_base_s=service.backoff_base_s, backoff_max_s=service.backoff_max_s,
-                           sleep=self.retry.sleep if self.retry is not None else time.sleep,
+                           retry=service.retry_policy(self.retry.sleep if self.retry is not None else time.sleep),
+                           timeout_s=service.timeout_s,
                            leg_deadline=leg_deadline, interrupt=self.interrupt,
                            destinations=destinations)
 

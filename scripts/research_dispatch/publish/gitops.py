@@ -201,9 +201,6 @@ class Git:
             return None
         return dt.datetime.fromtimestamp(int(stamp), dt.timezone.utc).date()
 
-    def valid_branch(self, name: str) -> bool:
-        return self.run("check-ref-format", f"refs/heads/{name}", check=False).returncode == 0
-
     def remote_url(self, remote: str) -> str | None:
         proc = self.run("remote", "get-url", remote, check=False)
         return proc.stdout.strip() if proc.returncode == 0 and proc.stdout.strip() else None

@@ -1,4 +1,6 @@
-"""The pull-request title and body, after Renovate and Dependabot (ci-conventions §2.2–2.4).
+"""The pull-request title and body, after Renovate and Dependabot (one bot-owned PR per branch, found again
+by a hidden marker; a body that says what changed and why; a comment instead of a rewrite when a person
+edited the branch).
 
 Why so careful: the body mixes our own facts with text that came from models and the web (status
 reasons, served model and provider names, claim text). A model must not be able to forge the bot's

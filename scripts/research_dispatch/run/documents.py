@@ -15,10 +15,10 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from research_dispatch.config.check import Checked
-from research_dispatch.config.settings import Settings
 from research_dispatch.core.errors import BadInput, Problem
 
-if TYPE_CHECKING:  # types only: `check --json` must not load the leg and run stages (their clients) to print
+if TYPE_CHECKING:  # types only: `check` prints its document without the route table's stage, `verify` without a run's
+    from research_dispatch.config.settings import Settings
     from research_dispatch.leg.verify import RouteRow
     from research_dispatch.run.outcome import RunOutcome
 

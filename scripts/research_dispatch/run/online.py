@@ -40,7 +40,8 @@ from research_dispatch.core.bounds import CallBounds
 from research_dispatch.core.errors import AuthenticationFailed, BadInput, GatewayError, Problem
 from research_dispatch.core.sanitize import one_line
 from research_dispatch.gateway.catalogue import Catalogue, ModelsRefused, model_problems, parse_catalogue
-from research_dispatch.gateway.client import OPENROUTER, Gateway, credentials
+from research_dispatch.gateway.client import Gateway, credentials
+from research_dispatch.gateway.provenance import OPENROUTER
 from research_dispatch.leg.execute import SEARCH_SERVICES
 from research_dispatch.publish.pulls import require_target
 from research_dispatch.publish.schedule import read_schedule
