@@ -589,6 +589,28 @@ def test_catalogue_endpoints(client: OpenAI, gw: FakeGateway) -> None:
     assert isinstance(key, dict) and key["data"]["limit"] is None and key["data"]["usage"] > 0
 
 
+def test_a_withdrawn_model_is_not_listed_and_cannot_be_called(client: OpenAI, gw: FakeGateway) -> None:
+    """Issue 30.1: six months on, a preview model is gone. OpenRouter no longer lists it, its endpoints
+    listing is a 404, and a chat call naming it is a 400 "not a valid model ID" (no money is spent)."""
+    gw.set_scenario({"retired": ["google/gemini-3.1-pro-preview"]})
+    ids = [m.id for m in client.models.list().data]
+    assert "google/gemini-3.1-pro-preview" not in ids and "google/gemini-3-flash" in ids
+    assert httpx2.get(gw.base_url + "/models/google/gemini-3.1-pro-preview/endpoints").status_code == 404
+    with pytest.raises(openai.BadRequestError, match="not a valid model ID"):
+        client.chat.completions.create(model="google/gemini-3.1-pro-preview",
+                                       messages=[{"role": "user", "content": "hi"}])
+    assert gw.completions == []  # refused at the door: nothing served, nothing billed
+
+
+def test_the_key_record_says_its_limit_and_what_is_left(client: OpenAI, gw: FakeGateway) -> None:
+    gw.set_scenario({"key": {"limit": 20.0, "usage": 19.5}})
+    data = client.get("/key", cast_to=object)["data"]  # type: ignore[index]
+    assert (data["limit"], data["usage"], data["limit_remaining"]) == (20.0, 19.5, 0.5)
+    chat(client)  # what the calls served here cost adds to the usage
+    after = client.get("/key", cast_to=object)["data"]  # type: ignore[index]
+    assert after["usage"] > 19.5 and after["limit_remaining"] == round(20.0 - after["usage"], 8)
+
+
 def test_control_endpoints(gw: FakeGateway) -> None:
     root = gw.root_url
     scenario = {"rules": [{"on_call": 1, "status": 429}]}

@@ -135,11 +135,48 @@ def _translated(provider: str, translate: Callable[[Exception], SearchServiceErr
 # Tavily
 
 
+@dataclass(frozen=True)
+class SearchCredits:
+    """What a search key may still spend this billing cycle, in the service's credits (Tavily's
+    `GET /usage`: the key's own usage and limit, and the plan's and pay-as-you-go's of the account)."""
+
+    key_usage: int
+    key_limit: int | None  # None: the key has no limit of its own
+    plan: str
+    plan_usage: int | None
+    plan_limit: int | None
+    paygo_usage: int | None = None
+    paygo_limit: int | None = None
+
+    @property
+    def remaining(self) -> int | None:
+        """Credits left: the tighter of the key's limit and the account's (plan plus pay-as-you-go); None
+        when neither has a limit."""
+        left = []
+        if self.key_limit is not None:
+            left.append(self.key_limit - self.key_usage)
+        if self.plan_limit is not None and self.plan_usage is not None:
+            paygo = (self.paygo_limit - (self.paygo_usage or 0)) if self.paygo_limit is not None else 0
+            left.append(self.plan_limit - self.plan_usage + max(0, paygo))
+        return max(0, min(left)) if left else None
+
+
+def _count(value: Any, what: str) -> int | None:
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+        raise SearchServiceError(f"Tavily's usage record has {what} {str(value)[:40]!r}, not a count",
+                                 kind="malformed_response")
+    return value
+
+
 class TavilyProvider:
     name = "tavily"
 
     def __init__(self, *, api_key: str, base_url: str, client: Any = None) -> None:
         self.session = BoundedSession()
+        self._key = api_key
+        self._base_url = base_url.rstrip("/")
         if client is None:
             client = TavilyClient(api_key=api_key, api_base_url=base_url.rstrip("/"), session=self.session)
             # tavily-python only sets headers a caller's session lacks; ours has none of its own.
@@ -173,6 +210,35 @@ class TavilyProvider:
             if isinstance(result, dict) and result.get("url"):
                 pages.failed[str(result["url"])] = str(result.get("error") or "failed")
         return pages
+
+    def usage(self, *, bounds: CallBounds, timeout_s: float) -> SearchCredits:
+        """Tavily's `GET /usage` (api-facts §3.0): the key checked and its credits read without spending
+        one. tavily-python has no method for it, so it goes on this provider's bounded session with the
+        same bearer key; a refused key is `key_rejected`, as it is for a search."""
+
+        def get() -> Any:
+            response = self.session.get(f"{self._base_url}/usage", timeout=timeout_s,
+                                        headers={"Authorization": f"Bearer {self._key}"})
+            if response.status_code == 401:
+                raise SearchServiceError("search key rejected (HTTP 401)", kind="key_rejected", status=401,
+                                         fatal=True)
+            response.raise_for_status()
+            return response.json()
+
+        with self.session.within(bounds, "Tavily usage"):
+            payload = _translated("Tavily", self.translate, get)
+        key = payload.get("key") if isinstance(payload, dict) else None
+        account = payload.get("account") if isinstance(payload, dict) else None
+        if not isinstance(key, dict) or not isinstance(account, dict):
+            raise SearchServiceError("Tavily's usage record has no `key` and `account` objects",
+                                     kind="malformed_response")
+        return SearchCredits(key_usage=_count(key.get("usage"), "key.usage") or 0,
+                             key_limit=_count(key.get("limit"), "key.limit"),
+                             plan=sanitize.one_line(str(account.get("current_plan") or "unknown"), 60),
+                             plan_usage=_count(account.get("plan_usage"), "account.plan_usage"),
+                             plan_limit=_count(account.get("plan_limit"), "account.plan_limit"),
+                             paygo_usage=_count(account.get("paygo_usage"), "account.paygo_usage"),
+                             paygo_limit=_count(account.get("paygo_limit"), "account.paygo_limit"))
 
     @staticmethod
     def translate(exc: Exception) -> SearchServiceError:
