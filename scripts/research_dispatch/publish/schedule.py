@@ -12,7 +12,6 @@ without it is said, never a failure of `check`.
 from __future__ import annotations
 
 import contextlib
-
 import datetime as dt
 from dataclasses import dataclass
 from typing import Any
