@@ -2,7 +2,7 @@
 
     .venv/bin/python scripts/dev/bench.py                 all figures (about a minute on 2 cores)
     .venv/bin/python scripts/dev/bench.py --quick         fewer repeats, synthesis up to 50 reports
-    .venv/bin/python scripts/dev/bench.py --only 4,7      some figures (1-8)
+    .venv/bin/python scripts/dev/bench.py --only 4,7      some figures (1-9, and `leg`: issue 32's L1-L6)
     .venv/bin/python scripts/dev/bench.py --write-doc     also regenerate docs/PERFORMANCE.md
     .venv/bin/python scripts/dev/bench.py --doc-only      regenerate docs/PERFORMANCE.md from build/bench.json
 
@@ -747,34 +747,24 @@ def write_doc(data: dict[str, Any], path: Path) -> None:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--quick", action="store_true", help="fewer repeats; synthesis up to 50 reports")
-    parser.add_argument("--only", default="", help="comma-separated figure numbers (1-9)")
+    parser.add_argument("--only", default="", help="comma-separated figure numbers (1-9, leg)")
     parser.add_argument("--write-doc", action="store_true", help="also regenerate docs/PERFORMANCE.md")
     parser.add_argument("--doc-only", action="store_true", help="regenerate docs/PERFORMANCE.md from build/bench.json")
     args = parser.parse_args(argv)
+    steps = _steps(args.quick)
+    names = [number for number, _, _ in steps]
     if args.doc_only:
         data = json.loads(BUILD_JSON.read_text(encoding="utf-8"))
-        if {f["id"].rstrip("ab") for f in data["figures"]} != set("123456789"):
+        if set(data.get("steps") or ()) != set(names):
             parser.error(f"{BUILD_JSON.relative_to(ROOT)} holds a partial run (--only): run every figure first")
         write_doc(data, DOC)
         say(f"wrote {DOC.relative_to(ROOT)}")
         return 0
     only = {part.strip() for part in args.only.split(",") if part.strip()}
-    if only - set("123456789"):
-        parser.error("--only takes figure numbers 1-9")
+    if only - set(names):
+        parser.error(f"--only takes figure numbers: {', '.join(names)}")
     if args.write_doc and only:
         parser.error("--write-doc needs every figure: run without --only")
-    quick = args.quick
-    steps: list[tuple[str, str, Callable[[], dict[str, Any] | list[dict[str, Any]]]]] = [
-        ("1", "parallel efficiency", lambda: bench_parallel(2 if quick else 3)),
-        ("2", "per-call overhead", lambda: bench_overhead(150 if quick else 400)),
-        ("3", "CLI start", lambda: bench_cli_start(8 if quick else 15)),
-        ("4", "token amplification", bench_amplification),
-        ("5", "synthesis scaling", lambda: bench_synthesis([5, 50] if quick else [5, 50, 300])),
-        ("6", "matrix scale", lambda: bench_matrix(3)),
-        ("7", "tokens per report", bench_tokens_per_report),
-        ("8", "citation checks", bench_verification),
-        ("9", "prompt cache", bench_prompt_cache),
-    ]
     started = time.perf_counter()
     figures: list[dict[str, Any]] = []
     for number, label, run in steps:
@@ -788,9 +778,9 @@ def main(argv: list[str] | None = None) -> int:
             figures.append(item)
             say(f"    {item['display']}  (goal {item['goal']}: {'met' if item['met'] else 'MISSED'})")
     elapsed = time.perf_counter() - started
-    command = COMMAND + (" --quick" if quick else "") + (f" --only {args.only}" if only else "")
-    data = {"schema": "research-dispatch/bench@1", "command": command, "quick": quick, "machine": machine(),
-            "elapsed_s": round(elapsed, 1), "figures": figures}
+    command = COMMAND + (" --quick" if args.quick else "") + (f" --only {args.only}" if only else "")
+    data = {"schema": "research-dispatch/bench@1", "command": command, "quick": args.quick, "machine": machine(),
+            "elapsed_s": round(elapsed, 1), "figures": figures, "steps": sorted(only or names)}
     BUILD_JSON.parent.mkdir(parents=True, exist_ok=True)
     BUILD_JSON.write_text(json.dumps(data, indent=2, sort_keys=True) + "\n", encoding="utf-8")
     say("")
@@ -803,6 +793,24 @@ def main(argv: list[str] | None = None) -> int:
         write_doc(data, DOC)
         say(f"wrote {DOC.relative_to(ROOT)}")
     return 0
+
+
+def _steps(quick: bool) -> list[tuple[str, str, Callable[[], dict[str, Any] | list[dict[str, Any]]]]]:
+    """The bench's steps: (the number `--only` takes, a label, the function that measures its figures)."""
+    from bench_leg import bench_leg
+
+    return [
+        ("1", "parallel efficiency", lambda: bench_parallel(2 if quick else 3)),
+        ("2", "per-call overhead", lambda: bench_overhead(150 if quick else 400)),
+        ("3", "CLI start", lambda: bench_cli_start(8 if quick else 15)),
+        ("4", "token amplification", bench_amplification),
+        ("5", "synthesis scaling", lambda: bench_synthesis([5, 50] if quick else [5, 50, 300])),
+        ("6", "matrix scale", lambda: bench_matrix(3)),
+        ("7", "tokens per report", bench_tokens_per_report),
+        ("8", "citation checks", bench_verification),
+        ("9", "prompt cache", bench_prompt_cache),
+        ("leg", "the research leg (issue 32)", bench_leg),
+    ]
 
 
 if __name__ == "__main__":

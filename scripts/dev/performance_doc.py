@@ -6,7 +6,12 @@ explains a missed goal is written only when that goal was missed on the run bein
 
 from __future__ import annotations
 
+import sys
+from pathlib import Path
 from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from bench_leg import SECTIONS as LEG_SECTIONS  # the research leg's figures (issue 32)
 
 REPRODUCE = ".venv/bin/python scripts/dev/bench.py --write-doc"
 
@@ -130,7 +135,7 @@ def _section_verification(f: dict[str, Any]) -> list[str]:
 SECTIONS = {"parallel": _section_parallel, "overhead": _section_overhead, "cli_start": _section_cli,
             "amplification_reading": _section_amplification, "amplification_searching": _section_amplification,
             "synthesis": _section_synthesis, "matrix": _section_matrix, "tokens_per_report": _section_tokens,
-            "verification": _section_verification, "prompt_cache": _section_prompt_cache}
+            "verification": _section_verification, "prompt_cache": _section_prompt_cache, **LEG_SECTIONS}
 
 
 def _what_it_would_take(f: dict[str, Any]) -> str:

@@ -49,6 +49,27 @@ EMPTY_REPLY = EMPTY_REPLY_PREFIX + ". Continue the research or write the report.
 FOLLOW_UPS = (STOP_RESEARCHING, CONTINUE, REVISE, EMPTY_REPLY)
 FOLLOW_UP_PREFIXES = (STOP_RESEARCHING_PREFIX, CONTINUE_PREFIX, REVISE_PREFIX, EMPTY_REPLY_PREFIX)
 
+# --- recommendations: one line per decision, one per rejected option (what the synthesis aligns) ----
+RECOMMENDATION = ("- **{decision}:** {pick} over {alternatives} — {evidence}; switch to {switch_to} when {condition}; "
+                  "confidence {confidence}.")
+"""One decision of a report's `## Recommendations`: the decision, the pick over its alternatives, the evidence
+with its `[S<n>]` citations, when to switch (to what), and the confidence (high, medium or low). The writer is
+shown it with `<placeholders>`; the scripted model writes it; `RECOMMENDATION_RE` reads it back."""
+NOT_RECOMMENDED = "- **Not recommended:** {option} for {decision}, because {evidence}."
+"""One rejected option, with the evidence (cited) for rejecting it."""
+
+RECOMMENDATION_RE = re.compile(
+    r"^\s*(?:[-*+]\s+|\d+[.)]\s+)?\*{0,2}(?P<decision>[^*\n:]{2,160}?)\*{0,2}:\*{0,2}\s+(?P<pick>[^\n]+?)\s+"
+    r"(?:over|rather than|instead of)\s+(?P<alternatives>[^\n]+?)\s+[\u2014\u2013:-]+\s+(?P<evidence>[^\n]+?);\s*"
+    r"switch(?:\s+to\s+(?P<switch_to>[^\n;]+?))?\s+(?:when|once|if|as soon as)\s+(?P<condition>[^\n;]+?);\s*"
+    r"confidence:?\s*(?P<confidence>high|medium|low)\b", re.IGNORECASE)
+"""A decision line in the form of `RECOMMENDATION` (read leniently: a numbered item, no bold, `:` for the dash,
+`once`/`if` for `when`)."""
+NOT_RECOMMENDED_RE = re.compile(
+    r"^\s*(?:[-*+]\s+|\d+[.)]\s+)?\*{0,2}not recommended:?\*{0,2}:?\s+(?P<option>[^\n]+?)\s+for\s+"
+    r"(?P<decision>[^\n]+?),?\s+because\s+(?P<evidence>[^\n]+)$", re.IGNORECASE)
+"""A rejected-option line in the form of `NOT_RECOMMENDED`."""
+
 # --- citations and words ------------------------------------------------------------------------------
 CITATION = re.compile(r"\[\s*(S\d+(?:\s*[,;]\s*S\d+)*)\s*\]", re.IGNORECASE)
 """A citation as the model writes it: `[S3]` or `[S1, S4]` (the ids of `<source id="S<n>">` elements)."""
