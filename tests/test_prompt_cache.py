@@ -138,6 +138,11 @@ def test_a_claude_leg_reads_most_of_its_prompt_from_the_cache(repo: Path, fake_e
     prompt = sum(c["prompt_tokens"] for c in leg.calls)
     read = sum(c["cached_tokens"] for c in leg.calls)
     assert read / prompt > 0.6, (read, prompt)
-    assert all(c["cached_tokens"] > 0 for c in leg.calls[2:])  # once the prompt reaches 1,024 tokens, every
-    # later step reads what the step before it wrote
+    research = [c for c in leg.calls if c["purpose"] == "research"]
+    compacted = any(e.get("event") == "compact" for e in leg.trace)
+    misses = [c for c in research[2:] if c["cached_tokens"] == 0]
+    # once the prompt reaches 1,024 tokens, every later research step reads what the step before it wrote —
+    # but the one step that compacts the history (in one go, rarely) rewrites it; the writing call is a
+    # fresh prompt: it writes its own
+    assert len(misses) <= int(compacted), misses
     assert leg.meta is not None and leg.meta["usage"]["cached_tokens"] == read

@@ -416,3 +416,13 @@ def test_search_credits_are_priced_and_counted_in_the_legs_dollars(repo: Path) -
     spent = 2 * 0.008 + 3 / 5 * 1 * 0.008  # one advanced search; three pages read
     assert front_matter(repo)["search"]["cost_usd"] == round(spent, 6)
     assert status(repo)["cost_usd"] == round(spent, 6)
+
+
+def test_a_stop_that_carries_its_coverage_is_the_gap_check(repo: Path) -> None:
+    """The researcher's prompt asks the reply that ends research to say which sources answer each
+    sub-question: when it does, no follow-up is spent asking again; code decides the gaps from it."""
+    gateway = ScriptedGateway(planned_search(), extract(*URLS[:3]), text("Done.\n" + COVERED), text(report(2200)))
+    research(repo, STEM, gateway)
+    assert gateway.left() == 0 and writing_call(gateway) is gateway.sent[3]
+    assert front_matter(repo)["research"]["gap_check"] == "answered"
+    assert not any(m.startswith(contract.GAP_CHECK_PREFIX) for s in gateway.sent for m in s.user_messages())

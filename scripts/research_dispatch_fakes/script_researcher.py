@@ -826,14 +826,24 @@ class _Writer:
         self.template_turn["__closer__"] = index + 1
         return _CLOSERS[index % len(_CLOSERS)]
 
-    def sentence_of(self, source: Source) -> str | None:
-        """The next unused quotable sentence of this source (no citation), or None when it has none left."""
+    def sentence_of(self, source: Source, about: str = "") -> tuple[str, Source] | None:
+        """An unused quotable sentence of this source (no citation) and the source to cite for it, or None
+        when it has none left: the one sharing the most words with `about` (the first on ties; the next one
+        without `about`). Counted like every sentence taken from a source, so the miscitation rule holds
+        over the whole report."""
         slot = next((i for i, s in enumerate(self.conv.sources) if s.id == source.id), None)
         if slot is None or self.used[slot] >= len(self.pools[slot]):
             return None
-        sentence = self.pools[slot][self.used[slot]]
+        pool, start = self.pools[slot], self.used[slot]
+        wanted = _content_words(about)
+        pick = max(range(start, len(pool)), key=lambda i: (len(wanted & _content_words(pool[i])), -i))
+        pool[start], pool[pick] = pool[pick], pool[start]
+        sentence = pool[start]
         self.used[slot] += 1
-        return sentence
+        self.quoted += 1
+        if self.miscite_every and self.quoted % self.miscite_every == 0:
+            return sentence, self._unsupporting(sentence, source)
+        return sentence, source
 
     def by_plan_item(self) -> list[str]:
         """One cited sentence per sub-question of the plan, from the first source the dossier files under it
@@ -846,9 +856,9 @@ class _Writer:
             item = self.conv.plan[number - 1].split(" \u2014 ", 1)[0].rstrip(".")
             for source_id in ids:
                 source = by_id.get(source_id)
-                sentence = self.sentence_of(source) if source is not None else None
-                if source is not None and sentence:
-                    out.append(f"As for {item[:1].lower() + item[1:]}: {sentence} [S{source.id}].")
+                taken = self.sentence_of(source, item) if source is not None else None
+                if taken is not None:
+                    out.append(f"As for {item[:1].lower() + item[1:]}: {taken[0]} [S{taken[1].id}].")
                     break
         return out
 
@@ -978,17 +988,17 @@ def recommendation_lines(conv: Conversation, writer: _Writer, claims: list[dict[
             evidence=f"{claim['statement']} [S{source.id}]", switch_to=claim.get("switch_to") or alternatives[0],
             condition=claim.get("switch_when") or "the sources show it in production use",
             confidence=claim.get("confidence") or "medium"))
-        reason = writer.sentence_of(source) or (f"the sources report {claim['pick']}, not {alternatives[0]}, in the "
-                                                "runs they describe")
+        reason, cited = writer.sentence_of(source, claim["pick"]) or (
+            f"the sources report {claim['pick']}, not {alternatives[0]}, in the runs they describe", source)
         rejected.append(NOT_RECOMMENDED.format(option=alternatives[0], decision=claim["decision"],
-                                               evidence=f"{reason} [S{source.id}]"))
+                                               evidence=f"{reason} [S{cited.id}]"))
     if not decisions and conv.sources:
         terms = [*writer.terms, conv.title]
-        source = conv.sources[0]
-        evidence = writer.sentence_of(source) or f"it is the best-documented option in {source.title}"
+        evidence, cited = writer.sentence_of(conv.sources[0], terms[0]) or (
+            f"it is the best-documented option in {conv.sources[0].title}", conv.sources[0])
         decisions.append(RECOMMENDATION.format(
             decision=f"Where to start on {conv.title}", pick=terms[0], alternatives=terms[1] if len(terms) > 1
-            else "the alternatives", evidence=f"{evidence} [S{source.id}]",
+            else "the alternatives", evidence=f"{evidence} [S{cited.id}]",
             switch_to=terms[1] if len(terms) > 1 else "the alternatives",
             condition="the sources show it in production use", confidence="low"))
     return decisions + rejected
@@ -1277,12 +1287,14 @@ def plan_turn(body: dict[str, Any], script: dict[str, Any] | None = None, *,
         links = follow_links(conv)
         return Turn(kind, None, tool_calls([("web_extract", {"urls": links, "query": f"{LINKS_QUERY} {conv.title}"})]),
                     "I will read the pages the passages link to")
-    if kind == "done":
-        return Turn(kind, DONE_NOTE)
+    if kind == "done":  # the stop, with the coverage of its plan the researcher's prompt asks for
+        return Turn(kind, DONE_NOTE + "\n" + "\n".join(f"{n}: {_answering(conv, item)}"
+                                                      for n, item in enumerate(plan_items(conv), start=1)))
     gullible = script.get("gullible") is True
     if kind == "extract":
         urls: list[str] = []
-        readable = sorted(conv.sources + conv.untrusted, key=lambda s: s.id) if gullible else conv.sources
+        # a gullible model is drawn to the injection pages first (the brief's own pages come first otherwise)
+        readable = [*conv.untrusted, *conv.sources] if gullible else conv.sources
         for source in readable:
             if source.url and source.url not in urls:
                 urls.append(source.url)
@@ -1301,7 +1313,7 @@ def plan_turn(body: dict[str, Any], script: dict[str, Any] | None = None, *,
             wanted = [u for u in claim_pages(conv) if u in urls][:4]
             rest = [u for u in urls if u not in wanted][:max(0, top - len(wanted))]
             reads_of = [([reading_url(u)], reading_query(conv, u)) for u in wanted] + (
-                [([reading_url(u) for u in rest], f"{conv.title}: {RELATED_QUERY}")] if rest else [])
+                [([reading_url(u) for u in rest], conv.title)] if rest else [])
             urls = wanted + rest
         plan = f"I will read the most relevant pages in full: {', '.join(urls)}"
         calls = [ToolCall(f"{call_prefix}_{i}", "web_extract",

@@ -451,7 +451,8 @@ def quality_reasons(outcome: ResearchOutcome, stats: SearchStats, registry: Sour
         return reasons
 
     cited = [registry.by_url(s.url) for s in final.sources]
-    if final.sources and not every_read_failed and not any(s is not None and s.extracted for s in cited):
+    known = [s for s in cited if s is not None]
+    if known and len(known) == len(cited) and not every_read_failed and not any(s.extracted for s in known):
         reasons.append(f"the report rests on search snippets only: none of its {len(final.sources)} cited source(s) "
                        "was read in full")
 
