@@ -49,7 +49,24 @@ TAVILY_EXTRACT_CREDITS_PER_5 = {"basic": 1, "advanced": 2}
 
 # The searching leg (figure 4b) measured on main (commit 4a7a8da) with this harness: issue 32's
 # baseline for L4 (calls and prompt tokens down 40 %, citing at least as many sources).
-MAIN_SEARCHING = {"commit": "4a7a8da", "calls": 28, "prompt_tokens": 82_195, "cited": 21}
+MAIN_SEARCHING = {"commit": "4a7a8da", "calls": 28, "prompt_tokens": 82_195, "cited": 21, "cited_urls": (
+    "https://www.primeintellect.ai/blog/intellect-2", "https://arxiv.org/abs/2311.08105",
+    "https://arxiv.org/abs/2501.18512", "https://arxiv.org/abs/2505.07291", "https://arxiv.org/abs/2407.07852",
+    "https://arxiv.org/abs/2502.16982", "https://github.com/meta-pytorch/torchforge",
+    "https://github.com/pytorch/torchtitan", "https://github.com/PrimeIntellect-ai/prime-rl",
+    "https://arxiv.org/abs/2603.24477", "https://arxiv.org/abs/2502.05559", "https://cursor.com/blog/composer",
+    "https://github.com/PrimeIntellect-ai/verifiers", "https://github.com/huggingface/trl",
+    "https://arxiv.org/abs/2503.14476", "https://arxiv.org/abs/1011.0686", "https://cursor.com/blog/composer-2-5",
+    "https://huggingface.co/docs/trl/main/en/grpo_trainer", "https://arxiv.org/abs/2503.20783",
+    "https://github.com/volcengine/verl", "https://github.com/meta-pytorch/openenv")}
+MAIN = {  # L1-L6 measured on main (commit 4a7a8da's product) with this harness: the BEFORE of issue 32
+    "L1": "12% worst (the reading leg; the five standard legs 100%: no compaction before their write)",
+    "L2": "1 of 3 (33%)",
+    "L3": "62% of cited sources only from snippets; brief-item coverage 25%",
+    "L4": "28 calls, 82,195 prompt tokens, 21 cited",
+    "L5": "0% of lines parse; 2 of 9 recommend-claims (22%) carry a decision and a condition",
+    "L6": "12,184 prompt tokens (worst); $0.1292 per report, $0.0323 per supported claim (20 supported claims)",
+}
 EVIDENCE_GOAL = 0.90
 SNIPPET_ONLY_GOAL = 0.50
 COVERAGE_GOAL = 0.75
@@ -163,7 +180,8 @@ def _figure(number: str, key: str, title: str, measured: float | None, display: 
             method: str, details: dict[str, Any], why: str = "") -> dict[str, Any]:
     from bench import figure
 
-    out = figure(number, key, title, measured, display, goal, met, method, details, why)
+    out = figure(number, key, title, measured, display, goal, met, method, {**details, "main": MAIN[number]}
+                 if number != "L4" else details, why)
     out["command"] = ".venv/bin/python scripts/dev/bench.py --only leg"
     return out
 
@@ -176,7 +194,7 @@ def _evidence_row(facts: lf.LegFacts) -> dict[str, Any]:
     present, total = lf.evidence_at_write(facts)
     return {"stem": facts.stem, "present_chars": present, "shown_chars": total,
             "share": round(present / total, 4) if total else None, "calls": facts.calls,
-            "cited": len(facts.cited_urls)}
+            "cited": len(facts.cited_urls), "exercised": exercised(facts)}
 
 
 def bench_evidence_at_write() -> dict[str, Any]:
@@ -288,7 +306,8 @@ def bench_searching_leg() -> dict[str, Any]:
     tokens_cut = 1 - leg.prompt_tokens / base["prompt_tokens"]
     cited = len(leg.cited_urls)
     met = calls_cut >= SEARCHING_CUT and tokens_cut >= SEARCHING_CUT and cited >= base["cited"]
-    searches = [c for c in leg.extra["completions"]]
+    of_topic = _topic_pages(leg.topic)
+    main_only = sorted(set(base["cited_urls"]) - set(leg.cited_urls))
     return _figure(
         "L4", "leg_searching", "Searching leg (4b): calls and prompt tokens against main's, sources cited",
         round(min(calls_cut, tokens_cut), 4),
@@ -299,8 +318,12 @@ def bench_searching_leg() -> dict[str, Any]:
         f"times, one a turn, unless told to stop) and `{LONG_BUDGET}` through `run_leg`; main's figures were "
         f"measured with this harness at commit {base['commit']}.",
         {"calls": leg.calls, "prompt_tokens": leg.prompt_tokens, "cited": cited, "status": leg.status,
-         "reasons": list(leg.reasons), "main": base, "calls_made": len(searches),
-         "search_usd": leg.search_cost_usd, "model_usd": leg.cost_usd},
+         "reasons": list(leg.reasons), "main": {k: v for k, v in base.items() if k != "cited_urls"},
+         "search_usd": leg.search_cost_usd, "model_usd": leg.cost_usd,
+         "topic_pages_cited": len(of_topic & set(leg.cited_urls)),
+         "topic_pages_cited_on_main": len(of_topic & set(base["cited_urls"])),
+         "cited_on_main_only": main_only, "main_only_off_topic": all(url not in of_topic for url in main_only),
+         "exercised": exercised(leg)},
         why="the leg keeps searching after its searches stopped finding new sources, or cites fewer sources.")
 
 
@@ -370,6 +393,50 @@ def bench_cost() -> dict[str, Any]:
          "usd_per_supported_claim": round(per_claim, 6) if per_claim else None})
 
 
+def _topic_pages(topic: str) -> set[str]:
+    from research_dispatch_fakes.corpus import load_pages
+
+    return {p.url for p in load_pages() if topic in p.topics}
+
+
+def exercised(facts: lf.LegFacts) -> dict[str, int]:
+    """What the leg's conversation did, counted from the gateway's request log: turns whose tool calls ran at
+    once, readings of a URL the brief names before any search, papers read at /abs/ and at /pdf/, links of
+    passages followed, the plan, gap checks asked, send-backs, stalls, and writing calls without tools."""
+    from research_dispatch.leg.researcher import brief_urls
+
+    completions = facts.extra["completions"]
+    final = completions[-1]["request"]["messages"] if completions else []
+    research = [c for c in completions if c["request"].get("tools")]
+    messages = research[-1]["request"]["messages"] if research else []
+    turns = [m for m in messages if m.get("role") == "assistant" and m.get("tool_calls")]
+    reads = [json.loads(c["function"]["arguments"]) for t in turns for c in t["tool_calls"]
+             if c["function"]["name"] == "web_extract"]
+    read_urls = [u for r in reads for u in r.get("urls") or []]
+    users = [str(m.get("content")) for m in messages if m.get("role") == "user"]
+    from research_dispatch.leg import contract
+
+    first = turns[0] if turns else {}
+    first_reads = [u for c in first.get("tool_calls") or [] if c["function"]["name"] == "web_extract"
+                   for u in json.loads(c["function"]["arguments"]).get("urls") or []]
+    papers = {re.sub(r"/(abs|pdf)/", "/", u) for u in read_urls if "arxiv.org/abs/" in u} & \
+        {re.sub(r"/(abs|pdf)/", "/", u) for u in read_urls if "arxiv.org/pdf/" in u}
+    return {"concurrent_turns": sum(1 for t in turns if len(t["tool_calls"]) > 1),
+            "brief_urls_read_at_step_1": len(set(first_reads) & set(brief_urls(facts.scope))),
+            "papers_read_at_abs_and_pdf": len(papers),
+            "links_followed": sum(1 for r in reads if str(r.get("query") or "").startswith("what this linked page")),
+            "plan_items": sum(1 for line in str(first.get("content") or "").splitlines() if line[:1].isdigit()),
+            "gap_checks_asked": sum(u.startswith(contract.GAP_CHECK_PREFIX) for u in users),
+            "stalled": sum(contract.STALLED.format(count=3).strip() in u for u in users),
+            "sent_back": sum(u.startswith(contract.GAPS_PREFIX) for u in users),
+            "tool_less_writes": int(bool(completions) and not completions[-1]["request"].get("tools")
+                                    and any(contract.DOSSIER_LABEL in str(m.get("content")) for m in final))}
+
+
+def _exercised_text(counts: dict[str, int]) -> str:
+    return ", ".join(f"{name.replace('_', ' ')} {value}" for name, value in counts.items())
+
+
 def bench_leg() -> list[dict[str, Any]]:
     """Issue 32's figures, in order."""
     return [bench_evidence_at_write(), bench_planted_recall(), bench_snippets_and_coverage(), bench_searching_leg(),
@@ -396,8 +463,12 @@ def _cell(value: Any) -> str:
 
 
 def _section_evidence(f: dict[str, Any]) -> list[str]:
-    return _rows("| leg | shown chars of cited sources | present at write | share | calls | cited |",
-                 ["stem", "shown_chars", "present_chars", "share", "calls", "cited"], f["details"]["legs"])
+    legs = f["details"]["legs"]
+    lines = _rows("| leg | shown chars of cited sources | present at write | share | calls | cited |",
+                  ["stem", "shown_chars", "present_chars", "share", "calls", "cited"], legs)
+    lines += ["", "What the fake model did on these legs (counted from the wire):", ""]
+    lines += [f"* {leg['stem']}: {_exercised_text(leg['exercised'])}" for leg in legs if "exercised" in leg]
+    return lines
 
 
 def _section_recall(f: dict[str, Any]) -> list[str]:
@@ -414,10 +485,16 @@ def _section_coverage(f: dict[str, Any]) -> list[str]:
 
 def _section_searching(f: dict[str, Any]) -> list[str]:
     d = f["details"]
+    main_only = ", ".join(d["cited_on_main_only"]) or "none"
+    why = ("all of them other topics' pages, found by main's 15th to 24th searches" if d["main_only_off_topic"]
+           else "some of them the topic's own")
     return [f"This run: {d['calls']} calls, {d['prompt_tokens']:,} prompt tokens, {d['cited']} sources cited, "
             f"status {d['status']} ({'; '.join(d['reasons']) or 'no reasons'}); model ${d['model_usd']:.4f}, "
             f"search ${d['search_usd']:.4f}. Main ({d['main']['commit']}): {d['main']['calls']} calls, "
-            f"{d['main']['prompt_tokens']:,} prompt tokens, {d['main']['cited']} cited."]
+            f"{d['main']['prompt_tokens']:,} prompt tokens, {d['main']['cited']} cited. Of the topic's own corpus "
+            f"pages this run cites {d['topic_pages_cited']}, main {d['topic_pages_cited_on_main']}; cited on main "
+            f"only: {main_only} ({why}).",
+            "", "What the fake model did on this leg (from the wire): " + _exercised_text(d["exercised"]) + "."]
 
 
 def _section_recommendations(f: dict[str, Any]) -> list[str]:
@@ -430,6 +507,15 @@ def _section_cost(f: dict[str, Any]) -> list[str]:
                              "usd_per_supported_claim"], f["details"]["legs"])
 
 
-SECTIONS = {"leg_evidence_at_write": _section_evidence, "leg_planted_recall": _section_recall,
-            "leg_snippets_coverage": _section_coverage, "leg_searching": _section_searching,
-            "leg_recommendations": _section_recommendations, "leg_cost": _section_cost}
+def _with_main(section: Any) -> Any:
+    """A section preceded by the same figure measured on main (issue 32's BEFORE)."""
+    def render(f: dict[str, Any]) -> list[str]:
+        before = f["details"].get("main")
+        head = [f"Before (main, the same harness): {before}.", ""] if isinstance(before, str) else []
+        return [*head, *section(f)]
+    return render
+
+
+SECTIONS = {"leg_evidence_at_write": _with_main(_section_evidence), "leg_planted_recall": _with_main(_section_recall),
+            "leg_snippets_coverage": _with_main(_section_coverage), "leg_searching": _section_searching,
+            "leg_recommendations": _with_main(_section_recommendations), "leg_cost": _with_main(_section_cost)}

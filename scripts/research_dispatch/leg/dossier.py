@@ -14,7 +14,7 @@ Pure functions over the registry; no I/O.
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence, Sized
 from dataclasses import dataclass, field
 
 from research_dispatch.core import sanitize
@@ -163,12 +163,12 @@ def ordered_sources(registry: SourceRegistry, coverage: Coverage | None) -> list
     return placed
 
 
-def round_robin(lists: Iterable[Sequence[int]]) -> list[tuple[int, int]]:
+def round_robin(lists: Sequence[Sized]) -> list[tuple[int, int]]:
     """(list index, position) of every element, first elements of every list first, then the seconds, …:
-    the order in which to keep passages when not all fit, so that as many sources as possible keep some."""
-    materialised = [list(items) for items in lists]
-    depth = max((len(items) for items in materialised), default=0)
-    return [(index, rank) for rank in range(depth) for index, items in enumerate(materialised) if rank < len(items)]
+    the order in which to keep passages when not all fit, so that as many sources as possible keep some
+    (the dossier here, the evidence file in `evidence.gather`)."""
+    depth = max((len(items) for items in lists), default=0)
+    return [(index, rank) for rank in range(depth) for index, items in enumerate(lists) if rank < len(items)]
 
 
 def build_dossier(registry: SourceRegistry, coverage: Coverage | None, *, budget_chars: int) -> Dossier:
@@ -184,7 +184,7 @@ def build_dossier(registry: SourceRegistry, coverage: Coverage | None, *, budget
     kept: list[set[int]] = [set() for _ in placed]
     total = sum(len(t) for passages in texts for t in passages)
     left_out = 0
-    for index, rank in round_robin([range(len(p)) for p in texts]):
+    for index, rank in round_robin(texts):
         size = len(texts[index][rank]) + 2
         if used + size <= budget_chars:
             kept[index].add(rank)
