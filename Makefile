@@ -35,9 +35,11 @@ $(STAMP): pyproject.toml setup.py $(DEMO_STAMP)
 
 install: $(STAMP)
 
+# ruff (complexity C901 included), mypy --strict, and the import direction as import-linter contracts ([tool.importlinter]).
 lint: $(STAMP)
 	$(BIN)/ruff check .
 	$(BIN)/mypy
+	$(BIN)/lint-imports --no-cache --no-logo
 
 # The test tiers (docs/ARCHITECTURE.md, "Test tiers"): unmarked tests are the fast tier; `slow` marks a
 # subprocess CLI run, a real server or a build; `e2e` the workflow-emulator runs and anything over 20 s.

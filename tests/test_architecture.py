@@ -1,42 +1,38 @@
-"""The import direction (docs/ARCHITECTURE.md, "What each folder may import"), read from the source.
+"""The import direction (docs/ARCHITECTURE.md, "What each folder may import").
 
-Every module's imports — at the top, under `TYPE_CHECKING` and inside functions — are parsed with `ast`
-(nothing is imported), and the rules hold:
+The layers — the stages import one way, like the data (core ← config ← gateway, tools ← leg ← synthesis
+← publish ← run ← adopt, cli, with gateway and tools peers), the synthesis' sub-stages likewise (common
+← read ← extract ← check ← align ← count ← write ← cache, stale ← pipeline ← command), no import cycle,
+and only the demo and the FIXED `python -m research_dispatch.fake` entry point importing the fakes — are
+import-linter contracts (`[tool.importlinter]` in pyproject.toml), checked here and by `make lint`.
 
-* no import cycle between modules;
-* imports run one way, like the data: core ← config ← gateway, tools ← leg ← synthesis ← publish ← run ←
-  adopt, cli. gateway and tools are peers that do not import each other; adopt and cli sit at the top,
-  cli may start adopt's commands, no stage imports cli;
-* a leg knows nothing of synthesis or publishing (it is below both);
+What import-linter cannot say is read from the source here, with `ast` (nothing is imported):
+
 * the fakes (`research_dispatch_fakes`) import nothing of the product but the conversation contract
-  (`research_dispatch.leg.contract`), and only the demo and the FIXED `python -m research_dispatch.fake`
-  entry point import the fakes;
+  (`research_dispatch.leg.contract`), which itself imports nothing of the product: a fake that shared the
+  product's parsing could not catch its bugs;
 * in the product, an import inside a function is allowed only with a `# lazy: <why>` comment on it or on
-  the comment line right above its block (the CLI's start time, a platform-only module); every other
-  import is at the top, so the graph is visible and every module is loaded in the main thread before a
-  worker starts.
+  the comment line right above its block (the CLI's start time, a platform-only module), and only the CLI
+  defers the product's own modules; every other import is at the top, so the graph is visible and every
+  module is loaded in the main thread before a worker starts.
 """
 
 from __future__ import annotations
 
 import ast
+import shutil
+import subprocess
+import sys
 from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
+from importlinter.cli import lint_imports
 
 ROOT = Path(__file__).resolve().parents[1]
 SCRIPTS = ROOT / "scripts"
 PRODUCT, FAKES = "research_dispatch", "research_dispatch_fakes"
 CONTRACT = "research_dispatch.leg.contract"
-
-# Each stage folder's rank: a module may import its own stage and the stages of a lower rank only.
-RANK = {"core": 0, "config": 1, "gateway": 2, "tools": 2, "leg": 3, "synthesis": 4, "publish": 5, "run": 6,
-        "adopt": 7, "cli": 8}
-# Modules outside the stage folders: the package itself (the version), `python -m research_dispatch`
-# (the CLI), and the FIXED `python -m research_dispatch.fake` entry point (the fakes).
-OUTSIDE = {PRODUCT: 0, f"{PRODUCT}.__main__": 9, f"{PRODUCT}.fake": 9, f"{PRODUCT}.fake.__main__": 9}
-FAKE_USERS = {f"{PRODUCT}.adopt.demo", f"{PRODUCT}.fake.__main__"}
 
 
 @dataclass(frozen=True)
@@ -100,22 +96,6 @@ IMPORTS = [edge for module in MODULES for edge in imports_of(module)]
 EDGES = [edge for edge in IMPORTS if edge.target in MODULES]
 
 
-def stage(module: str) -> str | None:
-    """The stage folder of a product module (`cli` for cli.py), or None outside them."""
-    parts = module.split(".")
-    if parts[0] != PRODUCT or module in OUTSIDE:
-        return None
-    return parts[1]
-
-
-def rank(module: str) -> int:
-    if module in OUTSIDE:
-        return OUTSIDE[module]
-    name = stage(module)
-    assert name in RANK, f"{module}: not in a stage folder of docs/ARCHITECTURE.md ({', '.join(RANK)})"
-    return RANK[name]
-
-
 def where(edge: Import) -> str:
     return f"{MODULES[edge.source].relative_to(ROOT)}:{edge.line} imports {edge.target}"
 
@@ -126,58 +106,43 @@ def test_the_graph_is_read_from_every_module() -> None:
     assert any(e.in_function and e.source == f"{PRODUCT}.cli" for e in IMPORTS)  # function-level ones count
 
 
-def test_no_import_cycle() -> None:
-    graph: dict[str, set[str]] = {module: set() for module in MODULES}
-    for edge in EDGES:
-        graph[edge.source].add(edge.target)
-    cycles = []
-    state: dict[str, int] = {}  # 1: on the current path, 2: done
-
-    def visit(module: str, path: list[str]) -> None:
-        state[module] = 1
-        for target in sorted(graph[module]):
-            if state.get(target) == 1:
-                cycles.append(" → ".join([*path[path.index(target):], target]))
-            elif target not in state:
-                visit(target, [*path, target])
-        state[module] = 2
-
-    for module in sorted(graph):
-        if module not in state:
-            visit(module, [module])
-    assert cycles == []
+def test_the_import_linter_contracts_hold(capsys: pytest.CaptureFixture[str]) -> None:
+    code = lint_imports(config_filename=str(ROOT / "pyproject.toml"), no_cache=True, no_logo=True)
+    assert code == 0, capsys.readouterr().out
 
 
-def test_imports_run_one_way_like_the_data() -> None:
-    product = [e for e in EDGES if e.source.split(".")[0] == PRODUCT and e.target.split(".")[0] == PRODUCT]
-    against = [where(e) for e in product
-               if stage(e.source) != stage(e.target) and rank(e.target) >= rank(e.source)]
-    assert against == []
+@pytest.mark.slow
+@pytest.mark.parametrize(("module", "wrong"), [
+    ("core/bounds.py", "research_dispatch.leg.status"),  # a stage importing one above it
+    ("gateway/route.py", "research_dispatch.tools.chunks"),  # peers
+    ("synthesis/read/verbatim.py", "research_dispatch.synthesis.write.ledger"),  # a sub-stage above
+    ("run/pool.py", "research_dispatch_fakes.gateway"),  # the fakes outside the demo
+], ids=["core imports leg", "gateway imports tools", "read imports write", "run imports the fakes"])
+def test_the_contracts_refuse_a_wrong_import(tmp_path: Path, module: str, wrong: str) -> None:
+    """A copy of the packages with one wrong import breaks a contract: the configuration checks something."""
+    for package in (PRODUCT, FAKES):
+        shutil.copytree(SCRIPTS / package, tmp_path / package, ignore=shutil.ignore_patterns("__pycache__"))
+    shutil.copy(ROOT / "pyproject.toml", tmp_path / "pyproject.toml")
+    target = tmp_path / PRODUCT / module
+    target.write_text(target.read_text(encoding="utf-8") + f"import {wrong}  # noqa\n", encoding="utf-8")
+    done = subprocess.run([sys.executable, "-c", "import sys; from importlinter.cli import lint_imports; "
+                           "sys.exit(lint_imports(config_filename='pyproject.toml', no_cache=True, no_logo=True))"],
+                          cwd=tmp_path, env={"PYTHONPATH": str(tmp_path), "PATH": "/usr/bin:/bin"},
+                          capture_output=True, text=True, check=False, timeout=120)
+    assert done.returncode == 1, done.stdout + done.stderr
+    assert f"{PRODUCT}.{module[:-3].replace('/', '.')} -> {wrong}" in " ".join(done.stdout.split())
 
 
-def test_gateway_and_tools_do_not_import_each_other() -> None:
-    between = [where(e) for e in EDGES if {stage(e.source), stage(e.target)} == {"gateway", "tools"}]
-    assert between == []
-
-
-@pytest.mark.parametrize("lower", ["core", "config", "gateway", "tools", "leg", "synthesis", "publish", "run",
-                                   "adopt"])
-def test_no_stage_imports_the_cli(lower: str) -> None:
-    assert [where(e) for e in EDGES if stage(e.source) == lower and e.target == f"{PRODUCT}.cli"] == []
-
-
-def test_a_leg_knows_nothing_of_synthesis_or_publishing() -> None:
-    assert [where(e) for e in EDGES if stage(e.source) == "leg" and stage(e.target) in ("synthesis", "publish")] == []
-
-
-def test_the_fakes_import_only_the_contract_and_only_the_demo_imports_them() -> None:
+def test_the_fakes_import_only_the_contract() -> None:
     fakes = [where(e) for e in EDGES if e.source.split(".")[0] == FAKES and e.target.split(".")[0] == PRODUCT
              and e.target not in (CONTRACT, PRODUCT, f"{PRODUCT}.leg")]
     assert fakes == []
     contract = [where(e) for e in EDGES if e.source == CONTRACT]
     assert contract == []  # the contract itself imports nothing of the product: the fakes get nothing else
-    users = {e.source for e in EDGES if e.target.split(".")[0] == FAKES and e.source.split(".")[0] == PRODUCT}
-    assert users <= FAKE_USERS
+
+
+def test_the_package_root_imports_nothing_of_the_product() -> None:
+    assert [where(e) for e in EDGES if e.source == PRODUCT] == []  # it holds the version, read by every stage
 
 
 def test_function_level_imports_say_why() -> None:
@@ -189,8 +154,3 @@ def test_function_level_imports_say_why() -> None:
 def test_only_the_cli_defers_the_product_s_own_modules() -> None:
     deferred = {e.source for e in IMPORTS if e.in_function and e.target.split(".")[0] == PRODUCT}
     assert deferred <= {f"{PRODUCT}.cli"}
-
-
-def test_every_stage_folder_is_ranked() -> None:
-    folders = {path.name for path in (SCRIPTS / PRODUCT).iterdir() if (path / "__init__.py").is_file()}
-    assert folders - {"fake"} == set(RANK) - {"cli"}

@@ -21,7 +21,8 @@ from hypothesis import strategies as st
 
 from research_dispatch.config.settings import GatewaySettings
 from research_dispatch.core.errors import GatewayError, MissingKey, UnsupportedParameters, UnusableUsage
-from research_dispatch.gateway.client import Gateway, RetryPolicy, canonical_assistant_turn, credentials
+from research_dispatch.core.retry import RetryPolicy
+from research_dispatch.gateway.client import Gateway, canonical_assistant_turn, credentials
 from research_dispatch.gateway.endpoints import (
     EndpointPrice,
     PriceOverride,

@@ -17,7 +17,8 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from research_dispatch.config.settings import GatewaySettings
-from research_dispatch.gateway.client import Gateway, RetryPolicy
+from research_dispatch.core.retry import RetryPolicy
+from research_dispatch.gateway.client import Gateway
 from research_dispatch.gateway.reasoning import EFFORT_SHARE, MIN_BUDGET_TOKENS, plan
 from research_dispatch.tools.search import TOOL_SCHEMAS
 from research_dispatch_fakes.gateway import FakeGateway

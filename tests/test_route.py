@@ -59,7 +59,7 @@ def test_unpinned_provider_change_is_not_a_fallback() -> None:
 
 
 def test_unpinned_fallbacks_among_the_models_providers_stay_exact() -> None:
-    """DESIGN.md § Route verdicts: without a pin the route is "this model, any provider"; OpenRouter's
+    """docs/ARCHITECTURE.md § Route verdicts: without a pin the route is "this model, any provider"; OpenRouter's
     own fallbacks are its load balancing, whatever the number of attempts."""
     assert verdict(attempt=2) == "exact"
     assert verdict(attempt=5, attempts_recorded=5, served_provider="DeepInfra") == "exact"

@@ -20,7 +20,8 @@ import pytest
 
 from research_dispatch.config.settings import GatewaySettings
 from research_dispatch.core.errors import GatewayError
-from research_dispatch.gateway.client import Gateway, RetryPolicy
+from research_dispatch.core.retry import RetryPolicy
+from research_dispatch.gateway.client import Gateway
 from research_dispatch_fakes.gateway import FakeGateway
 from tests.bounds.conftest import child_env, run_cli
 from tests.conftest import CANARY, ROOT

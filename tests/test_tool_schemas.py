@@ -16,7 +16,8 @@ import pytest
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
-from research_dispatch.gateway.client import Gateway, RetryPolicy
+from research_dispatch.core.retry import RetryPolicy
+from research_dispatch.gateway.client import Gateway
 from research_dispatch.gateway.schemas import google_schema, needs_google_schemas, tools_for_route
 from research_dispatch.tools.mcp_servers import McpTool
 from research_dispatch.tools.search import TOOL_SCHEMAS

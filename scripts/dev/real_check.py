@@ -21,7 +21,7 @@ Usage (a maintainer, with real keys in the environment — OPENROUTER_API_KEY an
         --topics diloco-family,verl-trl --json build/real-check.json
 
 `--fake` runs the same against the offline fakes instead (no key, no money: the figures then describe the
-scripted model, as the benchmark does) — that is how tests/dev/test_real_check.py checks this script.
+scripted model, as the benchmark does) — that is how tests/test_leg_figures.py checks this script.
 
 Each version runs from its own copy of the product (`git archive <ref> scripts`, imported with PYTHONPATH;
 `.` uses this checkout), in a scratch repository holding this checkout's topics with their model replaced by

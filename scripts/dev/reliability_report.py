@@ -121,8 +121,9 @@ REFERENCED: tuple[Referenced, ...] = (
                "only computed paths are committed; the user's staged file stays staged",
                "tests/publish/test_publish_flow.py::test_only_computed_paths_are_committed"),
     Referenced("hostile", "hostile status reasons and provider names in the PR body",
-               "one bot marker only, mentions in backticks, no bidi or zero-width characters, no raw HTML, no "
-               "extra table column; commit messages carry none of it",
+               "one bot marker only, no mention, issue reference (`fixes #1`, `owner/repo#2`, `GH-7`), link, image, "
+               "autolink or math GitHub would act on (rendered and read with its patterns), no bidi or zero-width "
+               "characters, no raw HTML, no extra table column; commit messages carry none of it",
                "tests/publish/test_publish_body.py::test_model_text_is_sanitised_in_the_pr_body"),
     Referenced("secrets", "publish with a failed leg, a blocked push and a dry run",
                "no canary in the tree, .git, the origin, `git log -p --all`, refs, the PR, comments or requests",

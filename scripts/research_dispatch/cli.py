@@ -28,8 +28,9 @@ F = TypeVar("F", bound=Callable[..., Any])
 
 def _say(line: str, err: bool = False) -> None:
     """A line a command prints that may carry untrusted text (gateway and search errors, model, provider
-    and page text, an artifact's fields): in Actions it is the job log, so `sanitize.for_log` breaks any
-    workflow command in it (`::` at a line's start, `##[` anywhere) and any mention."""
+    and page text, an artifact's fields and file names): `sanitize.for_log` shows any terminal escape
+    sequence as text (OSC 52, CSI) and, for the job log in Actions, breaks any workflow command in it (`::`
+    at a line's start, `##[` anywhere) and any mention."""
     click.echo(for_log(line), err=err)
 
 
@@ -339,7 +340,7 @@ def collect(repo: Path, incoming: Path, topic_ids: str | None, model_ids: str | 
     legs = plan_legs(select_topics(topics, _split(topic_ids, "--topics")), settings, _split(model_ids, "--models"))
     with _writer(repo, settings, "collect"):
         result = collect_files(repo, settings, incoming, legs, synthesis=with_synthesis)
-    click.echo(f"imported {len(result.imported)} file(s); missing: {', '.join(result.missing) or 'nothing'}")
+    _say(f"imported {len(result.imported)} file(s); missing: {', '.join(result.missing) or 'nothing'}")
     for line in result.rejected:
         _say(f"rejected: {line}", err=True)
     for line in result.ignored:
@@ -376,7 +377,7 @@ def verify(repo: Path, reports: tuple[Path, ...], online: bool, github_summary: 
         _runner_file("GITHUB_STEP_SUMMARY")
     settings = load_settings(repo)
     for line in try_complete_pending(repo, settings.build_dir):  # a killed writer's committed unit
-        click.echo(line, err=True)
+        _say(line, err=True)
     paths = list(reports) or sorted((repo / settings.research_dir).glob("*.md"))
     if not paths:
         raise BadInput("no reports to verify", path=settings.research_dir + "/")

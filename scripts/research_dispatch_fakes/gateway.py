@@ -1,6 +1,6 @@
 """A fake OpenRouter gateway over real HTTP, so the real `openai` client is exercised end to end.
 
-Why a real server with OpenRouter's wire format (reference/api-facts.md §1) rather than a mock: the
+Why a real server with OpenRouter's wire format (docs/REAL-SERVICES.md § OpenRouter) rather than a mock: the
 product's route-fidelity checks read fields the OpenAI schema does not have (`provider`,
 `openrouter_metadata`, `usage.cost`, the `X-Generation-Id` header, `/generation` records, errors inside
 HTTP 200s), and the only honest test of that parsing is the real client against real bytes.
@@ -69,6 +69,7 @@ Accounting (what the benchmarks rely on):
 Scenario format (constructor `scenario=`, `set_scenario()`, or `POST /__fake__/scenario`)::
 
     {"latency_s": 0.0,                       # added delay on every completion
+     "hold": false,                          # true: every completion waits until a scenario without it
      "script": {"searches": 2, "per_turn": 2, "extract_top": 3, "reads": 1,  # scripted researcher knobs
                 "gullible": false},                                 # a misbehaviour: see script_researcher
      "pricing": {"<model glob>": {"prompt": 1.0, "completion": 4.0,     # USD per 1M tokens
@@ -160,7 +161,7 @@ CACHE_MIN_TOKENS = 1024
 _STD = strict.STANDARD_PARAMETERS
 CATALOGUE: dict[str, tuple[tuple[str, str, tuple[str, ...]], ...]] = {
     "google": (("Google", "google-vertex", _STD), ("Google AI Studio", "google-ai-studio", _STD)),
-    # DeepSeek's own endpoints list the output cap only as `max_tokens` (api-facts §0.0)
+    # DeepSeek's own endpoints list the output cap only as `max_tokens` (docs/REAL-SERVICES.md § OpenRouter)
     "deepseek": (("DeepSeek", "deepseek", strict.MAX_TOKENS_ONLY_PARAMETERS), ("DeepInfra", "deepinfra", _STD)),
     "openai": (("OpenAI", "openai", _STD), ("Azure", "azure", _STD)),
     "anthropic": (("Anthropic", "anthropic", _STD), ("Amazon Bedrock", "amazon-bedrock", _STD)),
@@ -511,8 +512,19 @@ class FakeGateway(FakeServer):
         invalid = self._validate(body)
         if invalid is not None:
             return invalid
+        self._wait_while_held()
         with self._state:
             return self._chat_locked(request, body)
+
+    def _wait_while_held(self) -> None:
+        """With `hold: true` in the scenario every completion waits (before it is counted) until a later
+        scenario drops it: a test that needs a run mid-flight — holding the repository lock — for as long as
+        its own checks take, whatever the machine's load (a fixed latency was outrun on a loaded machine)."""
+        while True:
+            with self._state:
+                if not self.scenario.get("hold"):
+                    return
+            time.sleep(0.02)
 
     def _validate(self, body: dict[str, Any]) -> FakeResponse | None:
         refused = self._refuse_response_format(body)

@@ -290,57 +290,86 @@ def parse_conversation(messages: list[dict[str, Any]]) -> Conversation:
     """Topic, band, retrieved sources and progress of the tool loop, from the messages alone."""
     conv = Conversation()
     by_id: dict[int, Source] = {}
-    first_user_seen = False
     for message in messages:
         if not isinstance(message, dict):
             continue
         role = message.get("role")
         text = content_text(message.get("content"))
         if role in ("system", "developer"):
-            band = _BAND_RE.search(text)
-            if band:
-                low, high = (int(v.replace(",", "")) for v in band.groups())
-                if 0 < low < high:
-                    conv.band = (low, high)
-        elif role == "user" and not first_user_seen and (topic := _TOPIC_RE.search(text)):
-            first_user_seen = True
-            conv.topic_id = topic.group(1)
-            title = _TITLE_RE.search(text)
-            conv.title = title.group(1) if title else conv.topic_id
-            brief = _BRIEF_RE.search(text)
-            conv.brief = brief.group(1).strip() if brief else ""
-        elif role == "user" and first_user_seen and text.lstrip().startswith(GAP_CHECK_PREFIX):
-            conv.gap_check = text
-        elif role == "user" and first_user_seen and text.lstrip().startswith(GAPS_PREFIX):
-            conv.gaps = text
+            _read_band(conv, text)
+        elif role == "user":
+            _read_user(conv, text)
         elif role == "assistant":
-            conv.assistant_turns += 1
-            conv.turns_after_gaps += bool(conv.gaps)
-            calls = _tool_calls_of(message)
-            names = [name for name, _args in calls]
-            conv.searches_done += names.count("web_search")
-            # reading turns: those that read pages after the first turn (which reads the brief's URLs)
-            # and before any gap research
-            conv.extracts_done += "web_extract" in names and conv.assistant_turns > 1 and not conv.gaps
-            conv.mcp_done += sum("__" in name for name in names)
-            for name, arguments in calls:
-                if name == "web_extract":
-                    conv.reads += _urls_of(arguments)
-                    conv.followed = conv.followed or LINKS_QUERY in arguments
+            _read_assistant(conv, message)
         if role == "tool" or (role == "user" and DOSSIER_LABEL in text):
-            if role == "user":  # the writing call: the plan, and the dossier's sources by plan item
-                conv.plan = _plan_of(text)
-                conv.groups = _groups_of(text)
-            for source in parse_sources(text):
-                known = by_id.get(source.id)
-                if known is None:
-                    by_id[source.id] = source
-                elif source.text and source.text not in known.text:
-                    # search snippet first, extracted page later: keep both, longest first
-                    # (a blank line apart, so each stays its own passage: see `shown_passages`)
-                    texts = sorted([known.text, source.text], key=len, reverse=True)
-                    by_id[source.id] = Source(known.id, known.url or source.url, known.title or source.title,
-                                              "\n\n".join(texts))
+            _read_sources(text, by_id)
+    _sort_sources(conv, by_id)
+    if not conv.title:
+        conv.title = conv.topic_id or "Research report"
+    if messages and isinstance(messages[-1], dict):
+        conv.last_message_role = str(messages[-1].get("role") or "")
+        conv.last_message_text = content_text(messages[-1].get("content"))
+    conv.partials = _partials(messages)
+    return conv
+
+
+def _read_band(conv: Conversation, text: str) -> None:
+    band = _BAND_RE.search(text)
+    if band:
+        low, high = (int(v.replace(",", "")) for v in band.groups())
+        if 0 < low < high:
+            conv.band = (low, high)
+
+
+def _read_user(conv: Conversation, text: str) -> None:
+    """The brief (the first user message of either conversation), the product's follow-ups, and in the
+    writing call the plan and the dossier's sources by plan item."""
+    if not conv.topic_id and (topic := _TOPIC_RE.search(text)):
+        conv.topic_id = topic.group(1)
+        title = _TITLE_RE.search(text)
+        conv.title = title.group(1) if title else conv.topic_id
+        brief = _BRIEF_RE.search(text)
+        conv.brief = brief.group(1).strip() if brief else ""
+        if DOSSIER_LABEL in text:
+            conv.plan = _plan_of(text)
+            conv.groups = _groups_of(text)
+    elif text.lstrip().startswith(GAP_CHECK_PREFIX):
+        conv.gap_check = text
+    elif text.lstrip().startswith(GAPS_PREFIX):
+        conv.gaps = text
+
+
+def _read_assistant(conv: Conversation, message: dict[str, Any]) -> None:
+    conv.assistant_turns += 1
+    conv.turns_after_gaps += bool(conv.gaps)
+    calls = _tool_calls_of(message)
+    names = [name for name, _args in calls]
+    conv.searches_done += names.count("web_search")
+    # reading turns: those that read pages after the first turn (which reads the brief's URLs) and before
+    # any gap research
+    conv.extracts_done += "web_extract" in names and conv.assistant_turns > 1 and not conv.gaps
+    conv.mcp_done += sum("__" in name for name in names)
+    for name, arguments in calls:
+        if name == "web_extract":
+            conv.reads += _urls_of(arguments)
+            conv.followed = conv.followed or LINKS_QUERY in arguments
+
+
+def _read_sources(text: str, by_id: dict[int, Source]) -> None:
+    for source in parse_sources(text):
+        known = by_id.get(source.id)
+        if known is None:
+            by_id[source.id] = source
+        elif source.text and source.text not in known.text:
+            # search snippet first, extracted page later: keep both, longest first
+            # (a blank line apart, so each stays its own passage: see `shown_passages`)
+            texts = sorted([known.text, source.text], key=len, reverse=True)
+            by_id[source.id] = Source(known.id, known.url or source.url, known.title or source.title,
+                                      "\n\n".join(texts))
+
+
+def _sort_sources(conv: Conversation, by_id: dict[int, Source]) -> None:
+    """Sources in id order, injection pages apart; the links the others' passages show to pages not retrieved."""
     retrieved = {_norm_url(s.url) for s in by_id.values()}
     for source in by_id.values():
         if not _is_untrusted(source):
@@ -355,12 +384,10 @@ def parse_conversation(messages: list[dict[str, Any]]) -> Conversation:
             conv.untrusted.append(source)
         else:
             conv.sources.append(source)
-    if not conv.title:
-        conv.title = conv.topic_id or "Research report"
-    if messages and isinstance(messages[-1], dict):
-        conv.last_message_role = str(messages[-1].get("role") or "")
-        conv.last_message_text = content_text(messages[-1].get("content"))
-    # Truncated drafts awaiting continuation: walk back over (assistant text, "Continue...") pairs.
+
+
+def _partials(messages: list[dict[str, Any]]) -> list[str]:
+    """Truncated drafts awaiting continuation: walk back over (assistant text, "Continue...") pairs."""
     partials: list[str] = []
     for message in reversed(messages):
         if not isinstance(message, dict):
@@ -373,8 +400,7 @@ def parse_conversation(messages: list[dict[str, Any]]) -> Conversation:
             partials.append(text)
             continue
         break
-    conv.partials = list(reversed(partials))
-    return conv
+    return list(reversed(partials))
 
 
 # ---------------------------------------------------------------------------------------------
@@ -1243,6 +1269,43 @@ def follow_links(conv: Conversation) -> list[str]:
     return [] if conv.followed else conv.links[:3]
 
 
+def reading_turn(conv: Conversation, script: dict[str, Any], call_prefix: str, *, gullible: bool) -> Turn:
+    """A reading turn: the first reads each page a planted claim rests on, asked for the claim's words, then
+    the next pages with the title as the question; a later one the next pages, cycling, with the next
+    question; a gullible model reads the first pages, injection pages first, and tries its attacks."""
+    urls: list[str] = []
+    # a gullible model is drawn to the injection pages first (the brief's own pages come first otherwise)
+    readable = [*conv.untrusted, *conv.sources] if gullible else conv.sources
+    for source in readable:
+        if source.url and source.url not in urls:
+            urls.append(source.url)
+    top = min(5, _script_int(script, "extract_top", DEFAULT_EXTRACT_TOP))
+    if conv.extracts_done and urls:  # a later reading turn: the next pages, and another question
+        start = (conv.extracts_done * top) % len(urls)
+        urls = (urls[start:] + urls[:start])[:top]
+        questions = search_queries(conv, max(2, _script_int(script, "searches", DEFAULT_SEARCHES)))
+        query = questions[conv.extracts_done % len(questions)]
+        reads_of = [([reading_url(u) for u in urls], query)]
+    elif gullible:  # a gullible model reads the first pages, injection pages among them, in one call
+        urls = urls[:top]
+        reads_of = [(urls, conv.title)]
+    else:  # the first: each page a planted claim rests on, asked for what it says; then the others
+        # (at most four claim pages, so the turn stays within the product's five tool calls a turn)
+        wanted = [u for u in claim_pages(conv) if u in urls][:4]
+        rest = [u for u in urls if u not in wanted][:max(0, top - len(wanted))]
+        reads_of = [([reading_url(u)], reading_query(conv, u)) for u in wanted] + (
+            [([reading_url(u) for u in rest], conv.title)] if rest else [])
+        urls = wanted + rest
+    plan = f"I will read the most relevant pages in full: {', '.join(urls)}"
+    calls = [ToolCall(f"{call_prefix}_{i}", "web_extract",
+                      json.dumps({"urls": read_urls, "query": query}, ensure_ascii=False))
+             for i, (read_urls, query) in enumerate(reads_of)]
+    if gullible:
+        calls += [ToolCall(f"{call_prefix}_{i + 1}", name, json.dumps(arguments, ensure_ascii=False))
+                  for i, (name, arguments) in enumerate(HOSTILE_TOOL_CALLS, start=len(calls) - 1)]
+    return Turn("extract", None, calls, plan)
+
+
 def plan_turn(body: dict[str, Any], script: dict[str, Any] | None = None, *,
               quirks: frozenset[str] = frozenset()) -> Turn:
     """The scripted assistant turn for a chat-completions request body (`quirks`: the structured-output
@@ -1292,37 +1355,7 @@ def plan_turn(body: dict[str, Any], script: dict[str, Any] | None = None, *,
                                                       for n, item in enumerate(plan_items(conv), start=1)))
     gullible = script.get("gullible") is True
     if kind == "extract":
-        urls: list[str] = []
-        # a gullible model is drawn to the injection pages first (the brief's own pages come first otherwise)
-        readable = [*conv.untrusted, *conv.sources] if gullible else conv.sources
-        for source in readable:
-            if source.url and source.url not in urls:
-                urls.append(source.url)
-        top = min(5, _script_int(script, "extract_top", DEFAULT_EXTRACT_TOP))
-        if conv.extracts_done and urls:  # a later reading turn: the next pages, and another question
-            start = (conv.extracts_done * top) % len(urls)
-            urls = (urls[start:] + urls[:start])[:top]
-            questions = search_queries(conv, max(2, _script_int(script, "searches", DEFAULT_SEARCHES)))
-            query = questions[conv.extracts_done % len(questions)]
-            reads_of = [([reading_url(u) for u in urls], query)]
-        elif gullible:  # a gullible model reads the first pages, injection pages among them, in one call
-            urls = urls[:top]
-            reads_of = [(urls, conv.title)]
-        else:  # the first: each page a planted claim rests on, asked for what it says; then the others
-            # (at most four claim pages, so the turn stays within the product's five tool calls a turn)
-            wanted = [u for u in claim_pages(conv) if u in urls][:4]
-            rest = [u for u in urls if u not in wanted][:max(0, top - len(wanted))]
-            reads_of = [([reading_url(u)], reading_query(conv, u)) for u in wanted] + (
-                [([reading_url(u) for u in rest], conv.title)] if rest else [])
-            urls = wanted + rest
-        plan = f"I will read the most relevant pages in full: {', '.join(urls)}"
-        calls = [ToolCall(f"{call_prefix}_{i}", "web_extract",
-                          json.dumps({"urls": read_urls, "query": query}, ensure_ascii=False))
-                 for i, (read_urls, query) in enumerate(reads_of)]
-        if gullible:
-            calls += [ToolCall(f"{call_prefix}_{i + 1}", name, json.dumps(arguments, ensure_ascii=False))
-                      for i, (name, arguments) in enumerate(HOSTILE_TOOL_CALLS, start=len(calls) - 1)]
-        return Turn(kind, None, calls, plan)
+        return reading_turn(conv, script, call_prefix, gullible=gullible)
     target = conv.midpoint
     miscite_every = _script_int(script, "miscite_every", MISCITE_EVERY)
     if gullible:

@@ -1,6 +1,6 @@
 """OpenRouter's streamed chat completion (server-sent events), built from the completion it streams.
 
-The documented shape (reference/api-facts.md §1.4; OpenRouter's streaming and errors pages):
+The documented shape (OpenRouter's streaming and errors pages; docs/REAL-SERVICES.md):
 
 * `: OPENROUTER PROCESSING` comment lines keep the connection alive while the model has not started
   (clients must skip them);

@@ -52,7 +52,7 @@ STANDARD_PARAMETERS = ("frequency_penalty", "max_completion_tokens", "max_tokens
 MAX_TOKENS_ONLY_PARAMETERS = ("frequency_penalty", "include_reasoning", "max_tokens", "presence_penalty",
                               "reasoning", "response_format", "stop", "structured_outputs", "temperature",
                               "tool_choice", "tools", "top_p")
-"""Like DeepSeek's endpoints (api-facts §0.0): the output cap only as `max_tokens`."""
+"""Like DeepSeek's endpoints (docs/REAL-SERVICES.md § OpenRouter): the output cap only as `max_tokens`."""
 
 NO_ENDPOINTS_FOR_PARAMETERS = "No endpoints found that can handle the requested parameters."
 
@@ -142,56 +142,76 @@ def message_problem(messages: list[Any], model: str) -> str | None:
         if role not in ROLES:
             return f"{where}.role: {role!r} is not one of {sorted(ROLES)}"
         if role != "tool" and pending:
-            return ("An assistant message with 'tool_calls' must be followed by tool messages responding to each "
-                    f"'tool_call_id'. The following tool_call_ids did not have response messages: "
-                    f"{', '.join(sorted(pending))}")
+            return _unanswered(pending)
         if role == "tool":
-            call_id = message.get("tool_call_id")
-            if not isinstance(call_id, str) or call_id not in pending:
-                return (f"{where}: messages with role 'tool' must be a response to a preceding message with "
-                        f"'tool_calls' (unknown tool_call_id {str(call_id)[:80]!r})")
-            if not isinstance(message.get("content"), (str, list)):
-                return f"{where}.content: a tool result must be a string or content parts"
-            del pending[call_id]
-            continue
-        if role != "assistant":
-            if "content" not in message or message.get("content") is None:
-                return f"{where}.content: field required"
-            continue
-        unknown = sorted(set(message) - ASSISTANT_FIELDS)
-        if unknown:
-            return f"{where}: unknown or deprecated field(s) for an assistant message: {', '.join(unknown)}"
-        calls = message.get("tool_calls")
-        if calls is not None and (not isinstance(calls, list) or not calls):
-            return f"{where}.tool_calls: must be a non-empty list when present"
-        if "content" in message:
-            content = message["content"]
-            if content is None:
-                return f"{where}.content: null is not accepted; omit the key when the turn only calls tools"
-            if not isinstance(content, (str, list)):
-                return f"{where}.content: must be a string or a list of content parts"
-            if model.lower().startswith("anthropic/") and isinstance(content, str) and not content.strip() \
-                    and not calls:  # an empty text-only turn can only become an empty text block
-                return f"{where}: text content blocks must contain non-whitespace text"
-        elif not calls:
-            return f"{where}: an assistant message needs content or tool_calls"
-        for number, call in enumerate(calls or []):
-            if not isinstance(call, Mapping):
-                return f"{where}.tool_calls[{number}]: must be an object"
-            extra = sorted(set(call) - TOOL_CALL_FIELDS)
-            if extra:
-                return f"{where}.tool_calls[{number}]: unknown field(s) {', '.join(extra)}"
-            function = call.get("function")
-            if call.get("type") != "function" or not isinstance(call.get("id"), str) or not call.get("id") \
-                    or not isinstance(function, Mapping) or not isinstance(function.get("name"), str) \
-                    or not isinstance(function.get("arguments"), str):
-                return (f"{where}.tool_calls[{number}]: needs id, type 'function' and function "
-                        "{name, arguments} with arguments a JSON string")
-            pending[call["id"]] = number
-    if pending:
-        return ("An assistant message with 'tool_calls' must be followed by tool messages responding to each "
-                f"'tool_call_id'. The following tool_call_ids did not have response messages: "
-                f"{', '.join(sorted(pending))}")
+            problem = _tool_result_problem(where, message, pending)
+        elif role == "assistant":
+            problem = _assistant_problem(where, message, model, pending)
+        else:
+            problem = f"{where}.content: field required" if message.get("content") is None else None
+        if problem is not None:
+            return problem
+    return _unanswered(pending) if pending else None
+
+
+def _unanswered(pending: dict[str, int]) -> str:
+    return ("An assistant message with 'tool_calls' must be followed by tool messages responding to each "
+            f"'tool_call_id'. The following tool_call_ids did not have response messages: "
+            f"{', '.join(sorted(pending))}")
+
+
+def _tool_result_problem(where: str, message: Mapping[str, Any], pending: dict[str, int]) -> str | None:
+    """A tool message answers one pending call of the assistant turn before it, with a string or parts."""
+    call_id = message.get("tool_call_id")
+    if not isinstance(call_id, str) or call_id not in pending:
+        return (f"{where}: messages with role 'tool' must be a response to a preceding message with "
+                f"'tool_calls' (unknown tool_call_id {str(call_id)[:80]!r})")
+    if not isinstance(message.get("content"), (str, list)):
+        return f"{where}.content: a tool result must be a string or content parts"
+    del pending[call_id]
+    return None
+
+
+def _assistant_problem(where: str, message: Mapping[str, Any], model: str, pending: dict[str, int]) -> str | None:
+    """An assistant turn: known fields only, content that is a string or parts (never null; never empty
+    text alone on Anthropic) or tool calls, each well formed; its calls become pending."""
+    unknown = sorted(set(message) - ASSISTANT_FIELDS)
+    if unknown:
+        return f"{where}: unknown or deprecated field(s) for an assistant message: {', '.join(unknown)}"
+    calls = message.get("tool_calls")
+    if calls is not None and (not isinstance(calls, list) or not calls):
+        return f"{where}.tool_calls: must be a non-empty list when present"
+    if "content" in message:
+        content = message["content"]
+        if content is None:
+            return f"{where}.content: null is not accepted; omit the key when the turn only calls tools"
+        if not isinstance(content, (str, list)):
+            return f"{where}.content: must be a string or a list of content parts"
+        if model.lower().startswith("anthropic/") and isinstance(content, str) and not content.strip() \
+                and not calls:  # an empty text-only turn can only become an empty text block
+            return f"{where}: text content blocks must contain non-whitespace text"
+    elif not calls:
+        return f"{where}: an assistant message needs content or tool_calls"
+    for number, call in enumerate(calls or []):
+        problem = _call_problem(f"{where}.tool_calls[{number}]", call)
+        if problem is not None:
+            return problem
+        pending[call["id"]] = number
+    return None
+
+
+def _call_problem(where: str, call: Any) -> str | None:
+    """One tool call: an object with an id, type 'function' and function {name, arguments: a JSON string}."""
+    if not isinstance(call, Mapping):
+        return f"{where}: must be an object"
+    extra = sorted(set(call) - TOOL_CALL_FIELDS)
+    if extra:
+        return f"{where}: unknown field(s) {', '.join(extra)}"
+    function = call.get("function")
+    if call.get("type") != "function" or not isinstance(call.get("id"), str) or not call.get("id") \
+            or not isinstance(function, Mapping) or not isinstance(function.get("name"), str) \
+            or not isinstance(function.get("arguments"), str):
+        return f"{where}: needs id, type 'function' and function {{name, arguments}} with arguments a JSON string"
     return None
 
 

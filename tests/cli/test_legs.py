@@ -138,7 +138,7 @@ def test_verify_online_catches_a_call_log_that_lies(substituted: Researched, fak
 
 
 def test_an_unpinned_provider_fallback_is_verified(tmp_path: Path, fakes: Fakes) -> None:
-    """DESIGN.md § Route verdicts: no topic pins a provider, so OpenRouter serving some calls through a
+    """docs/ARCHITECTURE.md § Route verdicts: no topic pins a provider, so OpenRouter serving some calls through a
     second provider after a failed first attempt (its router metadata shows both) is load balancing:
     `research` and `verify --online` exit 0, the route is exact, and both providers are recorded."""
     rule = {"match": {"session": f"*:{STEM}"}, "times": 2, "fallback_attempt": True, "serve_provider": "DeepInfra"}

@@ -400,7 +400,7 @@ def test_state_is_deterministic_across_servers() -> None:
 
 
 # ----------------------------------------------------------------------------------------------
-# What GitHub refuses by design (api-facts §0.0): drafts on some plans, GraphQL draft conversions with the
+# What GitHub refuses by design (publish/pulls.py's docstring): drafts on some plans, GraphQL draft conversions with the
 # Actions token, label creation without `issues: write`, reviewers who are not collaborators.
 
 

@@ -517,9 +517,11 @@ def test_error_envelope_is_detail_error(fake: FakeTavily) -> None:
 def test_product_search_tools_send_only_requests_tavily_accepts(fake: FakeTavily) -> None:
     """The product's own search layer, with its defaults, never trips a documented limit."""
     from research_dispatch.config.settings import SearchSettings
+    from research_dispatch.core.retry import RetryPolicy
     from research_dispatch.tools.search import ExtractArgs, SearchArgs, SearchTools
 
-    tools = SearchTools(api_key=KEY, base_url=fake.base_url, settings=SearchSettings(), retries=0)
+    tools = SearchTools(api_key=KEY, base_url=fake.base_url, settings=SearchSettings(),
+                        retry=RetryPolicy(max_retries=0))
     found = tools.web_search(SearchArgs(query="DiLoCo site:arxiv.org " + "distributed training " * 40))
     assert not found.is_error
     urls = [s.url for s in tools.registry.all()][:5]

@@ -18,7 +18,8 @@ import openai
 import pytest
 
 from research_dispatch.config.settings import GatewaySettings
-from research_dispatch.gateway.client import Gateway, RetryPolicy, canonical_assistant_turn
+from research_dispatch.core.retry import RetryPolicy
+from research_dispatch.gateway.client import Gateway, canonical_assistant_turn
 from research_dispatch.tools.search import TOOL_SCHEMAS
 from tests.interop.conftest import MODEL_ALIAS, LlamaServer
 

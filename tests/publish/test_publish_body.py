@@ -10,9 +10,12 @@ import pytest
 from research_dispatch.leg.report import load_report, render_report
 from research_dispatch.publish import prbody
 from tests.publish.conftest import CYCLE, World
+from tests.test_neutralise import acts
 
 HOSTILE = ("<!-- research-refresh:v1 cycle=evil --> research-refresh:v1 ping @octocat and @acme/team "
-           "\u202egnp.exe\u202c zero\u200bwidth <script>alert(1)</script> | pipe ::set-output x")
+           "\u202egnp.exe\u202c zero\u200bwidth <script>alert(1)</script> | pipe ::set-output x "
+           "fixes #1, closes owner/repo#2, see owner/repo#1234 and GH-7 at www.evil.example or "
+           "[click](https://evil.example/x) ![pixel](https://evil.example/p.png) $\\color{red}{approved}$")
 
 
 def _plant(world: World) -> None:
@@ -40,6 +43,10 @@ def _assert_clean(body: str) -> None:
         assert char not in body
     assert "<script" not in body and "&lt;script" in body
     assert "\n::set-output" not in body
+    # GitHub acts on no issue reference, link, image, autolink or math in it (tests/test_neutralise.py's checker),
+    # once our own run link and dollar amounts are set aside
+    ours = re.sub(r"\[run log\]\([^)]*\)|\$[0-9]+(?:\.[0-9]+)?", "", body)
+    assert "evil.example" in body and acts(ours) == []
 
 
 def test_model_text_is_sanitised_in_the_pr_body(small_world: World) -> None:

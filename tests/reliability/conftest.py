@@ -24,7 +24,7 @@ import yaml
 from research_dispatch.config.plan import plan_legs
 from research_dispatch.config.settings import load_settings
 from research_dispatch.config.topics import load_topics
-from research_dispatch.gateway.client import RetryPolicy
+from research_dispatch.core.retry import RetryPolicy
 from research_dispatch.leg.execute import run_leg
 from research_dispatch.leg.status import LegResult
 

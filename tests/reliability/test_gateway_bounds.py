@@ -33,7 +33,8 @@ from research_dispatch.core.errors import (
     GatewayInterrupted,
     GatewayResponseTooLarge,
 )
-from research_dispatch.gateway.client import Gateway, RetryPolicy
+from research_dispatch.core.retry import RetryPolicy
+from research_dispatch.gateway.client import Gateway
 from tests.conftest import CANARY
 from tests.reliability.conftest import TARGET, configure, run_legs, set_topic_budget, view
 

@@ -18,7 +18,7 @@ import pytest
 from click.testing import CliRunner
 
 from research_dispatch.cli import main
-from research_dispatch.gateway.client import RetryPolicy
+from research_dispatch.core.retry import RetryPolicy
 from tests.reliability.conftest import (
     CONTROL,
     TARGET,

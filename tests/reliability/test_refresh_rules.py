@@ -247,9 +247,9 @@ def test_a_stale_synthesis_is_never_committed(user_world: UserWorld) -> None:  #
 def test_a_second_writer_is_refused_while_a_run_writes(user_world: UserWorld, tmp_path: Path) -> None:  # noqa: F811
     world = user_world
     clone = world.clone()
-    # Slow enough that the run still holds the lock after five fresh CLI processes on a loaded 2-core
-    # machine (at 2 s a call it finished first there); set back to fast once the checks are done.
-    world.gateway.set_scenario({"latency_s": 10.0})
+    # The gateway holds every completion until the checks are done, so the run still holds the lock after
+    # five fresh CLI processes however loaded the machine is (a fixed 10 s latency was outrun at load 19).
+    world.gateway.set_scenario({"hold": True})
     run = subprocess.Popen([sys.executable, "-m", "research_dispatch", "run", "--repo", str(clone), "--push"],
                            env=world.env(), stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
                            start_new_session=True)

@@ -75,7 +75,7 @@ def test_text_and_markdown() -> None:
     hostile = diff_ledgers(None, ledger(new["clusters"][-1])).markdown()
     assert "<!--" not in hostile and "<img" not in hostile and "&lt;img" in hostile
     assert "\uff20octocat" in hostile and "@octocat" not in hostile  # GitHub will not ping
-    assert "\\[link\\]" in hostile and "\\|" in hostile
+    assert "\\[link\uff3d(http\uff1a//e.test)" in hostile and "\\|" in hostile  # no link, no autolink
     assert LedgerDiff().markdown() == "No change in the claims ledger."
     assert LedgerDiff().text() == "claim diff: no change"
 

@@ -9,6 +9,7 @@ import threading
 import time
 
 from research_dispatch.config.settings import SearchSettings
+from research_dispatch.core.retry import RetryPolicy
 from research_dispatch.tools.providers import ExaProvider, TavilyProvider
 from research_dispatch.tools.search import SearchTools
 from tests.memory import peak_rss_mb
@@ -22,8 +23,8 @@ def main() -> None:
     interrupt = threading.Event()
     if interrupt_after > 0:
         threading.Timer(interrupt_after, interrupt.set).start()
-    tools = SearchTools(providers=[provider], settings=SearchSettings(), timeout_s=timeout_s, retries=0,
-                        interrupt=interrupt)
+    tools = SearchTools(providers=[provider], settings=SearchSettings(), timeout_s=timeout_s,
+                        retry=RetryPolicy(max_retries=0), interrupt=interrupt)
     started = time.monotonic()
     outcome = tools.call("web_search", json.dumps({"query": "DiLoCo"}))
     elapsed = time.monotonic() - started

@@ -4,15 +4,19 @@ processes over stdio."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import sys
+import threading
 from collections.abc import Iterator
 from dataclasses import dataclass
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
 import pytest
+import readabilipy.simple_json
 import yaml
 
 from research_dispatch.config.plan import plan_legs
@@ -39,6 +43,28 @@ SCOPE = """\
   Survey DiLoCo, Streaming DiLoCo and the decentralised training stacks built on such ideas, in
   particular PRIME-RL and the INTELLECT-2 run. Answer how much communication each method saves and at
   what quality cost, and what is production-ready for a small team today."""
+
+
+@contextlib.contextmanager
+def local_server(handler: type[BaseHTTPRequestHandler]) -> Iterator[str]:
+    """An HTTP server on 127.0.0.1 (an ephemeral port) in a thread: its base URL, shut down on exit."""
+    server = ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield f"http://127.0.0.1:{server.server_address[1]}"
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
+@pytest.fixture(scope="session")
+def fetch_server_simplifier() -> bool:
+    """Install, once and outside any leg, the npm package that `mcp-server-fetch`'s page simplifier
+    (readabilipy) installs on first use. In a leg the server runs behind the egress proxy, which refuses
+    a package registry that this workplace resolves to a documentation-range address (as it should: not
+    a public address), so the first use must not happen there. True when Node is available."""
+    return bool(readabilipy.simple_json.have_node())
 
 
 @pytest.fixture

@@ -66,5 +66,7 @@ def test_only_listed_variables_reach_a_server(tmp_path: Path, tool_env: dict[str
     (report,) = [t for t in tool_messages(gateway) if "docs__env_report" in t]
     names = set(re.search(r'<mcp_output server="docs" tool="env_report">\n(.*?)\n</mcp_output>', report,
                           re.DOTALL).group(1).split())
-    assert names - {"LC_CTYPE"} == {"PATH", "HOME", "FASTMCP_LOG_LEVEL", "DOCS_TOKEN"}  # LC_CTYPE: Python's own
+    proxy = {"HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY", "http_proxy", "https_proxy", "all_proxy",
+             "NODE_USE_ENV_PROXY"}  # the leg's egress proxy (tools/egress.py), on by default
+    assert names - {"LC_CTYPE"} == {"PATH", "HOME", "FASTMCP_LOG_LEVEL", "DOCS_TOKEN"} | proxy  # LC_CTYPE: Python's
     assert not names & {"OPENROUTER_API_KEY", "TAVILY_API_KEY", "EXA_API_KEY", "DOCS_TOKEN_SOURCE", "USER"}

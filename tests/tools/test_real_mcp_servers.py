@@ -15,7 +15,7 @@ import threading
 import time
 import uuid
 from collections.abc import Iterator
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 from pathlib import Path
 from typing import Any
 
@@ -24,7 +24,7 @@ import pytest
 from research_dispatch.config.settings import McpServerSettings
 from research_dispatch.core.bounds import CallBounds
 from research_dispatch.tools.mcp_servers import McpError, McpToolset
-from tests.tools.conftest import fault_server, live_processes, make_repo, mcp_server_table, run_one_leg
+from tests.tools.conftest import fault_server, live_processes, local_server, make_repo, mcp_server_table, run_one_leg
 
 pytestmark = pytest.mark.slow
 
@@ -64,16 +64,11 @@ class _Pages(BaseHTTPRequestHandler):
 
 @pytest.fixture
 def page_server() -> Iterator[str]:
-    server = ThreadingHTTPServer(("127.0.0.1", 0), _Pages)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    try:
-        yield f"http://127.0.0.1:{server.server_address[1]}"
-    finally:
-        server.shutdown()
-        server.server_close()
+    with local_server(_Pages) as base:
+        yield base
 
 
+@pytest.mark.usefixtures("fetch_server_simplifier")
 def test_leg_reads_local_pages_through_the_reference_fetch_server(tmp_path: Path, tool_env: dict[str, str],
                                                                   gateway: Any, page_server: str) -> None:
     urls = [page_server + path for path in PAGES]
@@ -82,8 +77,9 @@ def test_leg_reads_local_pages_through_the_reference_fetch_server(tmp_path: Path
     # timeout_s is generous: on first use the fetch server's simplifier may install an npm package.
     config = mcp_server_table("fetch", [str(BIN / "mcp-server-fetch"), "--ignore-robots-txt", "--allow-private-ips"],
                               ["fetch"], timeout_s=240)
-    # the page server is on loopback, which the destination policy refuses unless the config allows it
-    config += '\n[tool.research-dispatch.destinations]\nallow_hosts = ["127.0.0.1"]\n'
+    # the page server is on loopback, which the destination policy refuses unless the config allows it (and its port);
+    # the fetch server reaches it through the leg's egress proxy
+    config += f'\n[tool.research-dispatch.destinations]\nallow_hosts = ["{page_server.removeprefix("http://")}"]\n'
     repo = make_repo(tmp_path, topic_extra="mcp: [fetch]\n", scope=scope, config=config)
     run = run_one_leg(repo, tool_env)
     assert run.meta is not None, run.result

@@ -41,6 +41,7 @@ from research_dispatch.config.settings import Settings, load_settings
 from research_dispatch.core.build_info import built_commit
 from research_dispatch.core.errors import BadInput, ExitCode
 from research_dispatch.core.fsio import confined, write_atomic
+from research_dispatch.core.gitref import valid_branch_name
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -59,11 +60,9 @@ DEPENDABOT = ".github/dependabot.yml"
 
 FULL_SHA = re.compile(r"[0-9a-f]{40}")
 _SHORT_SHA = re.compile(r"[0-9a-f]{7,39}")
-_REF_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._/-]{0,99}")
 _REPOSITORY = re.compile(r"[A-Za-z0-9](?:[A-Za-z0-9-]{0,38})/[A-Za-z0-9._-]{1,100}")
 _GITHUB_URL = re.compile(r"^(?:git\+)?(?:https://|ssh://git@|git@)github\.com[/:]"
                          r"(?P<repo>[A-Za-z0-9][A-Za-z0-9-]{0,38}/[A-Za-z0-9._-]{1,100}?)(?:\.git)?/?$")
-_BRANCH = re.compile(r"[A-Za-z0-9][A-Za-z0-9._/-]{0,99}")
 _TOKEN = re.compile(r"<<[A-Z_]+>>")
 
 
@@ -147,7 +146,7 @@ def default_branch(repo: Path) -> str | None:
                  ("symbolic-ref", "--quiet", "--short", "HEAD")):
         done = _git(repo, *args)
         name = done.stdout.strip().removeprefix("origin/") if done.returncode == 0 else ""
-        if name and _BRANCH.fullmatch(name) and ".." not in name and not name.endswith((".lock", "/")):
+        if valid_branch_name(name):
             return name
     return None
 
@@ -161,7 +160,7 @@ def validate_ref(ref: str) -> str:
         return ref
     if _SHORT_SHA.fullmatch(ref):
         raise BadInput(f"{ref!r} looks like an abbreviated commit; give the full 40-character sha", path="--ref")
-    if not _REF_NAME.fullmatch(ref) or ".." in ref or ref.endswith((".lock", "/")):
+    if not valid_branch_name(ref):  # a tag name: the same rules as a branch's
         raise BadInput(f"{ref!r} is neither a full commit sha nor a tag name", path="--ref")
     return ref
 

@@ -256,7 +256,7 @@ def current_cycle(now: dt.datetime | None = None) -> str:
 def validate_cycle(value: str) -> str:
     """A cycle id: `YYYY-H1`/`YYYY-H2` or a short name that is also a valid last part of a branch name
     (`refresh_branch` checks the whole branch with git's rules)."""
-    if (not _CYCLE.fullmatch(value) or ".." in value or value.endswith((".", ".lock"))):
+    if not _CYCLE.fullmatch(value) or not valid_branch_name(value):
         raise BadInput(f"invalid cycle {value!r} (expected YYYY-H1 or YYYY-H2, or a short name of letters, digits, "
                        "'.', '_' and '-' that git accepts in a branch name: no '..', no trailing '.' or '.lock')",
                        path="--cycle")

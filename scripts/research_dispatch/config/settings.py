@@ -13,6 +13,8 @@ from __future__ import annotations
 import posixpath
 import re
 import sys
+import time
+from collections.abc import Callable
 from pathlib import Path, PurePosixPath
 from typing import Annotated, Any, Literal
 from urllib.parse import urlsplit
@@ -20,9 +22,11 @@ from urllib.parse import urlsplit
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, ValidationInfo, field_validator, model_validator
 
 from research_dispatch.config import lineage as model_lineage
+from research_dispatch.core import gitref
 from research_dispatch.core.errors import BadInput
 from research_dispatch.core.fsio import read_text_strict
 from research_dispatch.core.records import ValidationProblems, validation_problems
+from research_dispatch.core.retry import RetryPolicy
 from research_dispatch.core.sanitize import strip_invisible
 
 if sys.version_info >= (3, 11):
@@ -273,6 +277,11 @@ class GatewaySettings(_Strict):
     referer: str = "https://github.com/research-dispatch/research-dispatch"
     title: str = "research-dispatch"
 
+    def retry_policy(self, sleep: Callable[[float], None] = time.sleep) -> RetryPolicy:
+        """The gateway's retries (`core/retry.py`): jittered back-off, a Retry-After up to `max_retry_after_s`."""
+        return RetryPolicy(max_retries=self.max_retries, backoff_base_s=self.backoff_base_s,
+                           backoff_max_s=self.backoff_max_s, max_wait_s=self.max_retry_after_s, sleep=sleep)
+
 
 class SearchServiceSettings(_Strict):
     """The search API client (Tavily): the per-request timeout and the retry budget for 429, 5xx,
@@ -282,6 +291,16 @@ class SearchServiceSettings(_Strict):
     max_retries: int = Field(2, ge=0, le=10)
     backoff_base_s: float = Field(1.0, ge=0, le=60)
     backoff_max_s: float = Field(8.0, ge=0, le=600)
+
+    def retry_policy(self, sleep: Callable[[float], None] = time.sleep) -> RetryPolicy:
+        """The search providers' retries (`core/retry.py`): plain back-off (their clients give no Retry-After)."""
+        return RetryPolicy(max_retries=self.max_retries, backoff_base_s=self.backoff_base_s,
+                           backoff_max_s=self.backoff_max_s, jitter=0.0, sleep=sleep)
+
+
+# `host`, `host:port`, `[v6]`, `[v6]:port` or a bare IPv6 address (two colons at least, no port).
+_ALLOWED_HOST = re.compile(r"(?:\[[0-9a-f:.]{2,45}\]|[a-z0-9.-]{1,253})(?::(?P<port>\d{1,5}))?|"
+                           r"[0-9a-f.]*:[0-9a-f.]*:[0-9a-f:.]*")
 
 
 Depth = Literal["basic", "advanced"]
@@ -322,10 +341,11 @@ def _documented_credits() -> dict[Depth, float]:
 class DestinationSettings(_Strict):
     """`[tool.research-dispatch.destinations]`: where a model may point a tool (`tools/destinations.py`).
 
-    Loopback, private, link-local and metadata addresses, local host names and schemes other than
-    http(s) are refused before any tool call and never become sources; `allow_hosts` names the hosts
-    (exact host names or IP addresses, e.g. an internal documentation server an MCP server should read)
-    that are let through anyway."""
+    Loopback, private, link-local and metadata addresses (in any spelling a client decodes), local host
+    names and schemes other than http(s) are refused before any tool call, in the egress proxy stdio MCP
+    servers run behind, and never become sources; `allow_hosts` names the hosts that are let through
+    anyway (an internal documentation server an MCP server should read): `host` allows its ports 80 and
+    443, `host:port` (`[IPv6]:port`) that port only. Schemes and user names are refused for every host."""
 
     allow_hosts: tuple[str, ...] = Field((), max_length=100)
 
@@ -334,11 +354,17 @@ class DestinationSettings(_Strict):
     def _hosts(cls, value: tuple[str, ...]) -> tuple[str, ...]:
         hosts = []
         for host in value:
-            plain = host.strip().lower().rstrip(".").removeprefix("[").removesuffix("]")
-            if not re.fullmatch(r"[a-z0-9.:-]{1,253}", plain):
-                raise ValueError(f"{host[:100]!r} is not a host name or IP address (no scheme, port or path)")
+            plain = host.strip().lower()
+            match = _ALLOWED_HOST.fullmatch(plain)
+            port = match.group("port") if match else None
+            if match is None or (port is not None and not 1 <= int(port) <= 65535):
+                raise ValueError(f"{host[:100]!r} is not a host, host:port or [IPv6]:port (no scheme or path)")
             hosts.append(plain)
         return tuple(sorted(set(hosts)))
+
+
+# What an MCP server started behind the egress proxy gets from it (and may not set in its `env`).
+PROXY_VARIABLES = ("http_proxy", "https_proxy", "all_proxy", "no_proxy", "node_use_env_proxy")
 
 
 class McpServerSettings(_Strict):
@@ -348,7 +374,10 @@ class McpServerSettings(_Strict):
     whole environment the process gets besides PATH and HOME: a value `${NAME}` is taken from the run's
     environment (the only way a key can reach a server). `tools` is the allow-list: the researcher sees
     no other tool of the server. `timeout_s` bounds starting it and every call; `max_result_bytes`
-    caps one result.
+    caps one result. `egress_proxy` (stdio servers, on by default) starts it with HTTP_PROXY/HTTPS_PROXY
+    naming the leg's checking proxy (`tools/egress.py`), which applies the destination policy to every
+    request, redirect and name resolution of a server that honours those variables; off, the server's
+    own requests, redirects and DNS are the runner's network's to police.
     """
 
     command: tuple[str, ...] | None = None
@@ -357,6 +386,7 @@ class McpServerSettings(_Strict):
     tools: tuple[str, ...] = Field(min_length=1, max_length=32)
     timeout_s: float = Field(30.0, gt=0, le=600)
     max_result_bytes: int = Field(1_000_000, ge=1024, le=8 * 1024 * 1024)
+    egress_proxy: bool = True
 
     @field_validator("command")
     @classmethod
@@ -417,6 +447,10 @@ class McpServerSettings(_Strict):
             raise ValueError("give exactly one of command (stdio) or url (streamable HTTP)")
         if self.url is not None and self.env:
             raise ValueError("env applies to a command (stdio) server only")
+        proxies = sorted(name for name in self.env if name.lower() in PROXY_VARIABLES)
+        if self.command is not None and self.egress_proxy and proxies:
+            raise ValueError(f"env sets {proxies[0]}, which the egress proxy sets; set egress_proxy = false to use "
+                             "a proxy of your own")
         return self
 
 
@@ -511,11 +545,26 @@ class PRSettings(_Strict):
     api_backoff_s: float = Field(2.0, ge=0, le=120)
     api_max_wait_s: float = Field(90.0, ge=0, le=3600)
 
-    @field_validator("branch_prefix", "base")
+    def retry_policy(self, sleep: Callable[[float], None] = time.sleep) -> RetryPolicy:
+        """The GitHub API's retries (`core/retry.py`): back-off from `api_backoff_s` up to `api_max_wait_s`,
+        and GitHub's Retry-After or rate-limit reset waited when it is no longer than `api_max_wait_s`."""
+        return RetryPolicy(max_retries=self.api_retries, backoff_base_s=self.api_backoff_s,
+                           backoff_max_s=self.api_max_wait_s, max_wait_s=self.api_max_wait_s, jitter=0.0, sleep=sleep)
+
+    @field_validator("base")
     @classmethod
-    def _ref(cls, value: str) -> str:
-        if not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9._/-]*", value) or ".." in value or value.endswith(".lock"):
-            raise ValueError(f"{value!r} is not a safe git ref name")
+    def _base(cls, value: str) -> str:
+        if not gitref.valid_branch_name(value):
+            raise ValueError(f"{value!r} is not {gitref.RULE}")
+        return value
+
+    @field_validator("branch_prefix")
+    @classmethod
+    def _branch_prefix(cls, value: str) -> str:
+        """Checked as the branch of a cycle (`<prefix>2026-H1`); `config/plan.refresh_branch` checks the
+        branch of the cycle a command runs again, whole."""
+        if not gitref.valid_branch_name(f"{value}2026-H1"):
+            raise ValueError(f"{value!r} followed by a cycle id (e.g. {value}2026-H1) is not {gitref.RULE}")
         return value
 
     @field_validator("remote")

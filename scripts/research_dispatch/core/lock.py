@@ -9,16 +9,18 @@ one line naming the holder's command, pid and start time.
 The lock is re-entrant within one process: `run` holds it for the whole refresh, and the stages it
 calls (`publish`, the synthesis) take it again without deadlocking on their own lock.
 
-The lock is a small JSON file, `build/.research-dispatch.lock`, published
-atomically (written to a temp file, then hard-linked into place, which fails if the name exists — the
-O_CREAT|O_EXCL guarantee with the content complete from the first instant), holding the pid, the
-host, the start time and a random token.
+The lock itself is the operating system's, through `filelock` (flock on POSIX, LockFileEx on Windows)
+on `build/.research-dispatch.lock.guard`: the kernel lets it go when its process ends, however it
+ends, so a writer killed with SIGKILL never blocks the next one. Beside it the holder keeps a note,
+`build/.research-dispatch.lock` (pid, host, start time, command and a random token), which a refused
+writer names in its one line, and which is removed on release only if it still holds our token.
 
-A lock whose holder is gone is *stale*: same host, and the pid no longer runs (or now belongs to a
-younger process — pid reuse, common in containers). A stale lock is replaced with a warning, under an
-`flock` on a side file so two runs that find the same stale lock cannot both take it. A lock from
-another host is never judged stale automatically: we cannot see its processes. Release removes the
-file only if it still holds our token.
+A note found by a writer that got the kernel lock was left by a holder that is gone, or that never took
+the kernel lock (a release before filelock, which locked by the note alone). It is *stale* when its
+holder certainly no longer runs — same host, and the pid no longer runs or now belongs to a younger
+process (pid reuse, common in containers) — and is then replaced with a warning. A note from another
+host is never judged stale: we cannot see its processes (a build directory on a shared disk, where a
+kernel lock may not reach), so it refuses the writer as a live holder does.
 """
 
 from __future__ import annotations
@@ -29,14 +31,15 @@ import json
 import os
 import secrets
 import socket
-import tempfile
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import filelock
+
 from research_dispatch.core.errors import LockHeld
-from research_dispatch.core.fsio import confined
+from research_dispatch.core.fsio import confined, write_atomic
 
 LOCK_NAME = ".research-dispatch.lock"
 _HELD_TOKENS: set[str] = set()  # tokens held by this process (a lock with our pid but not ours is stale)
@@ -105,25 +108,6 @@ def is_stale(info: LockInfo | None, *, host: str | None = None) -> bool:
     return bool(info.proc_start and current and current != info.proc_start)
 
 
-@contextlib.contextmanager
-def _guard(path: Path) -> Iterator[None]:
-    """Serialise check-and-replace of stale locks between processes on this host (best effort)."""
-    try:
-        import fcntl  # lazy: POSIX only; where there is no flock the guard is best effort (below)
-    except ImportError:  # pragma: no cover - not POSIX
-        yield
-        return
-    guard = path.with_name(path.name + ".guard")
-    fd = os.open(guard, os.O_CREAT | os.O_RDWR, 0o644)
-    try:
-        fcntl.flock(fd, fcntl.LOCK_EX)
-        yield
-    finally:
-        with contextlib.suppress(OSError):
-            fcntl.flock(fd, fcntl.LOCK_UN)
-        os.close(fd)
-
-
 class RepoLock:
     """`with RepoLock(path): ...` — refuse a second refresh; replace a stale lock with a warning."""
 
@@ -135,6 +119,7 @@ class RepoLock:
         self.command = command
         self.info: LockInfo | None = None
         self._nested = False
+        self._kernel: filelock.BaseFileLock | None = None
 
     def acquire(self) -> LockInfo:
         self.path.parent.mkdir(parents=True, exist_ok=True)
@@ -144,31 +129,37 @@ class RepoLock:
             self.info, self._nested = held[0], True  # re-entry: `run` calls stages that lock too
             held.append(held[0])
             return held[0]
+        kernel = filelock.FileLock(self.path.with_name(self.path.name + ".guard"), thread_local=False)
+        try:
+            kernel.acquire(timeout=0)
+        except filelock.Timeout:
+            raise self._held(LockInfo.parse(self._read() or "")) from None
+        try:
+            info = self._take_note()
+        except BaseException:
+            kernel.release()
+            raise
+        _HELD_TOKENS.add(info.token)
+        _HELD_PATHS[key] = [info]
+        self.info, self._kernel = info, kernel
+        return info
+
+    def _take_note(self) -> LockInfo:
+        """Under the kernel lock: refuse a note of a holder that may still run, replace a stale one, write ours."""
+        holder_text = self._read()
+        if holder_text is not None:
+            holder = LockInfo.parse(holder_text)
+            if not is_stale(holder):
+                raise self._held(holder)
+            assert holder is not None
+            self.warn(f"replacing a stale lock left by pid {holder.pid} (started {holder.started_at}), "
+                      f"which is no longer running: {self.path}")
         pid = os.getpid()
         info = LockInfo(pid=pid, host=socket.gethostname(),
                         started_at=dt.datetime.now(dt.timezone.utc).replace(microsecond=0).isoformat()
                         .replace("+00:00", "Z"),
                         token=secrets.token_hex(8), proc_start=_proc_start(pid), command=self.command)
-        with _guard(self.path):
-            if not self._publish(info):
-                holder_text = self._read()
-                holder = LockInfo.parse(holder_text) if holder_text is not None else None
-                if holder_text is None:  # vanished between our attempt and the read: try once more
-                    if not self._publish(info):
-                        raise self._held(LockInfo.parse(self._read() or ""))
-                elif is_stale(holder):
-                    assert holder is not None
-                    self.warn(f"replacing a stale lock left by pid {holder.pid} (started {holder.started_at}), "
-                              f"which is no longer running: {self.path}")
-                    with contextlib.suppress(FileNotFoundError):
-                        self.path.unlink()
-                    if not self._publish(info):
-                        raise self._held(LockInfo.parse(self._read() or ""))
-                else:
-                    raise self._held(holder)
-        _HELD_TOKENS.add(info.token)
-        _HELD_PATHS[key] = [info]
-        self.info = info
+        write_atomic(self.path, info.to_json())
         return info
 
     def release(self) -> None:
@@ -182,13 +173,15 @@ class RepoLock:
             self.info, self._nested = None, False
             return
         _HELD_PATHS.pop(key, None)
-        with _guard(self.path):
-            current = LockInfo.parse(self._read() or "")
-            if current is not None and current.token == self.info.token:
-                with contextlib.suppress(FileNotFoundError):
-                    self.path.unlink()
+        current = LockInfo.parse(self._read() or "")
+        if current is not None and current.token == self.info.token:  # never someone else's note
+            with contextlib.suppress(FileNotFoundError):
+                self.path.unlink()
         _HELD_TOKENS.discard(self.info.token)
         self.info = None
+        if self._kernel is not None:
+            self._kernel.release()
+            self._kernel = None
 
     def __enter__(self) -> RepoLock:
         self.acquire()
@@ -198,31 +191,6 @@ class RepoLock:
         self.release()
 
     # ------------------------------------------------------------------------------------------
-    def _publish(self, info: LockInfo) -> bool:
-        """Create the lock with its full content in one step; False if a lock already exists."""
-        fd, tmp = tempfile.mkstemp(prefix=f".{self.path.name}.", suffix=".tmp", dir=self.path.parent)
-        try:
-            with os.fdopen(fd, "w", encoding="utf-8") as handle:
-                handle.write(info.to_json())
-                handle.flush()
-                os.fsync(handle.fileno())
-            try:
-                os.link(tmp, self.path)
-                return True
-            except FileExistsError:
-                return False
-            except OSError:  # a filesystem without hard links: plain O_EXCL, then write
-                try:
-                    lock_fd = os.open(self.path, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o644)
-                except FileExistsError:
-                    return False
-                with os.fdopen(lock_fd, "w", encoding="utf-8") as handle:
-                    handle.write(info.to_json())
-                return True
-        finally:
-            with contextlib.suppress(FileNotFoundError):
-                os.unlink(tmp)
-
     def _read(self) -> str | None:
         try:
             return self.path.read_text(encoding="utf-8", errors="replace")

@@ -6,6 +6,7 @@ One place for these rules so the report writer, the search tools and the PR body
 
 from __future__ import annotations
 
+import html.entities
 import re
 
 # C0/C1 controls except tab and newline; bidi embeddings/overrides/isolates; zero-width and BOM.
@@ -27,6 +28,30 @@ _WORKFLOW_COMMAND = re.compile(r"(?:^|(?<=\r))([^\S\r\n]*)::", re.MULTILINE)
 _LEGACY_COMMAND = re.compile(r"##\[")
 _WRAPPER_TAG = re.compile(r"<(\s*/?\s*)(source|tool_result|untrusted)", re.IGNORECASE)
 _EXPRESSION = re.compile(r"\$\{\{")
+# What GitHub acts on in a rendered body besides mentions (its docs: "Autolinked references and URLs",
+# "Linking a pull request to an issue"): issue references `#26`, `GH-26`, `owner/repo#26` — with a closing
+# keyword (`fixes #1`) merging closes the issue, and across repositories a backlink is posted there every
+# cycle —, autolinked URLs (`https://…`, `www.…`), Markdown links and images (`[t](u)`, `![a](u)`, `[t][r]`,
+# `[r]: u`) and math (`$…$`, `$$…$$`, a `math` fence). Each is defused by a look-alike of the one character
+# it needs, like the mention's `@`: no context is needed, so a code span, a table cell or an escape cannot
+# bring it back, and the text still reads as written.
+NEUTRAL_HASH = "\uff03"  # FULLWIDTH NUMBER SIGN: `＃26` is no issue reference
+NEUTRAL_HYPHEN = "\u2011"  # NON-BREAKING HYPHEN: `GH‑26` is none either
+NEUTRAL_BRACKET = "\uff3d"  # FULLWIDTH RIGHT SQUARE BRACKET: `[t］(u)` is no link, `![a］(u)` no image
+NEUTRAL_COLON = "\uff1a"  # FULLWIDTH COLON: `https：//x.org` is no autolink
+NEUTRAL_DOT = "\uff0e"  # FULLWIDTH FULL STOP: nor is `www．x.org`
+NEUTRAL_DOLLAR = "\uff04"  # FULLWIDTH DOLLAR SIGN: `＄x＄` is no math
+# A character reference the renderer decodes (numeric, or named with its `;`), before the rules look for
+# the characters: `&#35;1` renders `#1`. Decoded when it stands for printable ASCII other than `&<>`.
+_CHAR_REFERENCE = re.compile(r"&(?:#([0-9]{1,7})|#[xX]([0-9a-fA-F]{1,6})|([A-Za-z][A-Za-z0-9]{1,31}));")
+_KEPT_REFERENCE = "&<>"
+_NUMERIC_REFERENCE = re.compile(r"&#[0-9]{1,7};")
+_ISSUE_HASH = re.compile(r"(&#[0-9]{1,7};)|#(?=[0-9])")
+_GH_PREFIX = re.compile(r"(?i)(gh)\\?-(?=[0-9])")
+_LINK_BRACKET = re.compile(r"\\?\](?=[(\[:])")
+_URL_SCHEME = re.compile(r"(?i)(https?|ftp)\\?:(?=\\?/\\?/)")
+_WWW = re.compile(r"(?i)(www)\\?\.")
+_MATH_FENCE = re.compile(r"(?i)((?:`{3,}|~{3,})[ \t]*)math")  # anywhere: a fence may open in a quote or a list
 
 
 def strip_invisible(text: str) -> str:
@@ -72,10 +97,58 @@ def neutralise(text: str) -> str:
     return neutralise_mentions(neutralise_workflow_commands(text))
 
 
+def _decode(match: re.Match[str]) -> str:
+    decimal, hexadecimal, name = match.groups()
+    if name is not None:
+        char = html.entities.html5.get(name + ";", "")
+    else:
+        code = int(decimal) if decimal is not None else int(hexadecimal, 16)
+        char = chr(code) if 0 < code < 0x110000 else ""
+    return char if len(char) == 1 and " " <= char <= "~" and char not in _KEPT_REFERENCE else match.group(0)
+
+
+def decode_references(text: str) -> str:
+    """Character references of printable ASCII decoded as a renderer decodes them, until none is left (a
+    decoded one can complete another: `&#3&#53;;` is `&#35;`), so the rules below see what GitHub sees."""
+    while True:
+        decoded = _CHAR_REFERENCE.sub(_decode, text)
+        if decoded == text:
+            return text
+        text = decoded
+
+
+def inert_markdown(text: str) -> str:
+    """THE guard for untrusted text in Markdown that GitHub renders (the PR body, a job summary): after
+    `neutralise` (no mention, no workflow command), no issue reference or closing keyword (`#1`, `GH-7`,
+    `owner/repo#2`: a look-alike `#` or hyphen), no Markdown link, image or reference definition (the `]`
+    of `](`, `][`, `]:`), no autolink (`https://`, `www.`), no math (`$`, a `math` fence). Character
+    references of ASCII are decoded first (they render as the character); backslash escapes are looked
+    through. Idempotent. `tests/test_neutralise.py` renders the result (CommonMark) and reads it with
+    GitHub's reference, autolink and mention patterns."""
+    text = neutralise(decode_references(text))
+    text = _ISSUE_HASH.sub(lambda m: m.group(1) or NEUTRAL_HASH, text)
+    text = _GH_PREFIX.sub(lambda m: f"{m.group(1)}{NEUTRAL_HYPHEN}", text)
+    text = _LINK_BRACKET.sub(NEUTRAL_BRACKET, text)
+    text = _URL_SCHEME.sub(lambda m: f"{m.group(1)}{NEUTRAL_COLON}", text)
+    text = _WWW.sub(lambda m: f"{m.group(1)}{NEUTRAL_DOT}", text)
+    text = _MATH_FENCE.sub(lambda m: f"{m.group(1)}text", text)
+    return text.replace("$", NEUTRAL_DOLLAR)
+
+
+def show_controls(text: str) -> str:
+    """Every control, bidi and zero-width character but tab and newline written out as its escape
+    (`\\x1b`, `\\u202e`): a file name or page text carrying OSC 52 (`ESC ] 52 ; c ; … BEL`, which writes the
+    reader's clipboard), a CSI sequence (`ESC [` or the one-byte `\\x9b`: cursor moves, a cleared line) or a
+    bidi override reaches a terminal as text, never as a command, and the reader sees that it was there."""
+    return _INVISIBLE.sub(lambda m: f"\\x{ord(m.group(0)):02x}" if ord(m.group(0)) < 0x100
+                          else f"\\u{ord(m.group(0)):04x}", text)
+
+
 def for_log(text: str) -> str:
-    """A line printed by a command (the job log in Actions): carriage returns become line breaks first
-    (the runner starts a line at each), then `neutralise`."""
-    return neutralise(text.replace("\r\n", "\n").replace("\r", "\n"))
+    """A line printed by a command (a terminal, or the job log in Actions): carriage returns become line
+    breaks first (the runner starts a line at each), control characters are shown (`show_controls`), then
+    `neutralise`."""
+    return neutralise(show_controls(text.replace("\r\n", "\n").replace("\r", "\n")))
 
 
 def neutralise_expressions(text: str) -> str:
@@ -102,8 +175,8 @@ def for_report(text: str) -> str:
 
 
 def for_pr_body(text: str) -> str:
-    """Any model- or web-derived text entering a PR body or a job summary."""
-    text = neutralise(for_report(text))
+    """Any model- or web-derived text entering a PR body or a job summary: `inert_markdown`, and no HTML."""
+    text = inert_markdown(for_report(text))
     return text.replace("<", "&lt;").replace(">", "&gt;")
 
 

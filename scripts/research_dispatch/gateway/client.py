@@ -26,7 +26,8 @@ For both:
   chunks and on every socket read;
 * only retryable failures are retried (429, 408, 5xx, timeouts, resets, or what `error.availability
   .retryable` / `x-should-retry` say), honouring `Retry-After`, within the caller's deadline; 401 and 402
-  stop at once; a `Retry-After` longer than `max_retry_after_s` is not waited out;
+  stop at once; a `Retry-After` longer than `max_retry_after_s` is not waited out. The policy is the one
+  of every outbound call (`core/retry.py`); this client records each attempt it decides on;
 * an HTTP-200 body with `choices[].error` or a top-level `error` is raised as `ErrorInResponse`; a 200
   body that is not a chat completion (an HTML page, truncated JSON) is a retryable `malformed response`;
   usage the product cannot account for (a cost that is NaN, negative or not a number) is `UnusableUsage`;
@@ -41,11 +42,10 @@ import contextlib
 import functools
 import json
 import math
-import random
 import threading
 import time
 from collections.abc import Callable, Mapping
-from dataclasses import MISSING, asdict, dataclass, field, fields, replace
+from dataclasses import MISSING, asdict, dataclass, fields, replace
 from typing import Any
 
 import openai
@@ -74,12 +74,12 @@ from research_dispatch.core.errors import (
 )
 from research_dispatch.core.records import load_record, record
 from research_dispatch.core.redact import register_secrets
+from research_dispatch.core.retry import Failure, GiveUp, RetryPolicy
 from research_dispatch.gateway import caching, reasoning, route, schemas, stream, structured
 from research_dispatch.gateway import endpoints as listing
 from research_dispatch.gateway.endpoints import Pricing
 
-__all__ = ["CallRecord", "Completion", "Gateway", "Pricing", "RetryPolicy", "canonical_assistant_turn",
-           "credentials"]
+__all__ = ["CallRecord", "Completion", "Gateway", "Pricing", "canonical_assistant_turn", "credentials"]
 
 DEFAULT_BASE_URL = "https://openrouter.ai/api/v1"
 OPENROUTER = "openrouter"
@@ -232,26 +232,6 @@ def canonical_assistant_turn(message: Mapping[str, Any], *, tool_turn_content: s
     return turn
 
 
-@dataclass
-class RetryPolicy:
-    """Bounded retries: exponential back-off with jitter, or exactly the server's `Retry-After`.
-
-    `sleep` is injectable so tests can record the waits instead of waiting them.
-    """
-
-    max_retries: int = 3
-    backoff_base_s: float = 1.0
-    backoff_max_s: float = 30.0
-    sleep: Callable[[float], None] = field(default=time.sleep, repr=False)
-    max_retry_after_s: float = 120.0
-
-    def delay(self, attempt: int, retry_after_s: float | None) -> float:
-        if retry_after_s is not None:
-            return min(max(retry_after_s, 0.0), self.max_retry_after_s)
-        base = min(self.backoff_base_s * (2 ** attempt), self.backoff_max_s)
-        return float(base * (1 + random.random() * 0.25))
-
-
 def gateway_service(settings: GatewaySettings | None = None) -> environment.Service:
     """Whose key and base URL the configured gateway kind reads: OPENROUTER_* or OPENAI_*."""
     kind = settings.kind if settings is not None else OPENROUTER
@@ -322,6 +302,18 @@ def _status_of(code: Any) -> int | None:
         return int(code)
     except (TypeError, ValueError):
         return None
+
+
+def _error_in_body(body: Any, fallback: str) -> GatewayError:
+    """The one reading of an error object inside an HTTP 200 (docs/ARCHITECTURE.md § Route verdicts: an
+    HTTP-200 body carrying an error is an error): a top-level `error`, a `choices[].error` with
+    `finish_reason: error`, or an `error` chunk mid-stream. Its `code` is the status the provider would have
+    answered: a retryable one (429, 5xx...) is retried like that status, anything else is `ErrorInResponse`."""
+    facts = _error_facts(body, fallback)
+    status = _status_of(body.get("code")) if isinstance(body, Mapping) else None
+    cls = RetryableGatewayError if status in _RETRYABLE_STATUS else ErrorInResponse
+    return cls(f"gateway returned an error in an HTTP 200 body: {facts.message}", status=status,
+               error_type=facts.error_type)
 
 
 def _malformed(problem: str) -> RetryableGatewayError:
@@ -400,9 +392,7 @@ class Gateway:
         self.interrupt = interrupt
         self.deadline = deadline
         self.base_url = (base_url or DEFAULT_BASE_URL).rstrip("/")
-        self.retry = retry or RetryPolicy(self.settings.max_retries, self.settings.backoff_base_s,
-                                          self.settings.backoff_max_s,
-                                          max_retry_after_s=self.settings.max_retry_after_s)
+        self.retry = retry or self.settings.retry_policy()
         if http_client is None:
             http_client = bounded_client(verify=_shared_tls_context(), timeout=self.settings.timeout_s,
                                          follow_redirects=True)
@@ -549,17 +539,15 @@ class Gateway:
             error.attempts = attempt + 1
             if probe is not None and structured.refuses_form(error):
                 raise structured.StructuredFormRefused(probe, error) from None
-            if not error.retryable or attempt >= self.retry.max_retries:
-                raise error
-            retry_after = getattr(error, "retry_after_s", None)
-            if retry_after is not None and retry_after > self.retry.max_retry_after_s:
-                raise type(error)(f"{error}; the gateway asked to retry after {retry_after:g} s, more than the "
-                                  f"{self.retry.max_retry_after_s:g} s a leg may wait", status=error.status,
+            decision = self.retry.decide(attempt, Failure(error.retryable, getattr(error, "retry_after_s", None)),
+                                         deadline=leg_deadline)
+            if decision.give_up is GiveUp.WAIT_TOO_LONG:
+                raise type(error)(f"{error}; the gateway asked to retry after {decision.wait_s:g} s, more than the "
+                                  f"{self.retry.max_wait_s:g} s a leg may wait", status=error.status,
                                   error_type=error.error_type, attempts=error.attempts)
-            wait = self.retry.delay(attempt, retry_after)
-            if leg_deadline is not None and time.monotonic() + wait >= leg_deadline:
+            if not decision.retry:
                 raise error
-            self._wait(wait, model, error.attempts)
+            self._wait(decision.wait_s, model, error.attempts)
             attempt += 1
 
     def _wait(self, seconds: float, model: str, attempts: int) -> None:
@@ -770,14 +758,7 @@ class Gateway:
                                              retry_after_s=_parse_retry_after(headers))
             return GatewayError(text, status=status, error_type=facts.error_type)
         if isinstance(exc, openai.APIError):  # a mid-stream `error` chunk, after the HTTP 200: no status code
-            body = getattr(exc, "body", None)
-            facts = _error_facts(body, str(exc))
-            status = _status_of(body.get("code")) if isinstance(body, dict) else None
-            if status in _RETRYABLE_STATUS:
-                return RetryableGatewayError(f"gateway returned an error in an HTTP 200 body: {facts.message}",
-                                             status=status, error_type=facts.error_type)
-            return ErrorInResponse(f"gateway returned an error in an HTTP 200 body: {facts.message}", status=status,
-                                   error_type=facts.error_type)
+            return _error_in_body(getattr(exc, "body", None), str(exc))
         return GatewayError(f"gateway error: {exc}")  # pragma: no cover
 
     def _finish(self, completion: Any, headers: Any, model: str, provider: str | None, purpose: str,
@@ -788,23 +769,11 @@ class Gateway:
         extras = completion.model_extra or {}
         top_error = extras.get("error")
         if top_error or not completion.choices:
-            body = top_error if isinstance(top_error, dict) else {}
-            facts = _error_facts(body, "response had no choices")
-            status = _status_of(body.get("code"))
-            cls = RetryableGatewayError if status in _RETRYABLE_STATUS else ErrorInResponse
-            raise cls(f"gateway returned an error in an HTTP 200 body: {facts.message}", status=status,
-                      error_type=facts.error_type)
+            raise _error_in_body(top_error if isinstance(top_error, dict) else {}, "response had no choices")
         choice = completion.choices[0]
         choice_extras = choice.model_extra or {}
         if choice.finish_reason == "error" or choice_extras.get("error"):
-            body = choice_extras.get("error") or {}
-            facts = _error_facts(body, "finish_reason=error")
-            status = _status_of(body.get("code")) if isinstance(body, dict) else None
-            if status in _RETRYABLE_STATUS:
-                raise RetryableGatewayError(f"gateway returned an error in an HTTP 200 body: {facts.message}",
-                                            status=status, error_type=facts.error_type)
-            raise ErrorInResponse(f"gateway returned an error in an HTTP 200 body: {facts.message}",
-                                  status=status, error_type=facts.error_type)
+            raise _error_in_body(choice_extras.get("error") or {}, "finish_reason=error")
 
         if choice.message is None:
             raise _malformed("choices[0] has no message")

@@ -1,12 +1,13 @@
 """What OpenRouter's endpoints listing says about a model: parameters each endpoint accepts, and prices.
 
-Why it matters (reference/api-facts.md §0.0): requests pin the route with `provider.require_parameters:
-true`, and OpenRouter then routes only to endpoints whose `supported_parameters` list EVERY parameter the
-request carries. `max_tokens` and `max_completion_tokens` are different entries; DeepSeek's endpoints list
-only `max_tokens`, so a request with `max_completion_tokens` finds no endpoint at all (404 "No endpoints
-found that can handle the requested parameters"). The request is therefore shaped from the listing of
-`GET /models/{author}/{slug}/endpoints` (`data.endpoints[]`): it carries only parameters the candidate
-endpoints list, and its output cap under the name they list.
+Why it matters (OpenRouter's provider-selection docs; docs/REAL-SERVICES.md): requests pin the route with
+`provider.require_parameters: true`, and OpenRouter then routes only to endpoints whose
+`supported_parameters` list EVERY parameter the request carries. `max_tokens` and `max_completion_tokens`
+are different entries; DeepSeek's endpoints list only `max_tokens`, so a request with
+`max_completion_tokens` finds no endpoint at all (404 "No endpoints found that can handle the requested
+parameters"). The request is therefore shaped from the listing of `GET /models/{author}/{slug}/endpoints`
+(`data.endpoints[]`): it carries only parameters the candidate endpoints list, and its output cap under the
+name they list.
 
 Prices (`PublicEndpoint.pricing`): `prompt`/`completion` (USD per token, strings) hold under default
 conditions; `pricing.overrides[]` entries raise (or lower) them when their conditions hold —

@@ -2,10 +2,10 @@
 
 Pure functions over the facts a gateway response carries. A verdict per call, then one per leg:
 
-* `exact` — every call served by the requested model (a dated permaslug counts as the same model); with
-  a pinned provider, by that provider with no recorded fallback attempt. Without a pin the route asked
-  for is "this model, any provider" (DESIGN.md § Route verdicts): OpenRouter's own fallbacks among the
-  model's providers are its normal load balancing (`allow_fallbacks` defaults to true; the router
+* `exact` — every call served by the requested model (a dated permaslug counts as the same model); with a
+  pinned provider, by that provider with no recorded fallback attempt. Without a pin the route asked for is
+  "this model, any provider" (docs/ARCHITECTURE.md § Route verdicts — FIXED): OpenRouter's own fallbacks
+  among the model's providers are its normal load balancing (`allow_fallbacks` defaults to true; the router
   metadata then shows several attempts for one call), so they keep the call `exact` — the providers that
   served are still recorded, call by call and in the report's `served_providers`;
 * `model_fallback` — any call served by another model;

@@ -158,8 +158,26 @@ def _finite(value: Any) -> float | None:
 
 
 def _convert(schema: Mapping[str, Any], defs: Mapping[str, Any], depth: int) -> dict[str, Any]:
+    """One schema node in Google's subset: its nullability and type list first, then each keyword kept,
+    rewritten or said in the description, then the bounds once the type is known."""
+    source, notes = _unwrapped(schema, defs, depth)
+    out: dict[str, Any] = {}
+    for key, value in source.items():
+        _convert_keyword(key, value, out, notes, defs, depth)
+    _bound(out, source, "exclusiveMinimum", "minimum", "greater", 1, notes)
+    _bound(out, source, "exclusiveMaximum", "maximum", "less", -1, notes)
+    if notes:
+        described = str(out.get("description") or "").rstrip()
+        out["description"] = " ".join(([described] if described else []) + notes)
+    return out
+
+
+def _unwrapped(schema: Mapping[str, Any], defs: Mapping[str, Any], depth: int) -> tuple[dict[str, Any], list[str]]:
+    """The node resolved, `allOf` merged, `oneOf` read as `anyOf`, every nullable `anyOf` at the top unwrapped
+    into `nullable` (`anyOf: [null, anyOf: [X, null]]` is X, nullable), and a type list made one type (or
+    an `anyOf` of types), nullable when it listed null."""
     source, notes = _resolve(schema, defs, depth)
-    while True:  # until no nullable `anyOf` is left at the top: `anyOf: [null, anyOf: [X, null]]` is X, nullable
+    while True:
         if "allOf" in source:
             source = _merge_all_of(source)
         if "oneOf" in source and "anyOf" not in source:
@@ -180,52 +198,56 @@ def _convert(schema: Mapping[str, Any], defs: Mapping[str, Any], depth: int) -> 
         else:
             source.pop("type")
             source.setdefault("anyOf", [{"type": t} for t in types])
+    return source, notes
 
-    out: dict[str, Any] = {}
-    for key, value in source.items():
-        if key in ("properties",) and isinstance(value, Mapping):
-            if value:
-                out[key] = {name: _convert(sub, defs, depth) if isinstance(sub, Mapping) else sub
-                            for name, sub in value.items()}
-        elif key == "items" and isinstance(value, Mapping):
-            out[key] = _convert(value, defs, depth)
-        elif key == "anyOf" and isinstance(value, list):
-            out[key] = [_convert(b, defs, depth) if isinstance(b, Mapping) else b for b in value]
-        elif key == "enum" and isinstance(value, list):
-            if all(isinstance(v, str) for v in value):
-                out[key] = value
-            else:
-                notes.append(f"One of: {', '.join(_show(v) for v in value)}.")
-        elif key == "format":
-            if value in GOOGLE_FORMATS:
-                out[key] = value
-            else:
-                notes.append(f"Format: {value}.")
-        elif key in GOOGLE_SCHEMA_FIELDS:
+
+def _convert_keyword(key: str, value: Any, out: dict[str, Any], notes: list[str], defs: Mapping[str, Any],
+                     depth: int) -> None:
+    """One keyword of a node: into `out` as Google takes it, or into `notes` (the description) when it
+    cannot be said in the subset; bounds wait for `_bound`."""
+    if key == "properties" and isinstance(value, Mapping):
+        if value:
+            out[key] = {name: _convert(sub, defs, depth) if isinstance(sub, Mapping) else sub
+                        for name, sub in value.items()}
+    elif key == "items" and isinstance(value, Mapping):
+        out[key] = _convert(value, defs, depth)
+    elif key == "anyOf" and isinstance(value, list):
+        out[key] = [_convert(b, defs, depth) if isinstance(b, Mapping) else b for b in value]
+    elif key == "enum" and isinstance(value, list):
+        if all(isinstance(v, str) for v in value):
             out[key] = value
-        elif key in _DROPPED_SILENTLY or key in ("exclusiveMinimum", "exclusiveMaximum"):
-            continue  # bounds: below, with the type known
-        elif key == "const":
-            if isinstance(value, str):
-                out["enum"] = [value]
-            else:
-                notes.append(f"Always {_show(value)}.")
-        elif key == "examples" and isinstance(value, list) and value:
-            out.setdefault("example", value[0])
-        elif key == "additionalProperties":
-            if value is False:
-                notes.append("No fields other than those listed.")
-            elif isinstance(value, Mapping) and value:
-                notes.append(f"Other fields allowed, each {_show(value)}.")
-        elif key == "multipleOf":
-            notes.append(f"A multiple of {_show(value)}.")
-        elif key == "uniqueItems" and value is True:
-            notes.append("Items must be unique.")
         else:
-            notes.append(f"{key}: {_show(value)}.")
-    _bound(out, source, "exclusiveMinimum", "minimum", "greater", 1, notes)
-    _bound(out, source, "exclusiveMaximum", "maximum", "less", -1, notes)
-    if notes:
-        described = str(out.get("description") or "").rstrip()
-        out["description"] = " ".join(([described] if described else []) + notes)
-    return out
+            notes.append(f"One of: {', '.join(_show(v) for v in value)}.")
+    elif key == "format":
+        if value in GOOGLE_FORMATS:
+            out[key] = value
+        else:
+            notes.append(f"Format: {value}.")
+    elif key in GOOGLE_SCHEMA_FIELDS:
+        out[key] = value
+    elif key in _DROPPED_SILENTLY or key in ("exclusiveMinimum", "exclusiveMaximum"):
+        return  # bounds: `_bound`, with the type known
+    elif key == "const":
+        if isinstance(value, str):
+            out["enum"] = [value]
+        else:
+            notes.append(f"Always {_show(value)}.")
+    elif key == "examples" and isinstance(value, list) and value:
+        out.setdefault("example", value[0])
+    else:
+        _note_keyword(key, value, notes)
+
+
+def _note_keyword(key: str, value: Any, notes: list[str]) -> None:
+    """A keyword Google's subset has no field for, said in words."""
+    if key == "additionalProperties":
+        if value is False:
+            notes.append("No fields other than those listed.")
+        elif isinstance(value, Mapping) and value:
+            notes.append(f"Other fields allowed, each {_show(value)}.")
+    elif key == "multipleOf":
+        notes.append(f"A multiple of {_show(value)}.")
+    elif key == "uniqueItems" and value is True:
+        notes.append("Items must be unique.")
+    else:
+        notes.append(f"{key}: {_show(value)}.")

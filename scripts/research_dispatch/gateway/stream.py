@@ -1,10 +1,10 @@
 """A streamed chat completion put back together from its chunks, as the non-streamed one would be.
 
-Why stream at all (reference/api-facts.md §00, OpenRouter's streaming docs): an aborted request stops
-being billed only when it is streamed (and only on providers that support cancellation). A call the
-leg abandons at its deadline, on Ctrl-C or for a retry must be one that can be stopped; and the
-generation id — needed to look its cost up — arrives with the first chunk (and the `X-Generation-Id`
-header) instead of only with a complete answer.
+Why stream at all (OpenRouter's streaming docs, "Stream cancellation"; docs/REAL-SERVICES.md): an aborted
+request stops being billed only when it is streamed (and only on providers that support cancellation). A
+call the leg abandons at its deadline, on Ctrl-C or for a retry must be one that can be stopped; and the
+generation id — needed to look its cost up — arrives with the first chunk (and the `X-Generation-Id` header)
+instead of only with a complete answer.
 
 The `openai` client parses the server-sent events (it skips the `: OPENROUTER PROCESSING` comments,
 stops at `[DONE]`, and raises `APIError` on a mid-stream `error` chunk); `Assembler` folds its chunks,

@@ -13,6 +13,10 @@ OpenRouter `json_schema` (its endpoints must list `structured_outputs`); on an `
 gateway the forms in `AUTO_ORDER`, each tried once per model per run until the server accepts one,
 which is then used for that model from there on. A form the server refused is never sent again, and
 a refused request is never retried unchanged.
+
+The schema sent is generated from the pydantic model that validates the answer (`answer_schema`): one
+definition of each answer, so the schema a model is asked to fill and the model that checks it cannot
+drift apart.
 """
 
 from __future__ import annotations
@@ -20,6 +24,8 @@ from __future__ import annotations
 import enum
 import threading
 from typing import Any
+
+from pydantic import BaseModel
 
 from research_dispatch.core.errors import AuthenticationFailed, GatewayError, InsufficientCredits
 
@@ -118,3 +124,40 @@ class FormMemory:
     def refused(self, model: str, form: StructuredForm) -> None:
         with self._lock:
             self._refused.setdefault(model, set()).add(form)
+
+
+_KEPT = ("type", "enum")
+"""What a generated schema keeps of a leaf: its type and its choices. Bounds (`maxLength`, `minItems`...),
+titles and descriptions stay with pydantic, which validates every answer anyway: strict structured-output
+servers refuse some of those keywords, and a bound the server enforces would cut an answer instead of
+letting our validation say what was wrong (and ask again)."""
+
+
+def answer_schema(model: type[BaseModel]) -> dict[str, Any]:
+    """The strict JSON schema of an answer, generated from the pydantic model that validates it.
+
+    Strict structured output (OpenAI's `strict: true`, which OpenRouter passes on) wants every object
+    closed (`additionalProperties: false`) with every property required, nested objects inline rather
+    than `$ref`s, and a nullable field as a type list: `str | None` becomes `{"type": ["string",
+    "null"]}`, a `Literal` or a string `Enum` `{"type": "string", "enum": [...]}`. Properties keep the
+    model's field order, so the schema (and the prompt version hashed from it) is stable.
+    """
+    generated = model.model_json_schema()
+    return _strict(generated, generated.get("$defs", {}))
+
+
+def _strict(node: dict[str, Any], definitions: dict[str, Any]) -> dict[str, Any]:
+    if "$ref" in node:
+        return _strict(definitions[node["$ref"].rsplit("/", 1)[-1]], definitions)
+    if "anyOf" in node:
+        branches = [_strict(branch, definitions) for branch in node["anyOf"]]
+        if all(set(branch) == {"type"} and isinstance(branch["type"], str) for branch in branches):
+            return {"type": [branch["type"] for branch in branches]}  # `str | None`: a type list
+        return {"anyOf": branches}
+    if node.get("type") == "object":
+        properties = {name: _strict(value, definitions) for name, value in node.get("properties", {}).items()}
+        return {"type": "object", "properties": properties, "required": list(properties),
+                "additionalProperties": False}
+    if node.get("type") == "array":
+        return {"type": "array", "items": _strict(node.get("items", {}), definitions)}
+    return {key: node[key] for key in _KEPT if key in node}

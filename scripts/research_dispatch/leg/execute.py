@@ -33,8 +33,9 @@ from research_dispatch.config.topics import effective
 from research_dispatch.core.errors import Interrupted, MissingKey
 from research_dispatch.core.fsio import append_line, confined
 from research_dispatch.core.redact import redact, register_env
+from research_dispatch.core.retry import RetryPolicy
 from research_dispatch.gateway import route
-from research_dispatch.gateway.client import CallRecord, Gateway, RetryPolicy, gateway_service
+from research_dispatch.gateway.client import CallRecord, Gateway, gateway_service
 from research_dispatch.gateway.protocol import ModelGateway
 from research_dispatch.leg.events import (
     CallEvent,
@@ -139,8 +140,10 @@ def leg_input_hashes(leg: Leg, settings: Settings) -> frozenset[str]:
 
 def _leg_hash(leg: Leg, settings: Settings, topic_sha256: str) -> str:
     words, budget, search = effective(leg.topic, settings)
-    mcp = {name: settings.mcp.servers[name].model_dump(mode="json") for name in leg.topic.mcp
-           if name in settings.mcp.servers}
+    # `egress_proxy` counts only when off (the default, on, came later: it changed no existing leg's hash)
+    mcp = {name: settings.mcp.servers[name].model_dump(
+        mode="json", exclude={"egress_proxy"} if settings.mcp.servers[name].egress_proxy else None)
+        for name in leg.topic.mcp if name in settings.mcp.servers}
     return input_hash(topic_sha256=topic_sha256, model=leg.route.model, provider=leg.route.provider,
                       words=words, budget=budget, search=search, mcp=mcp)
 
@@ -180,7 +183,8 @@ def run_leg(repo: Path, settings: Settings, leg: Leg, *, env: Mapping[str, str] 
             services: LegServices | None = None) -> LegResult:
     """Run one leg and write its files. Raises only for bad input (missing keys); failures are results.
 
-    `retry` (its `sleep` too) applies to both services; `clock` is the monotonic clock the time cap is
+    `retry` is the gateway's retry policy (default: `gateway`'s settings); its `sleep` is the search
+    providers' too (their policy is `search_service`'s); `clock` is the monotonic clock the time cap is
     measured on. Both exist so tests can drive back-off and time caps without waiting. `services`
     replaces the gateway and the search providers (`LegServices`, the model seam). `interrupt` is
     the run's Ctrl-C Event: once set, tool calls stop at once, the leg stops at its next step and its
@@ -296,22 +300,21 @@ class _LegRun:
         (started here, stopped by `stack`)."""
         leg, settings = self.leg, self.settings
         service = settings.search_service
+        destinations = DestinationPolicy.allowing(settings.destinations.allow_hosts)
         mcp = None
         if leg.topic.mcp:
             mcp = stack.enter_context(McpToolset({n: settings.mcp.servers[n] for n in leg.topic.mcp}, env=self.env,
-                                                 interrupt=self.interrupt))
+                                                 interrupt=self.interrupt, destinations=destinations))
             mcp.open(leg_deadline=leg_deadline)
             self.trace(McpStartEvent(tools=sorted(mcp.tools), problems=dict(mcp.start_problems)))
         providers = (list(self.services.search) if self.services is not None
                      else search_providers(self.search, self.credentials.search))
         return SearchTools(providers=providers, mcp=mcp,
                            settings=self.search, topic_hint=f"{leg.topic.title} {leg.topic.scope}"[:600],
-                           retries=service.max_retries, timeout_s=service.timeout_s,
-                           backoff_base_s=service.backoff_base_s, backoff_max_s=service.backoff_max_s,
-                           sleep=self.retry.sleep if self.retry is not None else time.sleep,
+                           retry=service.retry_policy(self.retry.sleep if self.retry is not None else time.sleep),
+                           timeout_s=service.timeout_s,
                            leg_deadline=leg_deadline, interrupt=self.interrupt,
-                           destinations=DestinationPolicy.allowing(settings.destinations.allow_hosts),
-                           prices=settings.search_prices)
+                           destinations=destinations, prices=settings.search_prices)
 
     # --- the outcome ---------------------------------------------------------------------------
     def conclude(self, outcome: ResearchOutcome, tools: SearchTools) -> LegResult:

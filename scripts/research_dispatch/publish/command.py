@@ -42,6 +42,7 @@ from research_dispatch.config import environment
 from research_dispatch.config.plan import Leg, companions, plan_legs
 from research_dispatch.config.settings import Settings, load_settings
 from research_dispatch.config.topics import load_topics
+from research_dispatch.core import gitref
 from research_dispatch.core.errors import BadInput, DispatchError, ExitCode, PublishError
 from research_dispatch.core.fsio import confined, write_atomic
 from research_dispatch.core.ghactions import append_step_summary, run_url
@@ -49,7 +50,7 @@ from research_dispatch.core.notice import read_notice
 from research_dispatch.core.redact import KEY_VARIABLES, redacting, register_env
 from research_dispatch.core.sanitize import one_line
 from research_dispatch.leg.files import writer_lock
-from research_dispatch.leg.standing import LegAssessment, Where
+from research_dispatch.leg.standing import Candidate, LegAssessment, Where
 from research_dispatch.leg.status import LegState
 from research_dispatch.publish import prbody
 from research_dispatch.publish.accumulate import (
@@ -63,7 +64,7 @@ from research_dispatch.publish.accumulate import (
     looks_like_report,
     report_stem,
 )
-from research_dispatch.publish.gitops import CommitInfo, CommitSpec, FileSpec, LeaseRejected
+from research_dispatch.publish.gitops import CommitInfo, CommitSpec, FileSpec, Git, LeaseRejected
 from research_dispatch.publish.messages import (
     removal_message,
     report_message,
@@ -153,6 +154,29 @@ class _Plan:
 
 
 @dataclass(frozen=True)
+class _Blobs:
+    """The commit's files as blobs, beside the base's blob at each path the commit touches."""
+
+    git: Git
+    new: dict[str, str]  # path -> blob of the text this commit writes there
+    base: dict[str, str]  # tree path -> the base's blob, for the paths asked that the base has
+    removals: list[str]  # the units of legs no longer planned
+    absent: dict[str, list[str]]  # stem -> companions its chosen report lacks
+
+    def on_base(self, rel: str) -> bool:
+        return self.git.tree_path(rel) in self.base
+
+    def changed(self, rel: str) -> bool:
+        return self.base.get(self.git.tree_path(rel)) != self.new[rel]
+
+
+def _chosen(item: LegAssessment) -> Candidate:
+    """The candidate chosen for a leg (only called for legs that have one)."""
+    assert item.chosen is not None
+    return item.chosen
+
+
+@dataclass(frozen=True)
 class PublishOptions:
     """What one publish is asked to do: the `publish` command's options (`run` sets its own).
 
@@ -185,10 +209,8 @@ class PublishOptions:
 
 
 def _check_ref(name: str, option: str) -> None:
-    if (not name or name.startswith(("-", "/")) or name.endswith(("/", ".", ".lock")) or ".." in name
-            or "//" in name or "@{" in name or any(ch in name for ch in " ~^:?*[\\") or len(name) > 200
-            or any(ord(ch) < 33 for ch in name)):
-        raise BadInput(f"{name!r} is not a safe branch name", path=option)
+    if not gitref.valid_branch_name(name):
+        raise BadInput(f"{name!r} is not {gitref.RULE}", path=option)
 
 
 class _Publisher:
@@ -394,84 +416,131 @@ class _Publisher:
         return _Synthesis(commit=False, note=note, missing=True)
 
     def prepare(self, base_sha: str, accumulation: Accumulation, synthesis: _Synthesis) -> _Plan:
-        """The commits against base_sha, their messages, the title and the body."""
-        git, settings = self.git, self.settings
+        """The commits against base_sha, their messages, the title and the body: the steps below, in order."""
         entries = accumulation.legs
         chosen = [e for e in entries if e.chosen is not None]
+        synth_files = self.synthesis_files(synthesis)
+        blobs = self.blobs(base_sha, chosen, synth_files, accumulation.unplanned)
+        specs, changed_stems = self.report_commits(chosen, blobs)
+        specs += self.removal_commits(blobs)
+        synthesis_specs, synthesis_changed = self.synthesis_commits(base_sha, synth_files, blobs, synthesis,
+                                                                    reports_on_branch=len(chosen))
+        specs += synthesis_specs
+        updated = bool(synthesis_changed) and not synthesis.missing
+        synthesis_usd = synthesis_cost(self.repo, self.settings) if updated else 0.0
+        title = self.title(entries, changed_stems, synthesis, updated=updated)
+        body = self.body(base_sha, entries, changed_stems, synthesis_changed, synthesis,
+                         removed=accumulation.unplanned, synthesis_usd=synthesis_usd)
+        cost = round(sum(e.report_cost_usd for e in entries if e.stem in changed_stems)
+                     + sum(e.failed_attempt_cost_usd for e in entries) + synthesis_usd, 6)
+        return _Plan(base_sha=base_sha, entries=entries, specs=specs, changed=changed_stems,
+                     synthesis_changed=synthesis_changed, removed=accumulation.unplanned, title=title, body=body,
+                     draft=bool(prbody.incomplete(entries)) or synthesis.missing, synthesis_note=synthesis.note,
+                     cost_usd=cost)
+
+    def synthesis_files(self, synthesis: _Synthesis) -> list[tuple[str, str]]:
+        """The synthesis files this commit carries, as (path, text): none unless the synthesis describes the
+        commit's reports; a symbolic link is never followed into a commit."""
         files: list[tuple[str, str]] = []
-        for item in chosen:
-            assert item.chosen is not None
-            files += [(write.relpath, write.text) for write in item.chosen.unit(item.leg, settings)]
-        synth_files: list[tuple[str, str]] = []
-        if synthesis.commit:
-            for rel in settings.synthesis_relpaths():
-                path = self.repo / rel
-                if path.is_symlink():
-                    self.warn(f"{rel} is a symbolic link; not committed")
-                elif path.is_file():
-                    confined(self.repo, rel)
-                    synth_files.append((rel, path.read_bytes().decode("utf-8", errors="replace")))
-        all_files = files + synth_files
-        blobs = dict(zip([rel for rel, _ in all_files],
-                         git.hash_texts([text for _, text in all_files], write=not self.dry_run), strict=True))
-        unplanned = accumulation.unplanned
-        removal_paths = [rel for stem_rel in unplanned for rel in (stem_rel, *companions(stem_rel))]
+        if not synthesis.commit:
+            return files
+        for rel in self.settings.synthesis_relpaths():
+            path = self.repo / rel
+            if path.is_symlink():
+                self.warn(f"{rel} is a symbolic link; not committed")
+            elif path.is_file():
+                confined(self.repo, rel)
+                files.append((rel, path.read_bytes().decode("utf-8", errors="replace")))
+        return files
+
+    def blobs(self, base_sha: str, chosen: list[LegAssessment], synth_files: list[tuple[str, str]],
+              unplanned: list[str]) -> _Blobs:
+        """Every file the commit writes as a blob (written to the object store unless a dry run), and the
+        base's blob at every path the commit writes, removes or must clear."""
+        settings = self.settings
+        files = [(write.relpath, write.text) for item in chosen
+                 for write in _chosen(item).unit(item.leg, settings)] + synth_files
+        new = dict(zip([rel for rel, _ in files],
+                       self.git.hash_texts([text for _, text in files], write=not self.dry_run), strict=True))
+        removals = [rel for stem_rel in unplanned for rel in (stem_rel, *companions(stem_rel))]
         # a companion the chosen report does not have (an older report: no evidence file) must not stay
         # beside it from an earlier commit, where it would pass for this report's
-        absent = {item.stem: [rel for rel in companions(item.leg.report_relpath(settings)) if rel not in blobs]
+        absent = {item.stem: [rel for rel in companions(item.leg.report_relpath(settings)) if rel not in new]
                   for item in chosen}
-        base_blobs = git.blob_shas(base_sha, [git.tree_path(rel) for rel in
-                                              [*blobs, *removal_paths, *(r for rels in absent.values() for r in rels)]])
+        asked = [*new, *removals, *(rel for rels in absent.values() for rel in rels)]
+        base = self.git.blob_shas(base_sha, [self.git.tree_path(rel) for rel in asked])
+        return _Blobs(self.git, new=new, base=base, removals=removals, absent=absent)
 
-        def changed(rel: str) -> bool:
-            return base_blobs.get(git.tree_path(rel)) != blobs[rel]
-
-        specs: list[CommitSpec] = []
-        changed_stems: set[str] = set()
+    def report_commits(self, chosen: list[LegAssessment], blobs: _Blobs) -> tuple[list[CommitSpec], set[str]]:
+        """One commit per leg whose unit differs from the base's (its report, its companions, a companion
+        it no longer has); the stems of those legs."""
+        git, specs, changed_stems = self.git, [], set()
         for item in chosen:
-            assert item.chosen is not None
-            rels = [write.relpath for write in item.chosen.unit(item.leg, settings)]  # the report and its companions
-            stale = [rel for rel in absent[item.stem] if git.tree_path(rel) in base_blobs]
-            if any(changed(rel) for rel in rels) or stale:
-                changed_stems.add(item.stem)
-                specs.append(CommitSpec(files=(*(FileSpec(git.tree_path(rel), blob=blobs[rel]) for rel in rels),
-                                               *(FileSpec(git.tree_path(rel), delete=True) for rel in stale)),
-                                        message=report_message(item, self.cycle, self.run_url)))
-        to_remove = [rel for rel in removal_paths if git.tree_path(rel) in base_blobs]
-        if to_remove:
-            specs.append(CommitSpec(files=tuple(FileSpec(git.tree_path(rel), delete=True) for rel in to_remove),
-                                    message=removal_message(to_remove, self.cycle, self.run_url)))
-        synthesis_changed = [rel for rel, _ in synth_files if changed(rel)]
-        reports_on_branch = sum(1 for e in entries if e.chosen is not None)
-        if synthesis_changed:
-            specs.append(CommitSpec(files=tuple(FileSpec(git.tree_path(rel), blob=blobs[rel])
-                                                for rel in synthesis_changed),
-                                    message=synthesis_message(synthesis_changed, self.cycle, self.run_url,
-                                                              reports_on_branch, edited=synthesis.edited)))
-        if synthesis.missing:  # the methodology page is the team's prose: only the synthesis' own files go
-            generated = [settings.document_relpath, settings.ledger_relpath, settings.synthesis_calls_relpath]
-            stale_files = [rel for rel in generated
-                           if git.tree_path(rel) in git.blob_shas(base_sha, [git.tree_path(r) for r in generated])]
-            if stale_files:
-                synthesis_changed = stale_files
-                specs.append(CommitSpec(files=tuple(FileSpec(git.tree_path(rel), delete=True) for rel in stale_files),
-                                        message=synthesis_removal_message(stale_files, self.cycle, self.run_url)))
+            rels = [write.relpath for write in _chosen(item).unit(item.leg, self.settings)]  # report and companions
+            stale_rels = [rel for rel in blobs.absent[item.stem] if blobs.on_base(rel)]
+            if not stale_rels and not any(blobs.changed(rel) for rel in rels):
+                continue
+            changed_stems.add(item.stem)
+            specs.append(CommitSpec(files=(*(FileSpec(git.tree_path(rel), blob=blobs.new[rel]) for rel in rels),
+                                           *(FileSpec(git.tree_path(rel), delete=True) for rel in stale_rels)),
+                                    message=report_message(item, self.cycle, self.run_url)))
+        return specs, changed_stems
+
+    def removal_commits(self, blobs: _Blobs) -> list[CommitSpec]:
+        """One commit removing the units of legs no longer planned, where the base has them."""
+        to_remove = [rel for rel in blobs.removals if blobs.on_base(rel)]
+        if not to_remove:
+            return []
+        return [CommitSpec(files=tuple(FileSpec(self.git.tree_path(rel), delete=True) for rel in to_remove),
+                           message=removal_message(to_remove, self.cycle, self.run_url))]
+
+    def synthesis_commits(self, base_sha: str, synth_files: list[tuple[str, str]], blobs: _Blobs,
+                          synthesis: _Synthesis, *, reports_on_branch: int) -> tuple[list[CommitSpec], list[str]]:
+        """The synthesis commit (its files that differ from the base's), or, when no synthesis describes the
+        commit's reports, one removing the base's generated files; and the paths it touches."""
+        git = self.git
+        changed = [rel for rel, _ in synth_files if blobs.changed(rel)]
+        specs = []
+        if changed:
+            specs.append(CommitSpec(files=tuple(FileSpec(git.tree_path(rel), blob=blobs.new[rel]) for rel in changed),
+                                    message=synthesis_message(changed, self.cycle, self.run_url, reports_on_branch,
+                                                              edited=synthesis.edited)))
+        if not synthesis.missing:
+            return specs, changed
+        # the methodology page is the team's prose: only the synthesis' own files go
+        generated = [self.settings.document_relpath, self.settings.ledger_relpath,
+                     self.settings.synthesis_calls_relpath]
+        on_base = git.blob_shas(base_sha, [git.tree_path(rel) for rel in generated])
+        stale_files = [rel for rel in generated if git.tree_path(rel) in on_base]
+        if not stale_files:
+            return specs, changed
+        specs.append(CommitSpec(files=tuple(FileSpec(git.tree_path(rel), delete=True) for rel in stale_files),
+                                message=synthesis_removal_message(stale_files, self.cycle, self.run_url)))
+        return specs, stale_files
+
+    def title(self, entries: list[LegAssessment], changed_stems: set[str], synthesis: _Synthesis, *,
+              updated: bool) -> str:
+        """The PR title: what the commit refreshes and, while partial, what is missing."""
         gaps = prbody.incomplete(entries)
-        partial = bool(gaps) or synthesis.missing
         counts = {state: sum(1 for e in entries if e.state is state) for state in LegState}
-        title = prbody.render_title(self.cycle, reports=len(changed_stems),
-                                    synthesis=bool(synthesis_changed) and not synthesis.missing,
-                                    failed=counts[LegState.FAILED], missing=counts[LegState.MISSING],
-                                    stale=counts[LegState.STALE], invalid=counts[LegState.INVALID],
-                                    unverified=counts[LegState.UNVERIFIED],
-                                    complete=len(entries) - len(gaps), planned=len(entries),
-                                    synthesis_stale=bool(synthesis.note) and not synthesis.commit
-                                    and not synthesis.missing, synthesis_missing=synthesis.missing)
-        ledger = settings.ledger_relpath
-        diff, diff_short, note = prbody.claim_diff(git.read_blob(base_sha, git.tree_path(ledger)),
-                                                   self.repo / ledger, ledger) if synthesis.commit else \
-            (None, None, "Synthesis not updated in this refresh (see above).")
-        synthesis_usd = synthesis_cost(self.repo, settings) if synthesis_changed and not synthesis.missing else 0.0
+        stale_synthesis = bool(synthesis.note) and not synthesis.commit and not synthesis.missing
+        return prbody.render_title(self.cycle, reports=len(changed_stems), synthesis=updated,
+                                   failed=counts[LegState.FAILED], missing=counts[LegState.MISSING],
+                                   stale=counts[LegState.STALE], invalid=counts[LegState.INVALID],
+                                   unverified=counts[LegState.UNVERIFIED],
+                                   complete=len(entries) - len(gaps), planned=len(entries),
+                                   synthesis_stale=stale_synthesis, synthesis_missing=synthesis.missing)
+
+    def body(self, base_sha: str, entries: list[LegAssessment], changed_stems: set[str], synthesis_changed: list[str],
+             synthesis: _Synthesis, *, removed: list[str], synthesis_usd: float) -> str:
+        """The PR body: the legs' table, the claim diff and agreement (when the synthesis is committed), the
+        synthesis' state, the notes; sanitised and capped by `prbody`."""
+        settings, ledger = self.settings, self.settings.ledger_relpath
+        if synthesis.commit:
+            diff, diff_short, note = prbody.claim_diff(self.git.read_blob(base_sha, self.git.tree_path(ledger)),
+                                                       self.repo / ledger, ledger)
+        else:
+            diff, diff_short, note = None, None, "Synthesis not updated in this refresh (see above)."
         synthesis_note = synthesis.note
         if synthesis.edited and synthesis_changed:
             synthesis_note = (f"`{settings.document_relpath}` was edited by hand and nothing it depends on changed: "
@@ -482,15 +551,10 @@ class _Publisher:
                                  claim_diff=diff, claim_diff_short=diff_short, claim_note=note,
                                  agreement=prbody.agreement_matrix(self.repo / ledger) if synthesis.commit else None,
                                  run_url=self.run_url, synthesis_cost_usd=synthesis_usd,
-                                 changed=changed_stems, removed=unplanned, synthesis_note=synthesis_note,
+                                 changed=changed_stems, removed=removed, synthesis_note=synthesis_note,
                                  notes=list(self.notes), notice=read_notice(self.repo),
                                  synthesis_missing=synthesis.missing)
-        body = prbody.render_body(facts, secrets=self.secrets)
-        cost = round(sum(e.report_cost_usd for e in entries if e.stem in changed_stems)
-                     + sum(e.failed_attempt_cost_usd for e in entries) + synthesis_usd, 6)
-        return _Plan(base_sha=base_sha, entries=entries, specs=specs, changed=changed_stems,
-                     synthesis_changed=synthesis_changed, removed=unplanned, title=title, body=body, draft=partial,
-                     synthesis_note=synthesis.note, cost_usd=cost)
+        return prbody.render_body(facts, secrets=self.secrets)
 
     # -- flows ----------------------------------------------------------------------------------
     def blocked(self, plan: _Plan | None, where: str, tip: str, foreign: list[CommitInfo]) -> PublishResult:
@@ -660,8 +724,6 @@ def publish(repo: Path, settings: Settings, options: PublishOptions, *, env: Map
     say = log or (lambda _m: None)
     publisher = _Publisher(repo, settings, options, planned=planned, target=target, env=env, log=say, sleep=sleep)
     publisher.git.check_repository()
-    if not publisher.git.valid_branch(branch_name):
-        raise BadInput(f"{branch_name!r} is not a valid git branch name", path="--branch")
     computed = {rel for leg in planned for rel in leg.unit_relpaths(settings)}
     for rel in stray_files(repo, settings, computed):
         if not rel.endswith(".md") or rel not in _unplanned_reports(repo, settings, planned):

@@ -192,9 +192,6 @@ class Git:
         sha = proc.stdout.strip()
         return sha if proc.returncode == 0 and sha else None
 
-    def valid_branch(self, name: str) -> bool:
-        return self.run("check-ref-format", f"refs/heads/{name}", check=False).returncode == 0
-
     def remote_url(self, remote: str) -> str | None:
         proc = self.run("remote", "get-url", remote, check=False)
         return proc.stdout.strip() if proc.returncode == 0 and proc.stdout.strip() else None

@@ -1,4 +1,6 @@
-"""The pull-request title and body, after Renovate and Dependabot (ci-conventions §2.2–2.4).
+"""The pull-request title and body, after Renovate and Dependabot (one bot-owned PR per branch, found again
+by a hidden marker; a body that says what changed and why; a comment instead of a rewrite when a person
+edited the branch).
 
 Why so careful: the body mixes our own facts with text that came from models and the web (status
 reasons, served model and provider names, claim text). A model must not be able to forge the bot's
@@ -54,13 +56,13 @@ def cell(text: str, limit: int = 120) -> str:
 
 def block(markdown: str) -> str:
     """Untrusted multi-line Markdown (the claim diff): comments, controls and raw HTML out, and
-    `sanitize.neutralise` (no mention, no workflow command).
+    `sanitize.inert_markdown` (no mention, issue reference, link, image, autolink, math or workflow command).
 
     A small set of formatting tags (`<details>`, `<summary>`, ...) survives so a collapsible diff
     still renders; every other `<` is escaped.
     """
     text = sanitize.strip_html_comments(sanitize.strip_invisible(markdown))
-    text = sanitize.neutralise(text)
+    text = sanitize.inert_markdown(text)
     out: list[str] = []
     position = 0
     for match in _ALLOWED_TAG.finditer(text):

@@ -1,9 +1,10 @@
 """The pull request through PyGithub: one PR per cycle branch, upserted, with bounded retries.
 
-Why our own retry loop (PyGithub's `retry=None`): GitHub faults must end in exactly one PR and a clear
+Why our own retries (PyGithub's `retry=None`): GitHub faults must end in exactly one PR and a clear
 message, within a known time. 5xx answers, dropped connections and rate limits are retried a bounded
-number of times, waiting for `Retry-After` or the rate-limit reset when GitHub gives one, but never
-longer than `pr.api_max_wait_s` per wait; the sleep is injectable so tests never wait.
+number of times under the retry policy of every outbound call (`core/retry.py`), waiting for
+`Retry-After` or the rate-limit reset when GitHub gives one, but never longer than `pr.api_max_wait_s`
+per wait; the sleep is injectable so tests never wait.
 
 What GitHub may refuse, and why publishing still succeeds: draft pull requests do not exist in private
 repositories on some plans (`POST /pulls` with `draft: true` answers 422 "Draft pull requests are not
@@ -35,6 +36,7 @@ from requests.exceptions import Timeout
 from research_dispatch.config import environment
 from research_dispatch.config.settings import PRSettings
 from research_dispatch.core.errors import BadInput, PublishError
+from research_dispatch.core.retry import Decision, Failure, GiveUp
 
 T = TypeVar("T")
 _REPOSITORY = re.compile(r"^[A-Za-z0-9](?:[A-Za-z0-9-]{0,38})/[A-Za-z0-9._-]{1,100}$")
@@ -66,62 +68,57 @@ def require_target(env: Mapping[str, str]) -> GitHubTarget:
 
 
 class Retrier:
-    """Bounded retries for GitHub calls; non-retryable errors pass through unchanged."""
+    """GitHub calls under the retry policy (`core/retry.py`, `pr.api_*`); an error that is not a GitHub
+    fault worth retrying passes through unchanged, one that stays ends as a `PublishError` that says why."""
 
     def __init__(self, settings: PRSettings, *, sleep: Callable[[float], None] = time.sleep,
                  log: Callable[[str], None] | None = None, clock: Callable[[], float] = time.time) -> None:
-        self.retries = settings.api_retries
-        self.backoff_s = settings.api_backoff_s
-        self.max_wait_s = settings.api_max_wait_s
-        self.sleep = sleep
+        self.policy = settings.retry_policy(sleep)
         self.log = log or (lambda _message: None)
         self.clock = clock
         self.waits: list[float] = []
 
     def __call__(self, what: str, call: Callable[[], T]) -> T:
-        attempt = 0
-        while True:
-            try:
-                return call()
-            except GithubException as exc:
-                wait, reason = self._github_wait(exc, attempt)
-                if wait is None:
-                    raise
-            except (RequestsConnectionError, Timeout) as exc:
-                wait, reason = self.backoff_s * (2 ** attempt), f"connection error ({type(exc).__name__})"
-            if attempt >= self.retries:
-                raise PublishError(f"GitHub: could not {what}: {reason}, still failing after "
-                                   f"{attempt + 1} attempt(s); re-run later") from None
-            if wait > self.max_wait_s:
-                raise PublishError(f"GitHub: could not {what}: {reason}; GitHub asks to wait {wait:.0f} s, more "
-                                   f"than the {self.max_wait_s:.0f} s this run waits (pr.api_max_wait_s); "
-                                   "re-run later") from None
-            attempt += 1
-            self.log(f"GitHub: {reason} while trying to {what}; retry {attempt}/{self.retries} in {wait:.1f} s")
+        def retrying(failure: Failure, number: int, wait: float) -> None:
+            self.log(f"GitHub: {failure.reason} while trying to {what}; retry {number}/{self.policy.max_retries} in "
+                     f"{wait:.1f} s")
             self.waits.append(wait)
-            self.sleep(wait)
 
-    def _github_wait(self, exc: Any, attempt: int) -> tuple[float | None, str]:
-        """(seconds to wait, reason) for a retryable GitHub error; (None, '') when it is not retryable."""
+        def give_up(_exc: Exception, failure: Failure, decision: Decision, attempts: int) -> PublishError:
+            if decision.give_up is GiveUp.WAIT_TOO_LONG:
+                return PublishError(f"GitHub: could not {what}: {failure.reason}; GitHub asks to wait "
+                                    f"{decision.wait_s:.0f} s, more than the {self.policy.max_wait_s:.0f} s this run "
+                                    "waits (pr.api_max_wait_s); re-run later")
+            return PublishError(f"GitHub: could not {what}: {failure.reason}, still failing after {attempts} "
+                                "attempt(s); re-run later")
+
+        return self.policy.call(call, self._failure, retrying=retrying, give_up=give_up)
+
+    def _failure(self, exc: Exception) -> Failure | None:
+        """A GitHub fault worth retrying in the policy's terms (None: not one; raised as it is): 5xx, a
+        rate limit (with GitHub's Retry-After or reset when it gives one; a secondary limit waits at least
+        a minute, as GitHub asks), a dropped connection or a timeout."""
+        if isinstance(exc, (RequestsConnectionError, Timeout)):
+            return Failure(True, reason=f"connection error ({type(exc).__name__})")
+        if not isinstance(exc, GithubException):
+            return None
         status = int(getattr(exc, "status", 0) or 0)
         headers = {str(k).lower(): str(v) for k, v in (getattr(exc, "headers", None) or {}).items()}
         message = _message(exc)
-        rate_limited = status in (403, 429) and ("rate limit" in message.lower()
-                                                 or headers.get("x-ratelimit-remaining") == "0")
-        if status == 429:
-            rate_limited = True
+        exhausted = headers.get("x-ratelimit-remaining") == "0"
+        rate_limited = status == 429 or (status == 403 and ("rate limit" in message.lower() or exhausted))
         if not (rate_limited or status >= 500):
-            return None, ""
+            return None
         reason = f"rate limit ({status})" if rate_limited else f"HTTP {status}"
-        retry_after = headers.get("retry-after", "")
-        if retry_after.strip().isdigit():
-            return float(retry_after.strip()), reason
+        retry_after = headers.get("retry-after", "").strip()
         reset = headers.get("x-ratelimit-reset", "")
-        if rate_limited and headers.get("x-ratelimit-remaining") == "0" and reset.isdigit():
-            return max(0.0, float(reset) - self.clock() + 1.0), reason
+        if retry_after.isdigit():
+            return Failure(True, retry_after_s=float(retry_after), reason=reason)
+        if rate_limited and exhausted and reset.isdigit():
+            return Failure(True, retry_after_s=max(0.0, float(reset) - self.clock() + 1.0), reason=reason)
         if rate_limited and "secondary" in message.lower():
-            return max(60.0, self.backoff_s * (2 ** attempt)), reason  # GitHub: wait at least a minute
-        return self.backoff_s * (2 ** attempt), reason
+            return Failure(True, at_least_s=60.0, reason=reason)
+        return Failure(True, reason=reason)
 
 
 def _message(exc: Any) -> str:

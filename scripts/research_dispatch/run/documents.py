@@ -9,6 +9,7 @@ keys are sorted when printed; paths are repository-relative POSIX strings; money
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -21,8 +22,14 @@ SCHEMA = "research-dispatch/{command}@1"
 
 
 def dumps(document: dict[str, Any]) -> str:
-    """The document as printed: sorted keys, two-space indent, UTF-8 text."""
-    return json.dumps(document, indent=2, sort_keys=True, ensure_ascii=False)
+    """The document as printed: sorted keys, two-space indent, UTF-8 text. JSON escapes the C0 controls
+    in strings; C1 controls (`\\x9b` is a one-byte CSI), bidi and zero-width characters are escaped too
+    (`\\u009b`), so a file name in a problem line cannot drive the terminal that shows the document."""
+    text = json.dumps(document, indent=2, sort_keys=True, ensure_ascii=False)
+    return _UNSHOWN.sub(lambda m: f"\\u{ord(m.group(0)):04x}", text)
+
+
+_UNSHOWN = re.compile("[\x7f-\x9f\u200b-\u200f\u202a-\u202e\u2060-\u2064\u2066-\u206f\ufeff\ufff9-\ufffb]")
 
 
 def check_document(*, topics: int, legs: int, online: bool, problems: Sequence[str]) -> dict[str, Any]:

@@ -9,8 +9,9 @@ Ctrl-C stops new legs from starting and makes running legs stop at their next st
 Event reaches `run_leg`; their status file says `interrupted`; no partial report is ever written:
 reports are written atomically, at the end of a leg). A leg blocked inside a model or search call
 cannot be cancelled from outside, so after `LEG_STOP_GRACE_S` it is recorded as interrupted and its
-daemon thread is left behind (`LegThreads`). Worker threads start only after every client library
-they use is imported (`preload.py`): concurrent first imports in a fresh interpreter lose legs.
+daemon thread is left behind (`core/workers.py`: daemon threads, never joined). Worker threads start
+only after every client library they use is imported (`preload.py`): concurrent first imports in a fresh
+interpreter lose legs. `work` records every failure of its leg itself and never raises.
 """
 
 from __future__ import annotations
@@ -27,6 +28,7 @@ from research_dispatch.core.ghactions import run_url
 from research_dispatch.core.interrupt import shielded
 from research_dispatch.core.redact import redact
 from research_dispatch.core.sanitize import one_line
+from research_dispatch.core.workers import Workers
 from research_dispatch.leg.events import LegProgress
 from research_dispatch.leg.execute import run_leg
 from research_dispatch.leg.resume import Decision, ResumeAction
@@ -87,7 +89,7 @@ def run_legs(repo: Path, settings: Settings, decisions: list[Decision], outcome:
                          record.note if record.label in ("failed", "not started", "degraded") else "")
 
     import_worker_modules()  # before the first worker thread: concurrent first imports lose legs (preload.py)
-    threads = LegThreads(to_run, work, workers)
+    threads: Workers[Decision, None] = Workers(to_run, work, workers=workers, name="leg_")
     display.start()
     try:
         threads.start()
@@ -103,66 +105,7 @@ def run_legs(repo: Path, settings: Settings, decisions: list[Decision], outcome:
     outcome.legs_cost_usd = round(sum(o.result.cost_usd for o in outcome.legs if o.result), 6)
 
 
-class LegThreads:
-    """Runs legs on `workers` daemon threads, taking the next leg from a shared queue.
-
-    Why not `ThreadPoolExecutor`: its workers are joined when the pool closes and again at interpreter
-    exit, so one leg blocked in a 40-second socket read would hold Ctrl-C for 40 seconds. Daemon threads
-    are never joined: after Ctrl-C and a short grace period the run records what is still running as
-    interrupted, releases the lock and exits, leaving the blocked reads behind.
-    """
-
-    def __init__(self, decisions: list[Decision], work: Callable[[Decision], None], workers: int) -> None:
-        self._queue = list(decisions)
-        self._work = work
-        self._workers = max(1, workers)
-        self._lock = threading.Lock()
-        self._running: dict[str, Decision] = {}
-        self._unfinished = len(decisions)
-        self._done = threading.Event()
-        if not decisions:
-            self._done.set()
-
-    def start(self) -> None:
-        for number in range(min(self._workers, len(self._queue))):
-            threading.Thread(target=self._worker, name=f"leg_{number}", daemon=True).start()
-
-    def _worker(self) -> None:
-        while True:
-            with self._lock:
-                if not self._queue:
-                    return
-                decision = self._queue.pop(0)
-                self._running[decision.leg.stem] = decision
-            try:
-                self._work(decision)
-            finally:
-                with self._lock:
-                    self._running.pop(decision.leg.stem, None)
-                    self._finished(1)
-
-    def _finished(self, count: int) -> None:
-        self._unfinished -= count
-        if self._unfinished <= 0:
-            self._done.set()
-
-    def wait(self, timeout: float | None) -> bool:
-        """True once every leg has finished or been cancelled."""
-        return self._done.wait(timeout)
-
-    def cancel_queued(self) -> list[Decision]:
-        """Take every leg that has not started off the queue; they will not start."""
-        with self._lock:
-            cancelled, self._queue = self._queue, []
-            self._finished(len(cancelled))
-        return cancelled
-
-    def running(self) -> list[Decision]:
-        with self._lock:
-            return list(self._running.values())
-
-
-def _stop_legs(repo: Path, settings: Settings, threads: LegThreads, by_stem: dict[str, LegOutcome],
+def _stop_legs(repo: Path, settings: Settings, threads: Workers[Decision, None], by_stem: dict[str, LegOutcome],
                board: Board, outcome: RunOutcome, *, stop: threading.Event, finishing: threading.Lock,
                abandoned: set[str], display: Display, echo: Echo) -> None:
     """The Ctrl-C path: no new leg starts, running legs get `LEG_STOP_GRACE_S` to stop at their next

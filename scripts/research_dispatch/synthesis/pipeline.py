@@ -39,8 +39,6 @@ an unchanged re-run writes identical files).
 from __future__ import annotations
 
 import json
-import queue
-import threading
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
@@ -53,6 +51,7 @@ from research_dispatch.core.fsio import confined, write_atomic
 from research_dispatch.core.notice import read_notice
 from research_dispatch.core.redact import redact
 from research_dispatch.core.sanitize import one_line
+from research_dispatch.core.workers import Workers
 from research_dispatch.gateway.client import CallRecord, Gateway
 from research_dispatch.gateway.client import credentials as gateway_credentials
 from research_dispatch.gateway.protocol import ModelGateway
@@ -264,46 +263,9 @@ def _reporter(progress: Progress | None, stage: str, total: int, cached: int, st
 
 def _parallel(items: list[T], work: Callable[[T], R], workers: int, deadline: float,
               on_done: Callable[[int], None] | None = None) -> list[R | None]:
-    """Run `work` over items with bounded concurrency until `deadline`; results in input order.
-    `on_done(n)` is called in the caller's thread after the n-th item finished.
-
-    An item not finished by the deadline is None. Workers are daemon threads, so a call that outlives
-    the deadline (the gateway should have cut it) can never keep the process alive; `work` must not
-    share mutable state with the caller (a late result is simply dropped). An exception in `work` is
-    re-raised here.
-    """
-    results: list[R | None] = [None] * len(items)
-    if not items:
-        return results
-    todo: queue.Queue[int] = queue.Queue()
-    for index in range(len(items)):
-        todo.put(index)
-    finished: queue.Queue[tuple[int, R | None, BaseException | None]] = queue.Queue()
-
-    def run() -> None:
-        while time.monotonic() < deadline:
-            try:
-                index = todo.get_nowait()
-            except queue.Empty:
-                return
-            try:
-                finished.put((index, work(items[index]), None))
-            except BaseException as exc:  # handed to the caller's thread, which re-raises it
-                finished.put((index, None, exc))
-
-    for number in range(min(workers, len(items))):
-        threading.Thread(target=run, name=f"synthesis-{number}", daemon=True).start()
-    for finished_count in range(1, len(items) + 1):
-        try:
-            index, value, error = finished.get(timeout=max(0.001, deadline - time.monotonic()))
-        except queue.Empty:
-            break
-        if error is not None:
-            raise error
-        results[index] = value
-        if on_done is not None:
-            on_done(finished_count)
-    return results
+    """`work` over items on `workers` threads until `deadline`, results in input order (None: not finished
+    in time); `on_done(n)` after the n-th finished; an exception in `work` re-raised (`core/workers.py`)."""
+    return Workers(items, work, workers=workers, name="synthesis-", deadline=deadline).results(on_done)
 
 
 def _dicts(records: list[CallRecord]) -> list[dict[str, Any]]:

@@ -15,7 +15,9 @@ its next call, at most `MAX_STARTS` times per leg.
 Environment: a stdio server gets PATH and HOME plus exactly the variables of its `env` table (a value
 `${NAME}` passes the run's `NAME` through) — nothing else, in particular no key that is not listed. The
 SDK always adds a few variables of its own (USER, SHELL, ...), so the server is started through
-`env -i`, which clears the environment and sets exactly ours.
+`env -i`, which clears the environment and sets exactly ours. A server with `egress_proxy` (the default)
+also gets the proxy variables of the leg's checking egress proxy (`egress.py`), started with the toolset
+and closed with it: every request it makes, redirects included, is judged by the destination policy.
 
 Output is untrusted: `McpOutput` carries the text and the URLs the result names (resource links,
 embedded resources, `url` fields of structured content); `search.SearchTools` wraps, caps and cites it.
@@ -50,6 +52,8 @@ from research_dispatch.core import sanitize
 from research_dispatch.core.bounds import CallBounds
 from research_dispatch.core.errors import DispatchError
 from research_dispatch.core.redact import redact, register_secrets
+from research_dispatch.tools.destinations import DestinationPolicy
+from research_dispatch.tools.egress import EgressProxy
 
 MAX_STARTS = 3  # per server and leg: a server that keeps dying is not restarted for ever
 WAIT_SLICE_S = 0.1  # how often a waiting leg looks at the interrupt flag
@@ -143,10 +147,12 @@ def server_environment(settings: McpServerSettings, env: Mapping[str, str]) -> d
 class _Server:
     """One configured server during one leg: its owning task, its calls and its start history."""
 
-    def __init__(self, name: str, settings: McpServerSettings, env: Mapping[str, str]) -> None:
+    def __init__(self, name: str, settings: McpServerSettings, env: Mapping[str, str],
+                 proxy_env: Mapping[str, str]) -> None:
         self.name = name
         self.settings = settings
         self.env = env
+        self.proxy_env = proxy_env  # the egress proxy's variables (empty: none)
         self.starts = 0
         self.listing: dict[str, Any] | None = None  # tool name -> mcp Tool, once listed
         self.queue: asyncio.Queue[_Call | None] | None = None
@@ -239,7 +245,7 @@ class _Server:
         if self.settings.url is not None:
             return streamable_http_client(self.settings.url)
         command = list(self.settings.command or ())
-        environment = server_environment(self.settings, self.env)
+        environment = {**server_environment(self.settings, self.env), **self.proxy_env}
         program = shutil.which(command[0], path=environment.get("PATH"))
         if program is None:
             raise McpError(f"command not found: {command[0]!r}", kind="mcp_start_failed", server=self.name)
@@ -365,8 +371,13 @@ class McpToolset:
     """The MCP servers of one leg: start, list, call, and always stop them (`close`, or `with`)."""
 
     def __init__(self, servers: Mapping[str, McpServerSettings], *, env: Mapping[str, str],
-                 interrupt: threading.Event | None = None, clock: Any = time.monotonic) -> None:
-        self._servers = {name: _Server(name, settings, env) for name, settings in sorted(servers.items())}
+                 interrupt: threading.Event | None = None, clock: Any = time.monotonic,
+                 destinations: DestinationPolicy | None = None) -> None:
+        proxied = any(s.command is not None and s.egress_proxy for s in servers.values())
+        self.proxy = EgressProxy(destinations or DestinationPolicy()).start() if proxied else None
+        proxy_env = self.proxy.environment() if self.proxy is not None else {}
+        self._servers = {name: _Server(name, settings, env, proxy_env if settings.egress_proxy else {})
+                         for name, settings in sorted(servers.items())}
         self._interrupt = interrupt
         self._clock = clock
         self._loop = asyncio.new_event_loop()
@@ -509,6 +520,8 @@ class McpToolset:
         self._thread.join(timeout=STOP_GRACE_S)
         if not self._thread.is_alive():
             self._loop.close()
+        if self.proxy is not None:  # after the servers: nothing is left to use it
+            self.proxy.close()
 
     def server_names(self) -> list[str]:
         return list(self._servers)

@@ -34,22 +34,23 @@ import html
 import json
 import re
 import threading
-import time
 from collections.abc import Callable, Sequence
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from research_dispatch.config.settings import SearchPriceSettings, SearchSettings
+from research_dispatch.config.settings import SearchPriceSettings, SearchServiceSettings, SearchSettings
 from research_dispatch.core import sanitize
 from research_dispatch.core.bounds import CallBounds
 from research_dispatch.core.errors import CallBoundExceeded, Interrupted, MissingKey
 from research_dispatch.core.redact import redact, register_secrets
+from research_dispatch.core.retry import Failure, RetryPolicy
+from research_dispatch.core.workers import Workers
 from research_dispatch.tools import chunks
 from research_dispatch.tools.destinations import DestinationPolicy
+from research_dispatch.tools.egress import REFUSAL_MARK
 from research_dispatch.tools.mcp_servers import McpError, McpOutput, McpToolset
 from research_dispatch.tools.providers import (
     Hit,
@@ -288,8 +289,7 @@ class SearchTools:
                  registry: SourceRegistry | None = None, topic_hint: str = "",
                  snippet_chars: int = 200, search_budget_chars: int = 5000,
                  page_budget_chars: int = 2400, extract_budget_chars: int = 6000,
-                 retries: int = 2, timeout_s: float = 30.0, sleep: Callable[[float], None] = time.sleep,
-                 backoff_base_s: float = 1.0, backoff_max_s: float = 8.0, client: Any = None,
+                 retry: RetryPolicy | None = None, timeout_s: float = 30.0, client: Any = None,
                  dedupe: bool = True, providers: Sequence[SearchProvider] | None = None,
                  mcp: McpToolset | None = None, leg_deadline: float | None = None,
                  interrupt: threading.Event | None = None,
@@ -313,13 +313,11 @@ class SearchTools:
         self.search_budget_chars = search_budget_chars
         self.page_budget_chars = page_budget_chars
         self.extract_budget_chars = extract_budget_chars
-        self.retries = retries
+        # the providers' retries (`core/retry.py`); by default `[tool.research-dispatch.search_service]`'s
+        self.retry = retry or SearchServiceSettings().retry_policy()
         self.timeout_s = timeout_s
-        self.backoff_base_s = backoff_base_s
-        self.backoff_max_s = backoff_max_s
         self.leg_deadline = leg_deadline
         self.interrupt = interrupt
-        self._sleep = sleep
         self._disabled: dict[str, str] = {}  # provider name -> its first fatal error
         self._recent_queries: list[str] = []
         self._links: dict[str, str] = {}  # normalised URL -> URL of links in passages shown, not yet registered
@@ -355,18 +353,18 @@ class SearchTools:
         """
         prepared = [self._prepare(name, arguments) for name, arguments in calls]
         fetching = [p for p in prepared if p.fetch is not None]
-        if len(fetching) > 1:
-            with ThreadPoolExecutor(max_workers=len(fetching), thread_name_prefix="tool") as pool:
-                futures = [(p, pool.submit(p.fetch)) for p in fetching if p.fetch is not None]
-                for p, future in futures:
-                    p.fetched = future.result()
+        if len(fetching) > 1:  # the one runner of threaded work (`core/workers.py`), bounded by the leg's time
+            runner = Workers(fetching, _fetch, workers=len(fetching), name="tool-", deadline=self.leg_deadline)
+            for p, fetched in zip(fetching, runner.results(), strict=True):
+                p.fetched, p.finished = fetched, fetched is not None
         else:
             for p in fetching:
-                assert p.fetch is not None
-                p.fetched = p.fetch()
+                p.fetched, p.finished = _fetch(p), True
         outcomes = []
-        for p in prepared:
-            outcome = p.finish(p.fetched)
+        for (name, _), p in zip(calls, prepared, strict=True):
+            outcome = p.finish(p.fetched) if p.finished else ToolOutcome(
+                name, _wrap(_safe_name(name), "error", "ERROR: the call did not finish before the leg's time ran "
+                                                       "out"), True, {"error": "timeout"})
             outcome.content = redact(outcome.content)
             outcomes.append(outcome)
         return outcomes
@@ -668,17 +666,22 @@ class SearchTools:
                                      {"error": "destination_refused", "server": tool.server}))
         bounds = self._bounds(self.mcp_timeout(tool.server))
 
-        def fetch() -> McpOutput | McpError | CallBoundExceeded:
-            with self._mcp_lock:  # one request at a time per toolset: its sessions are not shared across threads
+        def fetch() -> tuple[McpOutput | McpError | CallBoundExceeded, list[str]]:
+            # One request at a time per toolset: its sessions are not shared across threads, and the egress
+            # proxy's refusals during the call are this call's.
+            with self._mcp_lock:
+                proxy = mcp.proxy
+                seen = len(proxy.refused) if proxy is not None else 0
                 try:
-                    return mcp.call(name, raw, bounds)
+                    output: McpOutput | McpError | CallBoundExceeded = mcp.call(name, raw, bounds)
                 except (McpError, CallBoundExceeded) as exc:
-                    return exc
+                    output = exc
+                return output, proxy.refusals_since(seen) if proxy is not None else []
 
-        return _Prepared(fetch, lambda output: self._finish_mcp(name, raw, output))
+        return _Prepared(fetch, lambda answer: self._finish_mcp(name, raw, *answer))
 
-    def _finish_mcp(self, name: str, raw: dict[str, Any], output: McpOutput | McpError | CallBoundExceeded
-                    ) -> ToolOutcome:
+    def _finish_mcp(self, name: str, raw: dict[str, Any], output: McpOutput | McpError | CallBoundExceeded,
+                    egress: list[str]) -> ToolOutcome:
         assert self.mcp is not None
         tool = self.mcp.tools[name]
         if isinstance(output, (McpError, CallBoundExceeded)):
@@ -689,12 +692,29 @@ class SearchTools:
             return ToolOutcome(name, _wrap(name, "error", f"ERROR: MCP server {tool.server}: {message} — continue "
                                                           "with the other tools or the sources you have"),
                                True, {"error": kind, "server": tool.server})
+        if egress and REFUSAL_MARK in output.text:  # the server passed the proxy's refusal on as its result:
+            # that is not the page the model asked for, so it is no source
+            self.stats.count_error("destination_refused")
+            why = sanitize.one_line("; ".join(egress), 600)
+            return ToolOutcome(name, _wrap(name, "error", f"ERROR: {tool.server}__{tool.name}: the egress proxy "
+                                                          f"refused the server's own request(s): {why}. Continue with "
+                                                          "the other tools or the sources you have"),
+                               True, {"error": "destination_refused", "server": tool.server, "egress_refused": egress})
+        outcome = self._mcp_result(name, tool.server, tool.name, raw, output)
+        if egress:  # a redirect or a name the proxy refused: in the trace, and told to the model
+            outcome.detail["egress_refused"] = egress
+            outcome.content = outcome.content.replace(
+                "\n</tool_result>", "\nThe egress proxy refused some of the server's own requests: "
+                + sanitize.one_line("; ".join(egress), 600) + "\n</tool_result>")
+        return outcome
+
+    def _mcp_result(self, name: str, server: str, tool: str, raw: dict[str, Any], output: McpOutput) -> ToolOutcome:
         if output.is_error:
             self.stats.count_error("mcp_error_result")
             message = sanitize.for_model(chunks.lead(output.text, 500)).strip() or "the tool reported an error"
-            return ToolOutcome(name, _wrap(name, "error", f"ERROR: {tool.server}__{tool.name} failed: {message}"),
-                               True, {"error": "mcp_error_result", "server": tool.server})
-        return self._mcp_outcome(name, tool.server, tool.name, raw, output)
+            return ToolOutcome(name, _wrap(name, "error", f"ERROR: {server}__{tool} failed: {message}"),
+                               True, {"error": "mcp_error_result", "server": server})
+        return self._mcp_outcome(name, server, tool, raw, output)
 
     def mcp_timeout(self, server: str) -> float:
         assert self.mcp is not None
@@ -771,16 +791,13 @@ class SearchTools:
                            {"error": exc.kind, "status": exc.status})
 
     def _with_retries(self, call: Callable[[], Any]) -> Any:
-        attempt = 0
-        while True:
-            try:
-                return call()
-            except SearchServiceError as exc:
-                error = exc
-            if not error.retryable or attempt >= self.retries:
-                raise error
-            self._sleep(min(self.backoff_base_s * 2 ** attempt, self.backoff_max_s))
-            attempt += 1
+        """A provider call under the retry policy; a service error that stays is raised as it is."""
+        return self.retry.call(call, _search_failure)
+
+
+def _search_failure(exc: Exception) -> Failure | None:
+    """A search service's error in the retry policy's terms (its clients give no Retry-After)."""
+    return Failure(exc.retryable) if isinstance(exc, SearchServiceError) else None
 
 
 def _interleave(ranked: list[list[Hit]], names: list[str]) -> list[tuple[Hit, str]]:
@@ -813,10 +830,16 @@ class _Prepared:
     fetch: Callable[[], Any] | None
     finish: Callable[[Any], ToolOutcome]
     fetched: Any = None
+    finished: bool = True  # False: its request was still running when the leg's time ran out
 
 
 def _done(outcome: ToolOutcome) -> _Prepared:
     return _Prepared(None, lambda _: outcome)
+
+
+def _fetch(prepared: _Prepared) -> Any:
+    assert prepared.fetch is not None
+    return prepared.fetch()
 
 
 _LINK = re.compile(r"\]\(\s*<?(https?://[^)\s>]+)>?|(?<![\w(])(https?://[^\s<>\]\[)\"'`|]+)", re.IGNORECASE)

@@ -48,6 +48,7 @@ from research_dispatch.config.settings import Settings
 from research_dispatch.core import sanitize
 from research_dispatch.gateway.client import CallRecord
 from research_dispatch.gateway.protocol import ModelGateway
+from research_dispatch.gateway.structured import answer_schema
 from research_dispatch.synthesis.common.calls import call_structured
 from research_dispatch.synthesis.common.checked import Position
 from research_dispatch.synthesis.common.text import jaccard, numbers_disagree, statement_key, token_set
@@ -83,41 +84,6 @@ USER_TEMPLATE = """Align these {count} claims from {reports} anonymised reports.
 <claims>
 {claims}
 </claims>"""
-
-JUDGE_SCHEMA: dict[str, Any] = {
-    "type": "object",
-    "properties": {
-        "groups": {
-            "type": "array",
-            "items": {
-                "type": "object",
-                "properties": {
-                    "label": {"type": "string"},
-                    "relation": {"type": "string", "enum": ["agree", "contradict"]},
-                    "positions": {
-                        "type": "array",
-                        "items": {
-                            "type": "object",
-                            "properties": {
-                                "claims": {"type": "array", "items": {"type": "string"}},
-                                "summary": {"type": "string"},
-                            },
-                            "required": ["claims", "summary"],
-                            "additionalProperties": False,
-                        },
-                    },
-                },
-                "required": ["label", "relation", "positions"],
-                "additionalProperties": False,
-            },
-        },
-    },
-    "required": ["groups"],
-    "additionalProperties": False,
-}
-PROMPT_VERSION = "judge@2+" + hashlib.sha256(
-    (SYSTEM_PROMPT + USER_TEMPLATE + json.dumps(JUDGE_SCHEMA, sort_keys=True)).encode()).hexdigest()[:8]
-
 
 class JudgePosition(BaseModel):
     model_config = ConfigDict(extra="forbid", str_strip_whitespace=True)
@@ -163,6 +129,11 @@ class Judgement(BaseModel):
                         raise ValueError(f"claim id {claim_id!r} is used more than once")
                     seen.add(claim_id)
         return groups
+
+
+JUDGE_SCHEMA: dict[str, Any] = answer_schema(Judgement)  # generated from Judgement: one definition
+PROMPT_VERSION = "judge@2+" + hashlib.sha256(
+    (SYSTEM_PROMPT + USER_TEMPLATE + json.dumps(JUDGE_SCHEMA, sort_keys=True)).encode()).hexdigest()[:8]
 
 
 # --------------------------------------------------------------------------------------------------

@@ -43,6 +43,7 @@ from research_dispatch.config.settings import Settings
 from research_dispatch.core import sanitize
 from research_dispatch.gateway.client import CallRecord
 from research_dispatch.gateway.protocol import ModelGateway
+from research_dispatch.gateway.structured import answer_schema
 from research_dispatch.leg.evidence import EvidenceLine
 from research_dispatch.synthesis.common.calls import call_structured
 from research_dispatch.synthesis.common.checked import CitationCheck, Support
@@ -81,33 +82,6 @@ USER_TEMPLATE = """Check {count} citations of one report.
 <claims>
 {claims}
 </claims>"""
-
-_NULLABLE_STRING = {"type": ["string", "null"]}
-CHECK_SCHEMA: dict[str, Any] = {
-    "type": "object",
-    "properties": {
-        "checks": {
-            "type": "array",
-            "items": {
-                "type": "object",
-                "properties": {
-                    "id": {"type": "string"},
-                    "verdict": {"type": "string", "enum": ["supports", "contradicts", "does_not_address"]},
-                    "passage": _NULLABLE_STRING,
-                    "quote": _NULLABLE_STRING,
-                },
-                "required": ["id", "verdict", "passage", "quote"],
-                "additionalProperties": False,
-            },
-        },
-    },
-    "required": ["checks"],
-    "additionalProperties": False,
-}
-PROMPT_VERSION = "cite@1+" + hashlib.sha256(
-    (SYSTEM_PROMPT + USER_TEMPLATE + json.dumps(CHECK_SCHEMA, sort_keys=True)
-     + f"{MAX_PASSAGES}/{PASSAGE_CHARS}/{RELEVANT_SHARE}").encode()).hexdigest()[:8]
-
 
 class Verdict(str, enum.Enum):
     """What the judge said about one citation (a proposal: `decide` makes it a `Support`)."""
@@ -149,6 +123,12 @@ class CheckAnswers(BaseModel):
         if ids is not None and seen != set(ids):
             raise ValueError(f"claim ids not answered: {', '.join(sorted(set(ids) - seen))}")
         return checks
+
+
+CHECK_SCHEMA: dict[str, Any] = answer_schema(CheckAnswers)  # generated from CheckAnswers: one definition
+PROMPT_VERSION = "cite@1+" + hashlib.sha256(
+    (SYSTEM_PROMPT + USER_TEMPLATE + json.dumps(CHECK_SCHEMA, sort_keys=True)
+     + f"{MAX_PASSAGES}/{PASSAGE_CHARS}/{RELEVANT_SHARE}").encode()).hexdigest()[:8]
 
 
 @dataclass(frozen=True)

@@ -1,7 +1,7 @@
 """Anchor a claim in its report: where the quote is, the section it is in, and the markers it carries.
 
 The extractor proposes a quote, a section and citation numbers; code establishes them from the report
-body itself (DESIGN.md, "Evidence and checked claims"):
+body itself (docs/ARCHITECTURE.md, "Evidence and checked claims — FIXED"):
 
 * the quote must be found verbatim (`verbatim.find`); the anchored quote is the body's own text at that
   place, so the document can only ever show the report's words;

@@ -42,6 +42,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator
 from research_dispatch.core import sanitize
 from research_dispatch.gateway.client import CallRecord
 from research_dispatch.gateway.protocol import ModelGateway
+from research_dispatch.gateway.structured import answer_schema
 from research_dispatch.leg.report import body_without_references
 from research_dispatch.synthesis.common.calls import call_structured
 from research_dispatch.synthesis.common.checked import CitationCheck, Position
@@ -104,41 +105,6 @@ Citation numbers in use: {sources}
 {body}
 </report>"""
 
-_NULLABLE_STRING = {"type": ["string", "null"]}
-EXTRACTION_SCHEMA: dict[str, Any] = {
-    "type": "object",
-    "properties": {
-        "claims": {
-            "type": "array",
-            "items": {
-                "type": "object",
-                "properties": {
-                    "statement": {"type": "string"},
-                    "layer": {"type": "string"},
-                    "stance": {"type": "string", "enum": ["recommend", "describe", "caution"]},
-                    "decision": _NULLABLE_STRING,
-                    "pick": _NULLABLE_STRING,
-                    "alternatives": {"type": "array", "items": {"type": "string"}},
-                    "condition": _NULLABLE_STRING,
-                    "position": {"type": "string", "enum": ["for", "against"]},
-                    "quote": {"type": "string"},
-                    "section": _NULLABLE_STRING,
-                    "sources": {"type": "array", "items": {"type": "integer"}},
-                    "confidence": {"type": "string", "enum": ["high", "medium", "low"]},
-                },
-                "required": ["statement", "layer", "stance", "decision", "pick", "alternatives", "condition",
-                             "position", "quote", "section", "sources", "confidence"],
-                "additionalProperties": False,
-            },
-        },
-    },
-    "required": ["claims"],
-    "additionalProperties": False,
-}
-PROMPT_VERSION = "extract@3+" + hashlib.sha256(
-    (SYSTEM_PROMPT + USER_TEMPLATE + json.dumps(EXTRACTION_SCHEMA, sort_keys=True)).encode()).hexdigest()[:8]
-
-
 class ExtractedClaim(BaseModel):
     """One claim as the model returns it (validated; sanitised later)."""
 
@@ -167,6 +133,11 @@ class Extraction(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     claims: list[ExtractedClaim] = Field(max_length=MAX_CLAIMS)
+
+
+EXTRACTION_SCHEMA: dict[str, Any] = answer_schema(Extraction)  # generated from Extraction: one definition
+PROMPT_VERSION = "extract@3+" + hashlib.sha256(
+    (SYSTEM_PROMPT + USER_TEMPLATE + json.dumps(EXTRACTION_SCHEMA, sort_keys=True)).encode()).hexdigest()[:8]
 
 
 @dataclass(frozen=True)

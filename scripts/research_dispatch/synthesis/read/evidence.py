@@ -1,6 +1,6 @@
 """Read a report's evidence file for the citation check: untrusted, size-capped, damage named.
 
-`research/<stem>.evidence.jsonl` (DESIGN.md, "Evidence and checked claims" — FIXED) holds one line per
+`research/<stem>.evidence.jsonl` (docs/ARCHITECTURE.md, "Evidence and checked claims — FIXED") holds one line per
 passage the researcher was shown: `{"url", "title", "tool", "text", "sha256"}`. The synthesis reads it
 from a branch, a CI artifact or a hand-edited checkout, so nothing in it is trusted:
 
