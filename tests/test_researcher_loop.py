@@ -21,6 +21,7 @@ import yaml
 from research_dispatch.config.settings import Budget, SearchSettings, WordBand
 from research_dispatch.core.bounds import CallBounds
 from research_dispatch.leg import contract
+from research_dispatch.leg.report import load_report
 from research_dispatch.leg.researcher import (
     PROMPT_VERSION,
     STALL_SEARCHES,
@@ -416,6 +417,8 @@ def test_search_credits_are_priced_and_counted_in_the_legs_dollars(repo: Path) -
     spent = 2 * 0.008 + 3 / 5 * 1 * 0.008  # one advanced search; three pages read
     assert front_matter(repo)["search"]["cost_usd"] == round(spent, 6)
     assert status(repo)["cost_usd"] == round(spent, 6)
+    meta = load_report(repo / "research" / f"{STEM}.md", repo=repo).meta
+    assert meta.cost_usd == round(spent, 6)  # what the refresh summary and the PR count for the report
 
 
 def test_a_stop_that_carries_its_coverage_is_the_gap_check(repo: Path) -> None:

@@ -403,7 +403,8 @@ def exercised(facts: lf.LegFacts) -> dict[str, int]:
     """What the leg's conversation did, counted from the gateway's request log: turns whose tool calls ran at
     once, readings of a URL the brief names before any search, papers read at /abs/ and at /pdf/, links of
     passages followed, the plan, gap checks asked, send-backs, stalls, and writing calls without tools."""
-    from research_dispatch.leg.researcher import brief_urls
+    from research_dispatch.leg import contract
+    from research_dispatch.leg.researcher import STALL_SEARCHES, brief_urls
 
     completions = facts.extra["completions"]
     final = completions[-1]["request"]["messages"] if completions else []
@@ -414,7 +415,6 @@ def exercised(facts: lf.LegFacts) -> dict[str, int]:
              if c["function"]["name"] == "web_extract"]
     read_urls = [u for r in reads for u in r.get("urls") or []]
     users = [str(m.get("content")) for m in messages if m.get("role") == "user"]
-    from research_dispatch.leg import contract
 
     first = turns[0] if turns else {}
     first_reads = [u for c in first.get("tool_calls") or [] if c["function"]["name"] == "web_extract"
@@ -427,7 +427,7 @@ def exercised(facts: lf.LegFacts) -> dict[str, int]:
             "links_followed": sum(1 for r in reads if str(r.get("query") or "").startswith("what this linked page")),
             "plan_items": sum(1 for line in str(first.get("content") or "").splitlines() if line[:1].isdigit()),
             "gap_checks_asked": sum(u.startswith(contract.GAP_CHECK_PREFIX) for u in users),
-            "stalled": sum(contract.STALLED.format(count=3).strip() in u for u in users),
+            "stalled": sum(contract.STALLED.format(count=STALL_SEARCHES).strip() in u for u in users),
             "sent_back": sum(u.startswith(contract.GAPS_PREFIX) for u in users),
             "tool_less_writes": int(bool(completions) and not completions[-1]["request"].get("tools")
                                     and any(contract.DOSSIER_LABEL in str(m.get("content")) for m in final))}

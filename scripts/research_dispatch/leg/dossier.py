@@ -21,6 +21,9 @@ from research_dispatch.core import sanitize
 from research_dispatch.tools.search import Source, SourceRegistry, source_header
 
 MAX_PLAN_ITEMS = 12
+READ = "read in full"
+SNIPPET = "search snippet only"
+"""How the dossier says the model knew a source (its `seen` attribute): code's record, not the model's word."""
 _ITEM = re.compile(r"^\s*(?:[-*+]\s+)?(?:\*\*)?\(?(\d{1,2})[.):](?:\*\*)?\s+(.+?)\s*$")
 _COVERAGE = re.compile(r"^\s*(?:[-*+]\s+)?(?:\*\*)?(?:item\s+)?(\d{1,2})\s*[.):\-]?(?:\*\*)?\s*(.*?)\s*$",
                        re.IGNORECASE)
@@ -179,7 +182,7 @@ def build_dossier(registry: SourceRegistry, coverage: Coverage | None, *, budget
     and the writer's input are the same text."""
     placed = ordered_sources(registry, coverage)
     texts = [[p.text for p in source.shown_passages] for _, source in placed]
-    headers = [source_header(source) for _, source in placed]
+    headers = [source_header(source, seen=READ if source.extracted else SNIPPET) for _, source in placed]
     used = sum(len(h) + 12 for h in headers) + sum(len(_item_line(item)) for item, _ in placed if item is not None)
     kept: list[set[int]] = [set() for _ in placed]
     total = sum(len(t) for passages in texts for t in passages)

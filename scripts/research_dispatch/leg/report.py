@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import functools
 import hashlib
+import math
 import re
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
@@ -246,6 +247,14 @@ class ReportMeta(BaseModel):
     # sha256 of the evidence file written with the report (`leg/evidence.py`); None: written before
     # evidence files existed
     evidence_sha256: str | None = None
+
+    @property
+    def cost_usd(self) -> float:
+        """Everything the report cost: its model calls and its search spend (a malformed figure counts 0)."""
+        search = (self.search or {}).get("cost_usd")
+        spent = search if isinstance(search, (int, float)) and not isinstance(search, bool) \
+            and math.isfinite(search) and search >= 0 else 0.0
+        return round(self.usage.cost_usd + float(spent), 6)
 
     def ordered(self) -> dict[str, Any]:
         """Keys in a fixed order (FIXED keys first), nested mappings sorted: stable diffs."""
