@@ -1,14 +1,15 @@
 """The research loop for one leg: plan, search and read, check the gaps, then write from a dossier — bounded,
 and honest about how it ended.
 
-Two conversations (docs/ARCHITECTURE.md, "The research leg"):
+Two conversations (README, "How a researcher researches"):
 
 * **Research.** The first turn numbers the brief's sub-questions, each with the primary source expected to
   settle it, and starts searching (URLs the brief names are registered before the first call, so they are
   readable at once). The turns' tool calls run concurrently (`SearchTools.call_many`). Research ends when the
   model says so (a reply without tool calls), when searching stalls (`STALL_SEARCHES` searches in a row that
-  add no new source) or when a cap nears. With budget left, one follow-up first asks which sub-questions
-  which sources answer (`contract.GAP_CHECK`); code decides the gaps — a sub-question no source answers, or
+  add no new source) or when a cap nears. With budget left, the gap check: which sub-questions which sources
+  answer — the reply that ends research is asked to carry it, and when it does not (or searching stalled)
+  one follow-up asks (`contract.GAP_CHECK`); code decides the gaps — a sub-question no source answers, or
   one only search snippets answer — and sends the model back once for them (`contract.GAPS`).
 * **Writing.** One call with a fresh prompt: the writing system prompt, the brief, the plan and a dossier
   rebuilt from the source registry (`dossier.build_dossier`: every source shown, with every passage the
