@@ -85,7 +85,7 @@ from dataclasses import dataclass
 from typing import Any
 from urllib.parse import urlsplit
 
-from research_dispatch_fakes.corpus import Page, load_pages, normalize_url
+from research_dispatch_fakes.corpus import Page, arxiv_abs, load_pages, normalize_url
 from research_dispatch_fakes.faults import FaultRule, count, non_negative, parse_rules
 from research_dispatch_fakes.http import FakeRequest, FakeResponse, FakeServer
 from research_dispatch_fakes.realism import Realism, pdf_artefacts
@@ -548,13 +548,13 @@ class FakeTavily(FakeServer):
         failed: list[dict[str, Any]] = []
         for url in urls:
             key = normalize_url(url)
-            page = self._by_url.get(key)
+            page = self._by_url.get(normalize_url(arxiv_abs(url)))
             if page is not None and page.hostile and not scenario.hostile:
                 page = None
             if page is None or effects.empty or key in effects.fail_urls:
                 failed.append({"url": url, "error": EXTRACT_FAILURE})
             else:
-                results.append({"url": url, "raw_content": pdf_artefacts(page.content, scenario.realism, page.url),
+                results.append({"url": url, "raw_content": pdf_artefacts(page.text_at(url), scenario.realism, url),
                                 "images": []})
         payload: dict[str, Any] = {
             "results": results,

@@ -299,11 +299,22 @@ def test_extract_known_and_unknown_urls(client: TavilyClient, fake: FakeTavily) 
     )
     assert [r["url"] for r in response["results"]] == [known, "https://THINKINGMACHINES.ai/blog/on-policy-distillation"]
     page = page_by_url(known)
-    assert page is not None and response["results"][0] == {"url": known, "raw_content": page.content, "images": []}
+    # an arXiv /abs/ URL is its abstract page, as arXiv serves it; the paper is at /pdf/
+    assert page is not None and response["results"][0] == {"url": known, "raw_content": page.abstract_page,
+                                                           "images": []}
     assert response["failed_results"] == [{"url": unknown, "error": "Failed to fetch url"}]
     assert fake.calls[0][1]["timeout"] == 30  # the client sends its timeout in the body too
     single = client.extract(known)
     assert [r["url"] for r in single["results"]] == [known] and single["failed_results"] == []
+
+
+def test_an_arxiv_paper_reads_as_its_abstract_page_at_abs_and_in_full_at_pdf(client: TavilyClient) -> None:
+    abstract = client.extract("https://arxiv.org/abs/2501.18512")["results"][0]["raw_content"]
+    paper = client.extract("https://arxiv.org/pdf/2501.18512")["results"][0]["raw_content"]
+    page = page_by_url("https://arxiv.org/pdf/2501.18512")
+    assert page is not None and (abstract, paper) == (page.abstract_page, page.content)
+    assert "## Abstract" in abstract and "Skip to main content" in abstract and len(abstract) < 5_000
+    assert all(point in paper for point in page.key_points) and not any(p in abstract for p in page.key_points)
 
 
 # --------------------------------------------------------------------------------------------

@@ -18,7 +18,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 from urllib.parse import urlsplit
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, ValidationInfo, field_validator, model_validator
@@ -303,6 +303,41 @@ class SearchServiceSettings(_Strict):
 # `host`, `host:port`, `[v6]`, `[v6]:port` or a bare IPv6 address (two colons at least, no port).
 _ALLOWED_HOST = re.compile(r"(?:\[[0-9a-f:.]{2,45}\]|[a-z0-9.-]{1,253})(?::(?P<port>\d{1,5}))?|"
                            r"[0-9a-f.]*:[0-9a-f.]*:[0-9a-f:.]*")
+
+
+Depth = Literal["basic", "advanced"]
+Credits = Annotated[float, Field(ge=0, le=100)]
+
+
+class SearchPriceSettings(_Strict):
+    """`[tool.research-dispatch.search_prices]`: what the search services charge, so that a leg's search spend
+    counts in its dollars and its dollar cap like its model calls (`tools/providers.py` prices each call).
+
+    The defaults are the services' documented list prices: Tavily ("Credits & Pricing": pay-as-you-go $0.008
+    a credit; a basic search 1 credit, an advanced one 2; every 5 successful URL extractions 1 credit at basic
+    depth, 2 at advanced, a failed one free) and Exa (pricing page: a search $7 per 1,000 requests with up to
+    10 results, $1 per 1,000 results beyond 10; contents $1 per 1,000 pages). A plan with cheaper credits
+    sets its own `tavily_credit_usd`. Prices, not research inputs: not part of a leg's input hash."""
+
+    tavily_credit_usd: float = Field(0.008, ge=0, le=1)
+    tavily_search_credits: dict[Depth, Credits] = Field(default_factory=lambda: _documented_credits())
+    tavily_extract_credits_per_5_urls: dict[Depth, Credits] = Field(default_factory=lambda: _documented_credits())
+    exa_search_usd: float = Field(0.007, ge=0, le=10)
+    exa_extra_result_usd: float = Field(0.001, ge=0, le=10)
+    exa_page_usd: float = Field(0.001, ge=0, le=10)
+
+    @field_validator("tavily_search_credits", "tavily_extract_credits_per_5_urls", mode="before")
+    @classmethod
+    def _whole_table(cls, value: object) -> object:
+        """A table that names one depth keeps the documented price of the other."""
+        if isinstance(value, dict):
+            return {**_documented_credits(), **value}
+        return value
+
+
+def _documented_credits() -> dict[Depth, float]:
+    """Tavily's credits at each depth, for a search or for five pages read alike."""
+    return {"basic": 1.0, "advanced": 2.0}
 
 
 class DestinationSettings(_Strict):
@@ -602,6 +637,7 @@ class Settings(_Strict):
     lineage: dict[str, str] = Field(default_factory=dict)
     gateway: GatewaySettings = GatewaySettings()
     search_service: SearchServiceSettings = SearchServiceSettings()
+    search_prices: SearchPriceSettings = SearchPriceSettings()
     mcp: McpSettings = McpSettings()
     destinations: DestinationSettings = DestinationSettings()
     synthesis: SynthesisSettings = SynthesisSettings()

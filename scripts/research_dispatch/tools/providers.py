@@ -30,6 +30,7 @@ from exa_py.api import ExaJSONEncoder  # type: ignore[attr-defined]
 from tavily import TavilyClient
 from tavily import errors as tavily_errors
 
+from research_dispatch.config.settings import SearchPriceSettings
 from research_dispatch.core import sanitize
 from research_dispatch.core.bounds import CallBounds
 from research_dispatch.core.errors import CallTimedOut, Interrupted, ResponseTooLarge, SearchError
@@ -383,3 +384,28 @@ def _exa_error_detail(body: str) -> str:
 
 def names(providers: Iterable[SearchProvider]) -> list[str]:
     return [p.name for p in providers]
+
+
+# ----------------------------------------------------------------------------------------------
+# Prices: a leg's search spend counts in its dollars and its cap (`SearchPriceSettings`)
+
+EXA_RESULTS_IN_BASE_PRICE = 10
+
+
+def search_cost(provider: str, request: SearchQuery, results: int, prices: SearchPriceSettings) -> float:
+    """What one answered search costs: Tavily by its depth's credits, Exa by request (up to 10 results,
+    more billed per result). Any other provider (a scripted one in tests) is priced as Tavily."""
+    if provider == "exa":
+        extra = max(0, min(results, request.max_results) - EXA_RESULTS_IN_BASE_PRICE)
+        return prices.exa_search_usd + extra * prices.exa_extra_result_usd
+    credits = prices.tavily_search_credits["advanced" if request.depth == "advanced" else "basic"]
+    return credits * prices.tavily_credit_usd
+
+
+def extract_cost(provider: str, pages: int, prices: SearchPriceSettings, *, depth: str = "basic") -> float:
+    """What reading `pages` pages successfully costs (a failed URL is free): Exa per page, Tavily per five
+    pages at its depth (pro rata: the credit is charged on every fifth page a key reads, across calls)."""
+    if provider == "exa":
+        return pages * prices.exa_page_usd
+    credits = prices.tavily_extract_credits_per_5_urls["advanced" if depth == "advanced" else "basic"]
+    return pages / 5 * credits * prices.tavily_credit_usd
