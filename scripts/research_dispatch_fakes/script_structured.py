@@ -6,7 +6,8 @@ The product asks for structured output with `response_format: {"type": "json_sch
 and returns the behaviour's dict as the JSON content (or tool-call arguments) with finish_reason
 `"stop"`.
 
-The behaviours for `claim_extraction`, `claim_alignment` and `citation_check` live in
+The behaviours for `claim_extraction`, `claim_alignment`, `citation_check` and the follow-up questions
+`position_check` and `citation_recheck` live in
 `script_synthesis` (registered at the bottom of this module). Each behaviour receives the whole request
 body (messages, schema, model), the quirks of the scenario rule that matched the call (`overstate`,
 `misquote`: deliberate misbehaviours a test asks for) and the scenario's `realism` setting (`realism`:
@@ -76,6 +77,8 @@ def _register_synthesis() -> None:
     STRUCTURED_BEHAVIOURS.setdefault("claim_alignment",
                                      lambda body, _quirks, _realism: script_synthesis.align_claims(body))
     STRUCTURED_BEHAVIOURS.setdefault("citation_check", script_synthesis.check_citations)
+    STRUCTURED_BEHAVIOURS.setdefault("citation_recheck", script_synthesis.recheck_citations)
+    STRUCTURED_BEHAVIOURS.setdefault("position_check", script_synthesis.check_positions)
 
 
 _register_synthesis()

@@ -77,6 +77,7 @@ CLAIMS_PATH = Path(__file__).with_name("corpus") / "claims.json"
 GENERIC_PER_REPORT = 4
 JUDGE_OVERLAP = 0.5
 SUPPORT_OVERLAP = 0.35
+RECHECK_OVERLAP = 0.2  # one sentence read alone: a share of the claim's words that a sentence can hold
 OVERSTATEMENT = ", in every setting and at any scale"
 MISQUOTE = " in every setting"
 INSTRUCTION = re.compile(r"\banswer\s+[\"']?supports?\b|\bmark\b[^.]{0,60}\bas\s+supported\b|"
@@ -595,7 +596,7 @@ def check_citations(body: dict[str, Any], quirks: frozenset[str] = frozenset(),
     for claim in _block_lines(text, "claims"):
         sentence = str(claim.get("sentence") or "")
         wanted = _content_words(sentence)
-        best: tuple[int, str, str, str | None] | None = None
+        best: tuple[float, str, str, str | None] | None = None
         seen: set[str] = set()
         for pid in claim.get("passages") or []:
             passage = passages.get(str(pid), "")
@@ -603,7 +604,9 @@ def check_citations(body: dict[str, Any], quirks: frozenset[str] = frozenset(),
             candidates: list[tuple[str | None, str]] = [*numbered.get(str(pid), [])] or \
                 [(None, c) for c in _passage_sentences(passage)]
             for sid, candidate in candidates:
-                shared = len(wanted & _content_words(read_pdf(candidate)))
+                shared: float = len(wanted & _content_words(read_pdf(candidate)))
+                if sid is not None and len(_with_subject(sentence, sid, numbered[str(pid)])) > 1:
+                    shared += 0.5  # a judge prefers the sentence whose neighbour says what the claim is about
                 if best is None or shared > best[0]:
                     best = (shared, str(pid), candidate, sid)
         overlap = len(wanted & seen) / len(wanted) if wanted else 0.0
@@ -624,7 +627,9 @@ def check_citations(body: dict[str, Any], quirks: frozenset[str] = frozenset(),
         answer: dict[str, Any] = {"id": claim["id"], "verdict": "contradicts" if negated else "supports",
                                   "passage": pid, "quote": quote}
         if sid is not None:
-            answer["sentences"], answer["quote"] = [sid], _opening(quote)
+            pointed = _with_subject(sentence, sid, numbered.get(pid, []))
+            answer["sentences"] = pointed
+            answer["quote"] = _opening(dict(numbered.get(pid, []))[pointed[0]])
         if slips is not None and slips.slips("cite", body.get("session_id") or "", sentence, pid):
             answer = _slipped_check(answer, slips, [i for i, _ in numbered.get(pid, [])], sentence)
         if "misquote" in quirks:
@@ -633,12 +638,89 @@ def check_citations(body: dict[str, Any], quirks: frozenset[str] = frozenset(),
     return {"checks": checks}
 
 
+def _subject_words(claim: str) -> set[str]:
+    """What a claim is about, as a judge looks for it: its capitalised words and names with digits."""
+    return {w.lower() for w in re.findall(r"\b[A-Z][A-Za-z0-9.+-]{2,}|\b[A-Za-z]+\d[\w.+-]*", claim)}
+
+
+def _with_subject(claim: str, best: str, shown: list[tuple[str, str]]) -> list[str]:
+    """The sentences to point at: the best one, and a shown neighbour that names what the claim is about
+    where the best one does not (a capitalised word of the claim) — as a judge also cites the sentence
+    that says what "it" is."""
+    numbers = {int(i[1:]): text for i, text in shown}
+    here = set(_WORD.findall(read_pdf(numbers[int(best[1:])]).lower()))
+    missing = {w for w in _subject_words(claim) if not set(_WORD.findall(w)) <= here}
+    for near in (int(best[1:]) - 1, int(best[1:]) + 1):
+        words = set(_WORD.findall(read_pdf(numbers.get(near, "")).lower()))
+        if any(set(_WORD.findall(w)) <= words for w in missing):
+            return sorted([best, f"S{near}"], key=lambda i: int(i[1:]))
+    return [best]
+
+
 def _slipped_check(answer: dict[str, Any], realism: Realism, shown: list[str], sentence: str) -> dict[str, Any]:
     """One citation answer as a real judge gives it: its quote copied with a slip, or its sentence pointer
-    off by one (to a neighbouring shown sentence)."""
+    off by one (every pointed sentence moved to its shown neighbour)."""
     key = (answer["passage"], sentence)
-    pointed = answer.get("sentences") or []
-    neighbours = [s for s in shown if pointed and abs(int(s[1:]) - int(pointed[0][1:])) == 1]
-    if neighbours and realism.choose(("copy", "pointer"), "kind", *key) == "pointer":
-        return {**answer, "sentences": [realism.choose(neighbours, "shift", *key)]}
+    pointed = [int(s[1:]) for s in answer.get("sentences") or []]
+    steps = [step for step in (-1, 1) if pointed and all(f"S{n + step}" in shown for n in pointed)]
+    if steps and realism.choose(("copy", "pointer"), "kind", *key) == "pointer":
+        step = realism.choose(steps, "shift", *key)
+        return {**answer, "sentences": [f"S{n + step}" for n in pointed]}
     return {**answer, "quote": copy_slip(str(answer["quote"]), realism, *key)}
+
+
+# --------------------------------------------------------------------------------------------------
+# Follow-up questions: a claim's position asked again, a citation's sentence asked the opposite way
+
+_NAME_LIKE = re.compile(r"\b[A-Za-z][A-Za-z0-9.+-]*(?:[A-Z][A-Za-z0-9.+-]*|\d[A-Za-z0-9.+-]*)\b")
+_LIMITING = re.compile(r"\b(?:only|unless|except)\b", re.IGNORECASE)
+
+
+def check_positions(body: dict[str, Any], quirks: frozenset[str] = frozenset(),
+                    realism: Realism | None = None) -> dict[str, Any]:
+    """The `position_check` answer: each sentence's position on its option, by the extractor's own rule
+    (`_position`, `_hedge`). A follow-up question: never slips."""
+    checks = []
+    for item in _block_lines(_user_text(body, "<sentences>"), "sentences"):
+        sentence = str(item.get("sentence") or "")
+        checks.append({"id": item["id"], "position": _position(sentence), "condition": _hedge(sentence)})
+    return {"checks": checks}
+
+
+def _subject(claim: str) -> str | None:
+    """What a claim is about, as a careful reader takes it: its first name with two capitals or a digit
+    ("GRPO", "DiLoCo", "Qwen2.5-32B"), else its first capitalised word after the first; lower case."""
+    words = list(_NAME_LIKE.finditer(claim))
+    for match in words:
+        word = match.group(0)
+        if sum(c.isupper() for c in word) >= 2 or (any(c.isdigit() for c in word) and any(c.isalpha() for c in word)):
+            return word.lower()
+    later = [m.group(0) for m in re.finditer(r"[A-Za-z][\w'-]*", claim)][1:]
+    return next((w.lower().removesuffix("'s") for w in later if w[:1].isupper()), None)
+
+
+def recheck_citations(body: dict[str, Any], quirks: frozenset[str] = frozenset(),
+                      realism: Realism | None = None) -> dict[str, Any]:
+    """The `citation_recheck` answer: "yes" or "no" to each item's question about a claim and one source
+    sentence, read alone. A careful reader: a sentence fails to support a claim when it does not name the
+    claim's subject (`_subject`), shares under `RECHECK_OVERLAP` of its content words, is negated where
+    the claim is not (or the reverse), or narrows it ("only", "unless", "except"); it is compatible with
+    a claim it shares too little with or whose negation it shares. The `agreeable` quirk answers "yes" to
+    everything. A follow-up question: never slips."""
+    checks = []
+    for item in _block_lines(_user_text(body, "<items>"), "items"):
+        claim, source = str(item.get("claim") or ""), read_pdf(str(item.get("source") or ""))
+        wanted = _content_words(claim)
+        overlap = len(wanted & _content_words(source)) / len(wanted) if wanted else 0.0
+        negated = bool(_NEGATION.search(claim)) != bool(_NEGATION.search(source))
+        subject = _subject(claim)
+        unnamed = subject is not None and not set(_WORD.findall(subject)) <= set(_WORD.findall(source.lower()))
+        if "agreeable" in quirks:
+            yes = True
+        elif "fail to support" in str(item.get("question") or ""):
+            yes = unnamed or overlap < RECHECK_OVERLAP or negated or \
+                bool(_LIMITING.search(source) and not _LIMITING.search(claim))
+        else:
+            yes = overlap < RECHECK_OVERLAP or not negated
+        checks.append({"id": item["id"], "answer": "yes" if yes else "no"})
+    return {"checks": checks}

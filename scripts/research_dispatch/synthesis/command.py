@@ -38,9 +38,11 @@ def summary_line(result: SynthesisResult) -> str:
         notes.append(f"{counts['flagged_sides']} divergence side(s) held by one report")
     ties = f" ({'; '.join(notes)})" if notes else ""
     checked = counts.get("checked") or {}
+    dropped = counts.get("dropped_claims", 0)
     claims = (f" · claims: {checked['claims']} ({checked['anchored']} anchored: {checked['supported']} with a "
               f"supported citation, {checked['unsupported']} unsupported, {checked['contradicted']} contradicted; "
-              f"{checked['counted']} counted)") if checked else ""
+              f"{checked['counted']} counted" + (f"; {dropped} dropped or not counted, each in the limitations"
+                                                  if dropped else "") + ")") if checked else ""
     line = (f"synthesized {counts['reports']} report(s): {counts['counted']} counted, {counts['excluded']} excluded "
             f"(route not verified){skipped}{claims} · findings: {clusters['convergent']} convergent, "
             f"{clusters['same_family']} same-family, {clusters['divergent']} divergent in "

@@ -69,7 +69,7 @@ from research_dispatch.synthesis.count import asked, counting
 from research_dispatch.synthesis.count.classify import STATUSES, Cluster, Divergence, classify
 from research_dispatch.synthesis.count.keys import assign_cluster_keys, assign_divergence_keys
 from research_dispatch.synthesis.extract import claims as extract
-from research_dispatch.synthesis.extract.claims import Claim, ExtractionRequest, NotAFinding
+from research_dispatch.synthesis.extract.claims import Claim, ExtractionRequest, Malformed, NotAFinding
 from research_dispatch.synthesis.read import evidence
 from research_dispatch.synthesis.read.inputs import (
     LegCoverage,
@@ -134,6 +134,7 @@ class _Extracted:
     claims: list[Claim] = field(default_factory=list)
     dropped: int = 0
     not_findings: list[NotAFinding] = field(default_factory=list)
+    malformed: list[Malformed] = field(default_factory=list)  # claims of the answer dropped alone
     calls: list[dict[str, Any]] = field(default_factory=list)
     fresh: list[CallRecord] = field(default_factory=list)
     cached: bool = False
@@ -173,6 +174,18 @@ class _ReportChecks:
     calls: list[dict[str, Any]] = field(default_factory=list)
     fresh: list[CallRecord] = field(default_factory=list)
     cached: int = 0
+    error: str | None = None
+    timed_out: bool = False
+
+
+@dataclass
+class _Rechecked:
+    """One call of second questions (`citations.run_recheck`): whether each verdict stood, or why no answer."""
+
+    batch: citations.RecheckBatch
+    stood: dict[str, bool] = field(default_factory=dict)
+    calls: list[dict[str, Any]] = field(default_factory=list)
+    fresh: list[CallRecord] = field(default_factory=list)
     error: str | None = None
     timed_out: bool = False
 
@@ -327,7 +340,7 @@ def _extract_all(reports: list[ReportInput], settings: Settings, cache: Synthesi
             pending.append(outcome)
             continue
         cleaned = extract.to_claims(hit.extraction, outcome.request.report)
-        outcome.claims, outcome.dropped = cleaned.claims, hit.dropped_citations
+        outcome.claims, outcome.dropped, outcome.malformed = cleaned.claims, hit.dropped_citations, hit.malformed
         outcome.not_findings = sorted({(n.statement, n.reason): n for n in [*hit.not_findings, *cleaned.not_findings]}
                                       .values(), key=lambda n: n.statement)
         outcome.calls, outcome.cached = hit.calls, True
@@ -338,7 +351,7 @@ def _extract_all(reports: list[ReportInput], settings: Settings, cache: Synthesi
     def work(shared: _Extracted) -> _Extracted:
         outcome = replace(shared)  # a late worker must not change what the caller already wrote up
         try:
-            extraction, records = extract.run_extraction(gateway, outcome.request, cycle=cycle, deadline=deadline)
+            cleaned, records = extract.extract_report(gateway, outcome.request, cycle=cycle, deadline=deadline)
         except TimeLimitReached as exc:
             outcome.error, outcome.timed_out = str(exc), True
             outcome.fresh, outcome.calls = exc.records, _dicts(exc.records)
@@ -347,12 +360,12 @@ def _extract_all(reports: list[ReportInput], settings: Settings, cache: Synthesi
             outcome.error, outcome.fresh = str(exc), exc.records
             outcome.calls = _dicts(exc.records)
             return outcome
-        cleaned = extract.to_claims(extraction, outcome.request.report)
         outcome.claims, outcome.dropped, outcome.not_findings = cleaned.claims, cleaned.dropped_citations, \
             cleaned.not_findings
+        outcome.malformed = cleaned.malformed
         outcome.fresh, outcome.calls = records, _dicts(records)
         cache.store_extraction(outcome.request.key, [c.extracted() for c in outcome.claims], outcome.dropped,
-                               outcome.not_findings, outcome.calls)
+                               outcome.not_findings, outcome.calls, outcome.malformed)
         return outcome
 
     done = report(len(pending), len(outcomes) - len(pending))
@@ -397,6 +410,11 @@ def _judge_all(batches: list[Batch], settings: Settings, cache: SynthesisCache, 
                            lambda o: f"judge batch {o.batch.id}: {_time_limit_note(minutes)}")
 
 
+_Answered = tuple[citations.Verdicted, list[dict[str, Any]]]
+"""A citation judge's answer and the calls it rests on; held by (report, key): two reports may ask one
+question, and each decision rests on its own report's calls (issue 30.5)."""
+
+
 def _check_all(repo: Path, reports: list[ReportInput], extracted: list[_Extracted], settings: Settings,
                cache: SynthesisCache, lazy: _LazyGateway, cycle: str, deadline: float) -> list[_ReportChecks]:
     """Check every citation of every extracted claim (`citations`); cached answers first."""
@@ -404,7 +422,7 @@ def _check_all(repo: Path, reports: list[ReportInput], extracted: list[_Extracte
     checks: list[_ReportChecks] = []
     pending: list[_Checked] = []
     # by (report, key): two reports may ask one question, and each decision rests on its own report's calls
-    answered: dict[tuple[str, str], tuple[citations.Verdicted, list[dict[str, Any]]]] = {}
+    answered: dict[tuple[str, str], _Answered] = {}
     for outcome in extracted:
         if outcome.error:
             continue
@@ -429,16 +447,12 @@ def _check_all(repo: Path, reports: list[ReportInput], extracted: list[_Extracte
 
         def work(shared: _Checked) -> _Checked:
             outcome = replace(shared)
-            try:
-                outcome.answers, outcome.fresh = citations.run_check(gateway, outcome.batch, cycle=cycle,
-                                                                     deadline=deadline)
-            except TimeLimitReached as exc:
-                outcome.error, outcome.timed_out, outcome.fresh = str(exc), True, exc.records
-            except StructuredCallFailed as exc:
-                outcome.error, outcome.fresh = str(exc), exc.records
-            outcome.calls = _dicts(outcome.fresh)
-            for key, answer in outcome.answers.items():
-                cache.store_citation(key, answer, outcome.calls)
+
+            def ask() -> list[CallRecord]:
+                outcome.answers, records = citations.run_check(gateway, outcome.batch, cycle=cycle, deadline=deadline)
+                return records
+
+            _attempt(outcome, ask)
             return outcome
 
         finished = _merge_finished(pending, pending,
@@ -447,21 +461,92 @@ def _check_all(repo: Path, reports: list[ReportInput], extracted: list[_Extracte
                                              f"{_time_limit_note(minutes)}")
     failed: dict[tuple[str, str], _Checked] = {}
     by_report: dict[str, list[_Checked]] = {}
+    fresh: set[tuple[str, str]] = set()
     for checked in finished:
         by_report.setdefault(checked.batch.report, []).append(checked)
         for item in checked.batch.items.values():
             if item.key in checked.answers:
                 answered[(checked.batch.report, item.key)] = (checked.answers[item.key], checked.calls)
+                fresh.add((checked.batch.report, item.key))
             else:
                 failed[(checked.batch.report, item.key)] = checked
+    rechecked: dict[str, list[_Rechecked]] = {}
+    for second in _recheck_all(checks, answered, settings, lazy, cycle, deadline):
+        rechecked.setdefault(second.batch.report, []).append(second)
+        fresh |= {(second.batch.report, q.key) for q in second.batch.items.values()}
+    for stem, key in sorted(fresh):  # each answer is kept once complete (with its second question's answer)
+        cache.store_citation(key, *answered[(stem, key)])
     for report_checks in checks:
-        _decide_report(report_checks, answered, failed, by_report.get(report_checks.plan.report, []))
+        stem = report_checks.plan.report
+        _decide_report(report_checks, answered, failed, by_report.get(stem, []), rechecked.get(stem, []))
     return checks
 
 
-def _decide_report(checks: _ReportChecks,
-                   answered: dict[tuple[str, str], tuple[citations.Verdicted, list[dict[str, Any]]]],
-                   failed: dict[tuple[str, str], _Checked], outcomes: list[_Checked]) -> None:
+class _Attempted(Protocol):
+    """A call's outcome as `_attempt` fills it in."""
+
+    fresh: list[CallRecord]
+    calls: list[dict[str, Any]]
+    error: str | None
+    timed_out: bool
+
+
+def _attempt(outcome: _Attempted, ask: Callable[[], list[CallRecord]]) -> None:
+    """Make one structured call (`ask` keeps its answer and returns the calls it made) and record on `outcome`
+    the calls, or why there is no answer: the time limit, or a failed call."""
+    try:
+        outcome.fresh = ask()
+    except TimeLimitReached as exc:
+        outcome.error, outcome.timed_out, outcome.fresh = str(exc), True, exc.records
+    except StructuredCallFailed as exc:
+        outcome.error, outcome.fresh = str(exc), exc.records
+    outcome.calls = _dicts(outcome.fresh)
+
+
+def _recheck_all(checks: list[_ReportChecks], answered: dict[tuple[str, str], _Answered],
+                 settings: Settings, lazy: _LazyGateway, cycle: str, deadline: float) -> list[_Rechecked]:
+    """Ask the second, opposite-direction question about every answer whose pointed sentence is in doubt
+    (`citations.recheck_of`): one call per report (at most `MAX_ITEMS_PER_CALL` each); each answer in
+    `answered` gets the reply (and the calls it rests on). A failed call leaves its answers unasked: the
+    citation is then unsupported, with the reason."""
+    pending: list[_Rechecked] = []
+    for report_checks in checks:
+        plan = report_checks.plan
+        questions = [question for item in plan.items if (plan.report, item.key) in answered
+                     for question in [citations.recheck_of(item, answered[(plan.report, item.key)][0])]
+                     if question is not None]
+        if questions and plan.judge_model is not None:
+            pending += [_Rechecked(b) for b in citations.build_rechecks(plan.report, plan.judge_model, questions)]
+    if not pending:
+        return []
+    gateway = lazy.get()
+
+    def work(shared: _Rechecked) -> _Rechecked:
+        outcome = replace(shared)
+
+        def ask() -> list[CallRecord]:
+            outcome.stood, records = citations.run_recheck(gateway, outcome.batch, cycle=cycle, deadline=deadline)
+            return records
+
+        _attempt(outcome, ask)
+        return outcome
+
+    minutes = settings.synthesis.timeout_minutes
+    done = _merge_finished(pending, pending, _parallel(pending, work, settings.synthesis.concurrency, deadline),
+                           lambda o: f"second questions {o.batch.index} of {o.batch.report}: "
+                                     f"{_time_limit_note(minutes)}")
+    for outcome in done:
+        for question in outcome.batch.items.values():
+            answer, calls = answered[(outcome.batch.report, question.key)]
+            stood = outcome.stood.get(question.key)
+            answered[(outcome.batch.report, question.key)] = (
+                replace(answer, recheck=stood) if stood is not None else answer, calls + outcome.calls)
+    return done
+
+
+def _decide_report(checks: _ReportChecks, answered: dict[tuple[str, str], _Answered],
+                   failed: dict[tuple[str, str], _Checked], outcomes: list[_Checked],
+                   rechecks: list[_Rechecked]) -> None:
     """Every decision of one report, in claim order, with the calls each rests on (deduplicated)."""
     calls: list[dict[str, Any]] = []
     index: dict[str, int] = {}
@@ -491,10 +576,11 @@ def _decide_report(checks: _ReportChecks,
             f"not checked: {why}", item, None, refer(outcome.calls) if outcome is not None else ()))
     checks.decisions = sorted(decisions, key=lambda d: (d.claim, d.number))
     checks.calls = calls
-    checks.fresh = [r for o in outcomes for r in o.fresh]
-    errors = [o for o in outcomes if o.error]
-    checks.timed_out = any(o.timed_out for o in errors)
-    checks.error = errors[0].error if errors else None
+    checks.fresh = [r for o in outcomes for r in o.fresh] + [r for o in rechecks for r in o.fresh]
+    errors = [(o.error, o.timed_out) for o in outcomes if o.error] + \
+        [(o.error, o.timed_out) for o in rechecks if o.error]
+    checks.timed_out = any(timed_out for _, timed_out in errors)
+    checks.error = errors[0][0] if errors else None
 
 
 def _with_citations(extracted: list[_Extracted], checks: list[_ReportChecks]) -> None:
@@ -609,6 +695,46 @@ def _check_limitations(checks: list[_ReportChecks]) -> list[str]:
     return items
 
 
+def _claim_limitations(extracted: list[_Extracted], checks: list[_ReportChecks], report_counting: Mapping[str, Any],
+                       count_unsupported: bool) -> list[str]:
+    """One line per claim of a counted report that the synthesis extracted but could not locate, check or count,
+    with its specific reason (DESIGN.md, "Limitations"): a malformed claim of the answer, a statement that is
+    not a finding, a claim its pointer does not locate, a position its own sentence contradicts, a claim no
+    citation of which stands (each citation's reason: no passage, phantom, the judge found nothing, pointed at
+    a sentence that does not address it, or failed). A located claim is shown by its report sentence; the
+    extractor's words are shown only where there is no report sentence, and are marked as such."""
+    reasons: dict[str, list[str]] = {}
+    for report_checks in checks:
+        for decision in report_checks.decisions:
+            reasons.setdefault(decision.claim, []).append(
+                f"[{decision.number}] {decision.check.support.value}: {decision.reason}")
+    lines: list[str] = []
+    for outcome in sorted(extracted, key=lambda o: o.request.report.stem):
+        stem = outcome.request.report.stem
+        if outcome.error or not report_counting[stem].counted:
+            continue  # said once for the whole report
+        for bad in outcome.malformed:
+            lines.append(f"Report {stem}: a claim of the extractor's answer was dropped: {bad.reason}; the "
+                         f"extractor's words, not the report's: “{one_line(bad.statement, 200)}”.")
+        for note in outcome.not_findings:
+            lines.append(f"Report {stem}: the extracted statement “{one_line(note.statement, 200)}” was dropped: it "
+                         f"{note.reason} (the extractor's words, not the report's).")
+        for claim in outcome.claims:
+            standing = counting.standing(claim, report_counting[stem], count_unsupported=count_unsupported)
+            said = f"Report {stem}, “{one_line(claim.quote, 300)}”: not counted"
+            if standing is counting.Standing.NOT_ANCHORED:
+                lines.append(f"Report {stem}: a claim could not be located in the report: {claim.unlocated}; the "
+                             f"extractor's statement, not the report's words: “{one_line(claim.statement, 200)}”.")
+            elif standing is counting.Standing.POSITION_CONTRADICTED:
+                dispute = claim.dispute
+                why = dispute.reason if dispute is not None else "its sentence contradicts its position"
+                lines.append(f"{said}: {why}; asked again, the extractor still said “for” ({claim.pick}).")
+            elif standing in (counting.Standing.UNSUPPORTED, counting.Standing.CONTRADICTED):
+                cited = "; ".join(reasons.get(claim.key, [])) or "it cites no source"
+                lines.append(f"{said}: no citation of it stands ({cited}).")
+    return [one_line(line, 900) for line in lines]
+
+
 def _ledger_report(outcome: _Extracted, settings: Settings) -> LedgerReport:
     report = outcome.request.report
     meta = report.meta
@@ -629,6 +755,7 @@ def _ledger_report(outcome: _Extracted, settings: Settings) -> LedgerReport:
             prompt_version=extract.PROMPT_VERSION, error=one_line(outcome.error, 500) if outcome.error else None,
             truncated=outcome.request.truncated, dropped_citations=outcome.dropped,
             not_findings=[LedgerNotFinding(statement=n.statement, reason=n.reason) for n in outcome.not_findings],
+            malformed=[LedgerNotFinding(statement=m.statement, reason=m.reason) for m in outcome.malformed],
             calls=outcome.calls),
         claims=[c.key for c in outcome.claims])
 
@@ -839,9 +966,12 @@ def synthesize(repo: Path, settings: Settings, *, env: Mapping[str, str], cycle:
     assign_cluster_keys(clusters, old, set(counted))
     assign_divergence_keys(divergences, clusters)
     incomplete = _incomplete(extracted, judged, syn.timeout_minutes, checks)
-    limitations = _limitations(cycle, reports, inputs.skipped, states, extracted, judged, incomplete, checks)
+    dropped_claims = _claim_limitations(extracted, checks, report_counting, syn.count_unsupported)
+    limitations = _limitations(cycle, reports, inputs.skipped, states, extracted, judged, incomplete, checks) + \
+        dropped_claims
     ledger = _build_ledger(_Work(cycle, settings, reports, inputs.skipped, states, extracted, judged, checks, clusters,
                                  divergences, limitations, incomplete))
+    ledger.counts["dropped_claims"] = len(dropped_claims)  # each listed in `limitations` with its reason
     ledger_dict = ledger.to_dict()
     diff = diff_ledgers(old, ledger_dict)
 

@@ -51,6 +51,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_valida
 from research_dispatch.synthesis.common.checked import CitationCheck, Position, Support
 from research_dispatch.synthesis.count.classify import Cluster, Divergence, Side
 from research_dispatch.synthesis.count.counting import Standing
+from research_dispatch.synthesis.extract.position import PositionCheck
 
 SCHEMA: Final = "research-dispatch/claims@3"
 UPGRADABLE_SCHEMA: Final = "research-dispatch/claims@2"  # read as @3 with every claim unchecked
@@ -82,6 +83,7 @@ class LedgerExtraction(_Model):
     truncated: bool = False
     dropped_citations: int = 0
     not_findings: list[LedgerNotFinding] = Field(default_factory=list)
+    malformed: list[LedgerNotFinding] = Field(default_factory=list)  # claims of the answer that did not fit
     calls: list[dict[str, Any]] = Field(default_factory=list)
 
 
@@ -162,6 +164,8 @@ class LedgerClaim(_Model):
     anchored: bool
     citations: list[LedgerCitation]
     standing: Standing = Standing.NOT_ANCHORED  # whether it counts, or why not (`counting`)
+    units: list[str] = Field(default_factory=list)  # the report units its quote is (`read/units`: "U12")
+    position_check: PositionCheck | None = None  # what checking its position against its sentence found
 
 
 class LedgerCluster(_Model):
@@ -275,7 +279,8 @@ class LedgerCheckItem(_Model):
     key: str | None  # the cache key of the judge's answer; None when decided without a judge
     judge_model: str | None
     passages: list[str]  # sha256 of the stored passages shown to the judge
-    answer: dict[str, Any] | None  # the judge's answer: {"verdict", "passage" (sha256), "quote"}
+    answer: dict[str, Any] | None  # the judge's answer: {"verdict", "passage" (sha256), "sentences", "quote",
+    #                                "recheck" (the second question's answer: true, the verdict stood)}
     calls: list[int]  # indices into the report's `calls`
 
 

@@ -53,7 +53,8 @@ STATUS_TEXT = {
 }
 #: How the document words a citation that is not supported (the demo looks for the unsupported line).
 CITATION_TEXT = {
-    Support.UNSUPPORTED: "does not support it (the judge found nothing, or its quote is not in the passage)",
+    Support.UNSUPPORTED: "does not support it (the judge found nothing, or pointed at no sentence that addresses "
+                         "it)",
     Support.NO_EVIDENCE: "no stored passage of this source",
     Support.PHANTOM: "cited, but not in the report's references",
 }
@@ -138,10 +139,11 @@ class _Renderer:
         return f"{ref} {CITATION_TEXT[citation.support]}"
 
     def words(self, claim: LedgerClaim) -> str:
-        """What the report says: its own words when code found them, else the extractor's, marked."""
+        """What the report says: its own words when code located them; never the extractor's paraphrase (a claim
+        that could not be located is listed under Limitations with the reason)."""
         if claim.anchored and claim.quote:
             return f"“{md(claim.quote)}”"
-        return f"(extracted, not found in the report) “{md(claim.statement)}”"
+        return "(a claim that could not be located in the report: see Limitations)"
 
     def where(self, claim: LedgerClaim) -> str:
         """The report, linked to the section the quote is in."""
@@ -258,12 +260,16 @@ class _Renderer:
         self.emit("## How this synthesis was made", "", *_wrapped(self.models()), "")
         checked = counts.get("checked") or {}
         if checked:
+            dropped = counts.get("dropped_claims", 0)
             self.emit(*_wrapped(
                 f"**Claims.** {_plural(checked['claims'], 'claim')} from {_plural(checked['reports'], 'report')}: "
-                f"{checked['anchored']} anchored (found verbatim in their report; {checked['not_anchored']} not "
-                f"found), of which {checked['supported']} with a supported citation, {checked['unsupported']} "
-                f"unsupported, {checked['contradicted']} contradicted by their own source. "
-                f"{checked['counted']} count towards support."), "")
+                f"{checked['anchored']} anchored (located in their report, quoted as whole sentences; "
+                f"{checked['not_anchored']} not located), of which {checked['supported']} with a supported citation, "
+                f"{checked['unsupported']} unsupported, {checked['contradicted']} contradicted by their own source. "
+                f"{checked['counted']} count towards support; "
+                + (f"{_plural(dropped, 'claim')} extracted from counted reports could not be located, checked or "
+                   "counted, each listed under Limitations with its reason." if dropped else
+                   "every claim of a counted report was located, checked and counted.")), "")
         made = self.decisions
         by_status = {status: sum(1 for d in made if d.status == status)
                      for status in ("convergent", "same_family", "divergent", "single_source")}
@@ -281,8 +287,9 @@ class _Renderer:
             f"({self.flag_counts()}), {statuses.get('unsupported', 0)} not counted (no checked "
             f"support), {statuses['excluded']} made only by excluded reports."), "")
         self.emit(*_wrapped(
-            "A claim counts only when code found its quote in the report and a judge of another family "
-            "confirmed at least one of its citations with words code found in the stored passage. A finding is "
+            "A claim counts only when code located the report sentence it points at (its quote is that whole "
+            "sentence) and a judge of another family confirmed at least one of its citations by pointing at "
+            "sentences of the stored passage that address it (the quote shown is the passage's own). A finding is "
             "**convergent** when counted reports from at least two independent model families support it "
             "(“one shared source” when all their supporting citations are one page); agreement within one family "
             "is shown separately because it is not independent. Positions are **divergent** when the judge found "
@@ -449,15 +456,18 @@ class _Renderer:
         clusters = sorted((c for c in self.ledger.clusters if c.status == "unsupported"),
                           key=lambda c: (c.layer.casefold(), c.key))
         self.emit("## Not counted: claims without checked support", "",
-                  "Claims of counted reports that count towards nothing: their quote is not in the report, or no "
-                  "citation of theirs was confirmed by a judge of another family with words found in the stored "
-                  "passage (`synthesis.count_unsupported = true` counts anchored ones without such a citation).",
-                  "")
+                  "Claims of counted reports that count towards nothing, shown by the report's own sentence: no "
+                  "citation of theirs was confirmed by a judge of another family pointing at a sentence of the "
+                  "stored passage that addresses them, or their own sentence contradicts their position "
+                  "(`synthesis.count_unsupported = true` counts located ones without such a citation). Claims that "
+                  "could not be located are listed under Limitations.", "")
+        clusters = [c for c in clusters if any(self.reports[m.report].counted and m.anchored
+                                               for m in self.members(c.members))]
         if not clusters:
             self.emit("None this cycle.", "")
             return
         for cluster in clusters[:MAX_NOT_COUNTED]:
-            mine = [c for c in self.members(cluster.members) if self.reports[c.report].counted]
+            mine = [c for c in self.members(cluster.members) if self.reports[c.report].counted and c.anchored]
             self.emit(f"- {md(cluster.layer, 80)}: {self.statement_line(mine[0], indent='')}")
             for claim in mine[1:]:
                 self.emit(self.statement_line(claim, indent="  - "))
@@ -520,11 +530,8 @@ class _Renderer:
         self.emit("## Limitations", "")
         if not self.ledger.limitations:
             self.emit("- None recorded: every planned leg has an ok report with a verified route, every report was "
-                      "extracted and every batch was judged by a model of another family.")
-        dropped = self.ledger.counts.get("not_findings", 0)
-        if dropped:
-            self.emit(f"- {_plural(dropped, 'extracted statement')} only described a source or asserted nothing "
-                      f"and {'was' if dropped == 1 else 'were'} dropped; `claims.json` lists them with the reason.")
+                      "extracted, every batch was judged by a model of another family, and every claim was located, "
+                      "checked and counted.")
         for item in self.ledger.limitations:
             self.emit(f"- {md(item, 900)}")
         self.emit("")
