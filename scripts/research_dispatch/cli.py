@@ -156,11 +156,11 @@ def _print_version(ctx: click.Context, _param: click.Parameter, value: bool) -> 
 
 class WorkflowOrder(click.Group):
     """`--help` lists the commands in the order a lead meets them (set up, try, check, plan, run, verify),
-    then, in a section of their own, the steps the workflow runs in CI one job at a time (issue 30.8):
+    then, in a section of their own, the steps the workflow runs in CI, one job each, in job order (issue 30.8):
     alphabetical order put `collect`, CI plumbing, second, beside `init`."""
 
     PEOPLE = ("init", "demo", "check", "plan", "run", "verify")
-    CI_STEPS = ("research", "collect", "synthesize", "publish", "notify")
+    CI_STEPS = ("notify", "research", "collect", "synthesize", "publish")  # in job order: notify follows plan
 
     def list_commands(self, ctx: click.Context) -> list[str]:
         names = set(self.commands)

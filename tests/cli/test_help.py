@@ -56,7 +56,7 @@ def test_top_level_help_is_in_workflow_order_with_ci_steps_last() -> None:
     names = [line.split()[0] for line in people.splitlines() if line.startswith("  ")]
     assert names == ["init", "demo", "check", "plan", "run", "verify"], done.stdout
     ci = [line.split()[0] for line in steps.splitlines() if line.startswith("  ")]
-    assert ci[:4] == ["research", "collect", "synthesize", "publish"], done.stdout
+    assert ci == ["notify", "research", "collect", "synthesize", "publish"], done.stdout  # job order
 
 
 def test_version() -> None:
