@@ -115,7 +115,7 @@ def test_the_import_linter_contracts_hold(capsys: pytest.CaptureFixture[str]) ->
 @pytest.mark.parametrize(("module", "wrong"), [
     ("core/bounds.py", "research_dispatch.leg.status"),  # a stage importing one above it
     ("gateway/route.py", "research_dispatch.tools.chunks"),  # peers
-    ("synthesis/read/verbatim.py", "research_dispatch.synthesis.write.ledger"),  # a sub-stage above
+    ("synthesis/read/units.py", "research_dispatch.synthesis.write.ledger"),  # a sub-stage above
     ("run/pool.py", "research_dispatch_fakes.gateway"),  # the fakes outside the demo
 ], ids=["core imports leg", "gateway imports tools", "read imports write", "run imports the fakes"])
 def test_the_contracts_refuse_a_wrong_import(tmp_path: Path, module: str, wrong: str) -> None:

@@ -2,8 +2,8 @@
 
 Why this matters enough for a module: GitHub disables the scheduled workflows of a public repository
 after 60 days without activity, and a six-monthly cron always crosses that gap. Keep-alive actions and
-dummy commits are what GitHub sanctioned (ci-conventions §5.3), so the product never ships one; instead
-it tells the lead, where they look and in time, the date by which the schedule pauses and the one
+dummy commits are what GitHub sanctions (its documentation on disabled workflows), so the product never
+ships one; instead it tells the lead, where they look and in time, the date by which the schedule pauses and the one
 command that re-enables it: `init`'s next steps, every refresh PR body, and `check --online` (which also
 reads the workflow's state from GitHub). All of them compute the dates here, from the schedule file's
 own cron lines, so a repository that changed its cron is told its own dates.
@@ -28,7 +28,7 @@ SCHEDULE_PATH = f".github/workflows/{SCHEDULE_WORKFLOW}"
 DEFAULT_CRON = "17 6 1 1,7 *"
 INACTIVITY_DAYS = 60
 """GitHub: "In a public repository, scheduled workflows are automatically disabled when no repository
-activity has occurred in 60 days." (ci-conventions §5.2)"""
+activity has occurred in 60 days." (GitHub's documentation)"""
 ENABLE_COMMAND = f"gh workflow enable {SCHEDULE_WORKFLOW}"
 SEARCH_YEARS = 5
 """How far ahead `next_run` looks for a matching day (a cron like `0 0 29 2 1` fires rarely)."""

@@ -698,7 +698,8 @@ def _check_limitations(checks: list[_ReportChecks]) -> list[str]:
 def _claim_limitations(extracted: list[_Extracted], checks: list[_ReportChecks], report_counting: Mapping[str, Any],
                        count_unsupported: bool) -> list[str]:
     """One line per claim of a counted report that the synthesis extracted but could not locate, check or count,
-    with its specific reason (DESIGN.md, "Limitations"): a malformed claim of the answer, a statement that is
+    with its specific reason (docs/ARCHITECTURE.md, "Evidence and checked claims — FIXED": `limitations`): a
+    malformed claim of the answer, a statement that is
     not a finding, a claim its pointer does not locate, a position its own sentence contradicts, a claim no
     citation of which stands (each citation's reason: no passage, phantom, the judge found nothing, pointed at
     a sentence that does not address it, or failed). A located claim is shown by its report sentence; the

@@ -1,8 +1,8 @@
 """What a model points at: numbered pieces of a text, cross-checked by the words it copied from them.
 
 The extractor points at report units and the citation judge at passage sentences (`units`), each
-adding the opening words of what it points at. Code decides which whole pieces were meant (DESIGN.md,
-"Evidence and checked claims": a quote is always whole units or sentences, taken by code):
+adding the opening words of what it points at. Code decides which whole pieces were meant
+(docs/ARCHITECTURE.md, "Evidence and checked claims": a quote is always whole units or sentences, taken by code):
 
 1. Every pointer is a piece the model could see, and its copy fits them (`copies`, tolerantly) or it
    copied nothing: those pieces (`pointer`).

@@ -1,6 +1,6 @@
 """Number what models point at: a report body's units and a stored passage's sentences.
 
-Models point, code quotes (DESIGN.md, "Evidence and checked claims" — FIXED). A model asked to copy a
+Models point, code quotes (docs/ARCHITECTURE.md, "Evidence and checked claims — FIXED"). A model asked to copy a
 sentence slips — a capitalised first letter, wrapping quotation marks, an ellipsis, an added period, a
 PDF ligature read as two letters — and a verbatim sub-span can drop the negation around it. So code
 numbers the text, the extractor and the citation judge answer with numbers, and what is written and
