@@ -372,7 +372,7 @@ def _check_all(repo: Path, reports: list[ReportInput], extracted: list[_Extracte
             continue
         report = by_stem[outcome.request.report.stem]
         relpath = companions(report.relpath).evidence
-        stored = evidence.load(confined(repo, relpath), relpath)
+        stored = evidence.load_for_report(repo, relpath, report.meta.evidence_sha256)
         report_checks = _ReportChecks(citations.plan_report(report, outcome.claims, stored, settings))
         checks.append(report_checks)
         uncached = []
@@ -504,7 +504,7 @@ def _limitations(cycle: str, reports: list[ReportInput], skipped: list[SkippedRe
             items.append(f"Leg {leg.stem} ({leg.model}): {leg.detail}.")
         if leg.state is LegState.DEGRADED and report is not None:
             items.append(f"Report {leg.stem} is degraded: {degraded_reasons(report.meta)}.")
-        elif leg.state is LegState.EDITED and report is not None:
+        elif leg.state is LegState.EDITED and report is not None and report.report.edited:
             items.append(f"Report {leg.stem} was edited by hand after it was generated (its body no longer matches "
                          "its body_sha256): its claims are the edited text's, not only the model's.")
     planned = {leg.stem for leg in legs}
@@ -554,7 +554,10 @@ def _check_limitations(checks: list[_ReportChecks]) -> list[str]:
     for report_checks in checks:
         plan = report_checks.plan
         cited = len(report_checks.decisions)
-        if not plan.evidence.present and cited:
+        if plan.evidence.refused and cited:
+            items.append(f"Report {plan.report}: its evidence file {plan.evidence.relpath} {plan.evidence.refused}; "
+                         f"it is not used, so its {cited} citation(s) are no_evidence.")
+        elif not plan.evidence.present and cited:
             items.append(f"Report {plan.report} has no usable evidence file ({plan.evidence.relpath}); its {cited} "
                          "citation(s) are no_evidence.")
         if plan.judge_model is None and any(d.reason.startswith(citations.NO_JUDGE) for d in report_checks.decisions):
