@@ -335,6 +335,9 @@ def _shape_problem(completion: Any) -> str | None:
     message = choices[0].message
     if message is not None and not hasattr(message, "to_dict"):
         return "choices[0].message is not an object"
+    usage = getattr(completion, "usage", None)
+    if usage is not None and not hasattr(usage, "model_extra"):
+        return f"usage is a {type(usage).__name__}, not an object"
     return None
 
 
@@ -589,6 +592,8 @@ class Gateway:
             for chunk in events:  # a hostile value (a string for a count) is ours to refuse, not to warn about
                 assembler.add(chunk.to_dict(warnings=False))
                 tried.generation_id = tried.generation_id or assembler.generation_id
+        except stream.MalformedChunk as exc:  # the attempt was accepted: it is recorded at its cost, and retried
+            raise _malformed(str(exc)) from None
         finally:
             events.close()
         if not assembler.chunks:  # a 200 whose body held no event: an HTML page, a truncated stream
