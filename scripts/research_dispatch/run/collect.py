@@ -35,7 +35,7 @@ from research_dispatch.leg.files import FileWrite, write_unit
 from research_dispatch.leg.report import MAX_REPORT_BYTES, parse_report_text
 from research_dispatch.leg.status import MAX_STATUS_BYTES, LegResult
 from research_dispatch.leg.verify import MAX_CALLS_BYTES, parse_call_record
-from research_dispatch.synthesis.write.ledger import Ledger
+from research_dispatch.synthesis.write.ledger import UNIT_JOURNAL, Ledger
 from research_dispatch.synthesis.write.methodology import END, START
 
 MAX_TRACE_BYTES = 64 * 1024 * 1024
@@ -135,20 +135,37 @@ def _validate_synthesis(rel: str, text: str, repo: Path, settings: Settings) -> 
 
 
 def collect_synthesis(repo: Path, settings: Settings, incoming: Path, result: CollectResult) -> None:
-    """Import the synthesis outputs (document, ledger, call log, methodology table) at their paths."""
+    """Import the synthesis outputs (document, ledger, call log, methodology table) at their paths, as one
+    unit like the synthesis writes them: all of them, or none when one is refused or the document, the
+    ledger or the call log is missing (a document beside another run's ledger would pass for a hand edit)."""
+    texts: dict[str, str] = {}
     for rel in settings.synthesis_relpaths():
         source = incoming / rel
         if not source.exists() and not source.is_symlink():
             result.missing.append(rel)
             continue
         try:
-            text = _read(source, MAX_REPORT_BYTES * 4, incoming)
-            _validate_synthesis(rel, text, repo, settings)
+            texts[rel] = _read(source, MAX_REPORT_BYTES * 4, incoming)
+            _validate_synthesis(rel, texts[rel], repo, settings)
         except (ValueError, TypeError, UnicodeDecodeError) as exc:
+            texts.pop(rel, None)
             result.rejected.append(f"{rel}: {exc}")
-            continue
-        write_atomic(confined(repo, rel), text)
-        result.imported.append(rel)
+    core = (settings.document_relpath, settings.ledger_relpath, settings.synthesis_calls_relpath)
+    refused = [rel for rel in settings.synthesis_relpaths() if rel not in texts and rel not in result.missing]
+    absent = [rel for rel in core if rel in result.missing]
+    if texts and (refused or absent):
+        why = f"{refused[0]} is refused" if refused else f"{absent[0]} is not in the artifact"
+        result.rejected += [f"{rel}: not imported: {why} (the synthesis' files are imported together or not at all)"
+                            for rel in texts]
+        return
+    if texts:
+        try:
+            write_unit(repo, settings.build_dir, UNIT_JOURNAL, [FileWrite(rel, text) for rel, text in texts.items()],
+                       what="the imported synthesis")
+        except DispatchError as exc:
+            result.rejected.append(str(exc))
+            return
+        result.imported += list(texts)
 
 
 _LIMITS = {"report": MAX_REPORT_BYTES, "calls": MAX_CALLS_BYTES, "evidence": MAX_EVIDENCE_BYTES,

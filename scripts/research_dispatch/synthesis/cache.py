@@ -10,7 +10,11 @@ checkout (CI) where `build/` is empty. Replayed answers are validated again exac
 
 A damaged entry (not JSON, wrong types, truncated, answers that no longer validate, calls that are not
 call records) is a miss, never an error: the cache only saves money. It is reported once as a warning
-naming the file and the field, and the answer is asked for again.
+naming the file and the field, and the answer is asked for again. So is an entry that is not a regular
+file (a FIFO would block the read for ever, a directory is not an entry) or is larger than
+`MAX_ENTRY_BYTES` (never read whole). A cache entry that cannot be *written* (a full disk, a read-only
+build directory) is a warning too, never the end of `synthesize` after the calls it paid for: the
+answer is in the ledger the synthesis writes, and the next run replays it from there.
 """
 
 from __future__ import annotations
@@ -25,7 +29,8 @@ from typing import Any, TypeVar
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from research_dispatch.config.settings import Settings
-from research_dispatch.core.fsio import confined, write_atomic
+from research_dispatch.core.errors import BadInput
+from research_dispatch.core.fsio import confined, read_text_strict, write_atomic
 from research_dispatch.gateway.client import CallRecord
 from research_dispatch.synthesis.align.judge import Judgement
 from research_dispatch.synthesis.check.citations import Verdicted
@@ -33,6 +38,9 @@ from research_dispatch.synthesis.extract.claims import Extraction, NotAFinding
 from research_dispatch.synthesis.write.ledger import REPLAYABLE_SCHEMAS, SCHEMA
 
 _KEY = re.compile(r"^[0-9a-f]{64}$")
+MAX_ENTRY_BYTES = 16 * 1024 * 1024
+"""The largest cache entry read: an answer and its call records are tens of kilobytes; anything near this
+is damage, refused without reading it."""
 _EXTRACTED_FIELDS = ("statement", "layer", "stance", "decision", "pick", "alternatives", "condition", "position",
                      "quote", "section", "sources", "confidence")
 
@@ -95,6 +103,7 @@ class SynthesisCache:
         self.repo = repo
         self.root = f"{settings.build_dir}/synthesis-cache"
         self.warnings: list[str] = []
+        self._unwritable = False
         self._ledger_extractions: dict[str, dict[str, Any]] = {}
         self._ledger_judgements: dict[str, dict[str, Any]] = {}
         self._ledger_citations: dict[str, dict[str, Any]] = {}
@@ -138,8 +147,11 @@ class SynthesisCache:
         if not path.exists():
             return None
         try:
-            return json.loads(path.read_text(encoding="utf-8"))
-        except (OSError, ValueError) as exc:
+            return json.loads(read_text_strict(path, display=self._rel(kind, key), max_bytes=MAX_ENTRY_BYTES))
+        except BadInput as exc:
+            self._damaged(kind, key, str(exc).removeprefix(f"{self._rel(kind, key)}: "))
+            return None
+        except ValueError as exc:
             self._damaged(kind, key, f"unreadable ({type(exc).__name__})")
             return None
 
@@ -148,10 +160,18 @@ class SynthesisCache:
                              "ignored, the answer is asked for again")
 
     def _write(self, kind: str, key: str, payload: dict[str, Any]) -> None:
+        """Keep an answer; a write the disk refuses is a warning (the module docstring), never an error."""
         if not _KEY.fullmatch(key):
             return
-        write_atomic(confined(self.repo, self._rel(kind, key)),
-                     json.dumps({"key": key, **payload}, sort_keys=True, ensure_ascii=False))
+        try:
+            write_atomic(confined(self.repo, self._rel(kind, key)),
+                         json.dumps({"key": key, **payload}, sort_keys=True, ensure_ascii=False))
+        except OSError as exc:
+            if not self._unwritable:  # said once: a full disk refuses every later entry too
+                self._unwritable = True
+                self.warnings.append(f"{self._rel(kind, key)}: could not write the synthesis cache "
+                                     f"({exc.strerror or type(exc).__name__}); answers not cached are kept in the "
+                                     "claims ledger, and the next run replays them from there")
 
     def _replayed(self, kind: str, key: str, ledger: dict[str, dict[str, Any]], entry_type: type[_Entry],
                   answer_of: Callable[[_Entry], _Answer]) -> tuple[_Entry, _Answer] | None:

@@ -31,6 +31,12 @@ and goes further (a failure would write nothing, and a fresh CI runner would sta
 time), and a refresh's reports are still published with a synthesis that matches them. If no report
 at all was extracted in time, nothing is written and the stage fails (exit 1).
 
+**One unit.** The document, the claims ledger, the call log and the methodology table are written as one
+unit through the journal the legs use (`leg/files.write_unit`): a kill or a full disk at any write leaves
+all of them old or all of them new (the next command completes a committed unit), so a document beside
+another render's ledger — which every later run would take for a hand edit — cannot happen. A full disk is
+one line: nothing changed.
+
 Every gateway call's `CallRecord` is kept: in the ledger next to the answer it produced, and flat in
 `framework/synthesis.calls.jsonl` (one line per call the synthesis rests on, replays included, so that
 an unchanged re-run writes identical files).
@@ -47,7 +53,7 @@ from typing import Any, Literal, Protocol, TypeVar
 
 from research_dispatch.config.plan import Leg, companions
 from research_dispatch.config.settings import Settings
-from research_dispatch.core.fsio import confined, write_atomic
+from research_dispatch.core.fsio import confined
 from research_dispatch.core.notice import read_notice
 from research_dispatch.core.redact import redact
 from research_dispatch.core.sanitize import one_line
@@ -55,6 +61,7 @@ from research_dispatch.core.workers import Workers
 from research_dispatch.gateway.client import CallRecord, Gateway
 from research_dispatch.gateway.client import credentials as gateway_credentials
 from research_dispatch.gateway.protocol import ModelGateway
+from research_dispatch.leg.files import FileWrite, write_unit
 from research_dispatch.leg.status import LegState
 from research_dispatch.synthesis.align import judge as align
 from research_dispatch.synthesis.align.judge import Batch, Judgement
@@ -80,6 +87,7 @@ from research_dispatch.synthesis.read.inputs import (
 from research_dispatch.synthesis.write import methodology
 from research_dispatch.synthesis.write.diff import LedgerDiff, diff_ledgers
 from research_dispatch.synthesis.write.ledger import (
+    UNIT_JOURNAL,
     Ledger,
     LedgerBatch,
     LedgerCheck,
@@ -101,6 +109,7 @@ from research_dispatch.synthesis.write.render import render_document
 
 T = TypeVar("T")
 R = TypeVar("R")
+SYNTHESIS_WHAT = "the synthesis (document, claims ledger, call log, methodology table)"
 
 
 @dataclass
@@ -793,10 +802,13 @@ def synthesize(repo: Path, settings: Settings, *, env: Mapping[str, str], cycle:
             warnings.append(f"judge batch {judged_batch.batch.id}: {judged_batch.batch.judge_model} is of the "
                             "family of a report it judges (configure a judge of another family)")
 
-    write_atomic(ledger_path, redact(ledger.to_json()))
-    write_atomic(document_path, redact(render_document(ledger, settings, read_notice(repo))))
-    write_atomic(calls_path, _calls_log(extracted, judged, checks))
-    methodology_path = _update_methodology(repo, settings, states, reports, warnings)
+    methodology_path, methodology_text = _updated_methodology(repo, settings, states, reports, warnings)
+    write_unit(repo, settings.build_dir, UNIT_JOURNAL, [
+        FileWrite(settings.synthesis_calls_relpath, _calls_log(extracted, judged, checks)),
+        FileWrite(settings.ledger_relpath, redact(ledger.to_json())),
+        *([FileWrite(settings.methodology_path, methodology_text)] if methodology_text is not None else []),
+        FileWrite(settings.document_relpath, redact(render_document(ledger, settings, read_notice(repo))))],
+        what=SYNTHESIS_WHAT)
 
     fresh = [r for o in extracted for r in o.fresh] + [r for o in judged for r in o.fresh] + \
         [r for c in checks for r in c.fresh]
@@ -813,11 +825,12 @@ def synthesize(repo: Path, settings: Settings, *, env: Mapping[str, str], cycle:
         warnings=[one_line(w, 500) for w in warnings], ledger=ledger_dict, incomplete=incomplete)
 
 
-def _update_methodology(repo: Path, settings: Settings, legs: list[LegCoverage], reports: list[ReportInput],
-                        warnings: list[str]) -> Path | None:
+def _updated_methodology(repo: Path, settings: Settings, legs: list[LegCoverage], reports: list[ReportInput],
+                         warnings: list[str]) -> tuple[Path | None, str | None]:
+    """(the methodology page, its new text when the dispatch table changes it); (None, None) without one."""
     path = confined(repo, settings.methodology_path)
     if not path.is_file():
-        return None
+        return None, None
     text = path.read_bytes().decode("utf-8")  # bytes, so line endings outside the markers are kept
     table = methodology.render_table(methodology.dispatch_rows(legs, reports))
     try:
@@ -825,7 +838,5 @@ def _update_methodology(repo: Path, settings: Settings, legs: list[LegCoverage],
     except methodology.MarkersMissing as exc:
         warnings.append(f"{settings.methodology_path}: dispatch table not updated: {exc} "
                         f"(add {methodology.START} and {methodology.END} around it)")
-        return None
-    if updated != text:
-        write_atomic(path, updated)
-    return path
+        return None, None
+    return path, updated if updated != text else None
