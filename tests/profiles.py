@@ -7,7 +7,7 @@ only some draws meet then turns a contributor's run red at random, and CI never 
 * `dev` draws fresh examples (and keeps the failing ones in `.hypothesis/` so a failure replays);
 * `ci` is derandomized: the same examples on every CI run, so a red CI is always reproducible;
 * `thorough` draws `THOROUGH_FACTOR` times as many examples, at random: run by the scheduled CI job and
-  by hand (`HYPOTHESIS_PROFILE=thorough make test-all`), so what random draws find is still found.
+  by hand (`make test-thorough`: every property of every tier), so what random draws find is still found.
 
 No profile has a deadline: a test must not depend on the machine's speed. `HYPOTHESIS_PROFILE` names the
 profile explicitly. Tests that set `max_examples` write `examples(n)`, so the thorough profile scales it.

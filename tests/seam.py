@@ -36,8 +36,9 @@ from research_dispatch.config.topics import load_topics
 from research_dispatch.core.bounds import CallBounds
 from research_dispatch.core.errors import GatewayCallTimedOut, GatewayError
 from research_dispatch.gateway import route
-from research_dispatch.gateway.client import CallRecord, Completion, canonical_assistant_turn
+from research_dispatch.gateway.client import canonical_assistant_turn
 from research_dispatch.gateway.endpoints import Pricing
+from research_dispatch.gateway.provenance import CallRecord, Completion
 from research_dispatch.gateway.reasoning import ReasoningPlan
 from research_dispatch.leg.contract import count_words
 from research_dispatch.leg.execute import LegServices, run_leg

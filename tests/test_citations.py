@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from research_dispatch.leg.report import count_words, finalize_citations, render_references
-from research_dispatch.tools.search import SourceRegistry, normalise_url
+from research_dispatch.tools.sources import SourceRegistry, normalise_url
 
 
 def registry(n: int) -> SourceRegistry:

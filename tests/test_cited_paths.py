@@ -14,6 +14,8 @@ import re
 import subprocess
 from pathlib import Path
 
+import pytest
+
 ROOT = Path(__file__).resolve().parents[1]
 CITED = re.compile(r"(?<![\w/.-])((?:docs|tests)/[\w./-]*\w|(?:\.\./)*[\w./-]*\w\.md)\b")
 COMMENT = re.compile(r"(?:^|\s)#\s(.*)$")
@@ -62,6 +64,7 @@ def exists(cited: str, citing: Path) -> bool:
     return (ROOT / cited).exists() or (citing.parent / cited).exists()
 
 
+@pytest.mark.slow  # reads and parses every tracked file: about a second of CPU
 def test_every_cited_path_exists() -> None:
     missing = []
     for path in FILES:

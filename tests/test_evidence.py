@@ -29,7 +29,8 @@ from research_dispatch.leg.evidence import (
     sha256_text,
 )
 from research_dispatch.leg.report import CitedSource, FinalBody, Report, ReportMeta, Usage, parse_report_text
-from research_dispatch.tools.search import WEB_EXTRACT, WEB_SEARCH, SearchTools, SourceRegistry
+from research_dispatch.tools.search import SearchTools
+from research_dispatch.tools.sources import WEB_EXTRACT, WEB_SEARCH, SourceRegistry
 from tests.profiles import examples
 from tests.test_performance_logic import ScriptedTavily, extract, page, search, tools
 

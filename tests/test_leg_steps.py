@@ -18,7 +18,8 @@ from research_dispatch.leg.researcher import (
     ResearchOutcome,
     write_reserve,
 )
-from research_dispatch.tools.search import SearchStats, SourceRegistry
+from research_dispatch.tools.search import SearchStats
+from research_dispatch.tools.sources import SourceRegistry
 
 BAND = WordBand(min=100, max=200)
 

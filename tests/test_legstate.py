@@ -17,7 +17,7 @@ from hypothesis import strategies as st
 from research_dispatch.config.plan import Leg, plan_legs
 from research_dispatch.config.settings import load_settings
 from research_dispatch.config.topics import load_topics
-from research_dispatch.gateway.client import CallRecord
+from research_dispatch.gateway.provenance import CallRecord
 from research_dispatch.leg.evidence import EvidenceLine, sha256_text
 from research_dispatch.leg.report import CitedSource, ReportMeta, SourceEntry, Usage, render_report
 from research_dispatch.leg.standing import Candidate, Where, assess, choose, read_candidate

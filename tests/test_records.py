@@ -17,7 +17,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from research_dispatch.core.records import check_value, load_record
-from research_dispatch.gateway.client import CallRecord
+from research_dispatch.gateway.provenance import CallRecord
 from research_dispatch.leg.status import LegResult, LegState
 from tests.profiles import examples
 

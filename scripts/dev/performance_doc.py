@@ -38,13 +38,24 @@ def _section_parallel(f: dict[str, Any]) -> list[str]:
 
 def _section_overhead(f: dict[str, Any]) -> list[str]:
     d = f["details"]
-    return [f"Median per call: ours {d['ours_ms']} ms, bare client {d['bare_ms']} ms ({d['calls']} calls each)."]
+    return [f"Median per call: ours {d['ours_ms']} ms, bare streamed client {d['bare_ms']} ms "
+            f"({d['calls']} calls each)."]
 
 
 def _section_cli(f: dict[str, Any]) -> list[str]:
     d = f["details"]
-    return [f"Medians: `{_md(d['command'])}` {d['help_ms']} ms, `python -c \"import click\"` "
+    return [f"Medians: `research-dispatch --help` {d['help_ms']} ms, `python -c \"import click\"` "
             f"{d['import_click_ms']} ms ({d['repeats']} runs each)."]
+
+
+def _section_command_start(f: dict[str, Any]) -> list[str]:
+    d = f["details"]
+    lines = ["| command | median | × `import click` |", "|---|---:|---:|"]
+    lines += [f"| `{_md(name)}` | {d['ms'][name]} ms | {ratio:.2f}× |" for name, ratio in d["ratios"].items()]
+    lines += [f"| `python -c \"import click\"` | {d['ms']['click']} ms | 1.00× |", "",
+              "What each imports: `python -X importtime -m research_dispatch check --repo tests/data/v0.1.0` "
+              "(tests/test_light_imports.py holds them to no client library)."]
+    return lines
 
 
 def _section_amplification(f: dict[str, Any]) -> list[str]:
@@ -63,17 +74,21 @@ def _section_amplification(f: dict[str, Any]) -> list[str]:
 
 
 def _section_synthesis(f: dict[str, Any]) -> list[str]:
-    lines = ["| reports | cold: calls (extract + judge) | claims | batch | bound | cold wall | unchanged re-run: "
-             "calls | one report changed: extract + judge |", "|---:|---:|---:|---:|---:|---:|---:|---:|"]
+    lines = ["| reports | cold: calls (extract + judge + check) | claims | batch | citations judged | bound | cold "
+             "wall | unchanged re-run: calls | one report changed: extract + judge + check |",
+             "|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
     for row in f["details"]["sizes"]:
         cold, same, one = row["cold"], row["unchanged"], row["one_changed"]
-        lines.append(f"| {row['reports']} | {cold['llm_calls']} ({cold['extraction_calls']} + {cold['judge_calls']}) "
-                     f"| {_n(cold['claims'])} | {cold['batch_size']} | {cold['bound']} + "
-                     f"{f['details']['constant']} | {cold['wall_s']:.2f} s | {same['llm_calls']} | "
-                     f"{one['extraction_calls']} + {one['judge_calls']} |")
-    lines += ["", "The bound is `reports + ⌈claims / batch_size⌉`: one extraction per report, one judge call per "
-                  "batch of claims. A changed report is re-extracted alone; the judge batches its claims touch "
-                  "are judged again."]
+        lines.append(f"| {row['reports']} | {cold['llm_calls']} ({cold['extraction_calls']} + {cold['judge_calls']} "
+                     f"+ {cold['check_calls']}) | {_n(cold['claims'])} | {cold['batch_size']} | "
+                     f"{_n(cold['citations_judged'])} | {cold['bound']} + {f['details']['constant']} | "
+                     f"{cold['wall_s']:.2f} s | {same['llm_calls']} | {one['extraction_calls']} + "
+                     f"{one['judge_calls']} + {one['check_calls']} |")
+    lines += ["", "The bound is `reports + ⌈claims / batch_size⌉ + Σ ⌈judged citations / 12⌉`: one extraction per "
+                  "report, one judge call per batch of claims, and each report's citations checked in calls of at "
+                  "most 12 (synthesis/check/citations.py). Each report variant carries the evidence file of the leg "
+                  "it was made from, so its citations are checked as a real report's are. A changed report is "
+                  "re-extracted and re-checked alone; the judge batches its claims touch are judged again."]
     return lines
 
 
@@ -128,6 +143,7 @@ def _section_verification(f: dict[str, Any]) -> list[str]:
 
 
 SECTIONS = {"parallel": _section_parallel, "overhead": _section_overhead, "cli_start": _section_cli,
+            "command_start": _section_command_start,
             "amplification_reading": _section_amplification, "amplification_searching": _section_amplification,
             "synthesis": _section_synthesis, "matrix": _section_matrix, "tokens_per_report": _section_tokens,
             "verification": _section_verification, "prompt_cache": _section_prompt_cache}
@@ -164,6 +180,8 @@ def _what_it_would_take(f: dict[str, Any]) -> str:
         "overhead": "Profile `Gateway.complete` against the bare call and remove per-call work that is not "
                     "provenance (e.g. repeated provider look-ups).",
         "cli_start": "Find the import with `python -X importtime -m research_dispatch --help` and make it lazy.",
+        "command_start": "Find what the slowest command imports with `python -X importtime -m research_dispatch "
+                         "<command> --repo tests/data/v0.1.0` and move the types it needs below the transports.",
         "amplification_reading": "Lower the context budget or compact read passages further.",
         "synthesis": "Check which stage exceeded one call per report or per batch in the per-size table.",
         "matrix": "Profile `plan` on the 1,000-leg repository (topic loading dominates).",

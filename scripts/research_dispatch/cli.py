@@ -384,9 +384,9 @@ def verify(repo: Path, reports: tuple[Path, ...], online: bool, github_summary: 
     gateway = None
     if online:
         # lazy: `--help` must not import the stages (module docstring)
-        from research_dispatch.leg.verify import online_gateway
+        from research_dispatch.gateway.client import generation_gateway
 
-        gateway = online_gateway(settings, os.environ)
+        gateway = generation_gateway(settings.gateway, os.environ)
     rows = [verify_report(load_report(p if p.is_absolute() or p.exists() else repo / p, repo=repo),
                           gateway=gateway, trust_self_reported=settings.gateway.trust_self_reported)
             for p in paths]

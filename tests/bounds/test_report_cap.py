@@ -139,7 +139,7 @@ def test_a_repeating_model_gives_a_capped_degraded_report_that_verify_reads(tmp_
 def test_a_citation_id_with_thousands_of_digits_is_dropped_not_a_crash() -> None:
     """Python refuses int() of more than 4300 digits; a hostile model must not turn that into a crash."""
     from research_dispatch.leg.report import finalize_citations
-    from research_dispatch.tools.search import SourceRegistry
+    from research_dispatch.tools.sources import SourceRegistry
 
     final = finalize_citations("A claim [S" + "9" * 5000 + "].", SourceRegistry())
     assert final.dropped_citations == 1 and final.body == "A claim."

@@ -25,8 +25,10 @@ from typing import Any
 import pytest
 
 from research_dispatch.config.settings import GatewaySettings
-from research_dispatch.core.bounded_http import BoundedTransport, bounded_client
+from research_dispatch.core.bounded_http import bounded, bounded_client
+from research_dispatch.core.bounds import CallBounds
 from research_dispatch.core.errors import (
+    CallTimedOut,
     DeadlineReached,
     GatewayCallTimedOut,
     GatewayError,
@@ -128,12 +130,13 @@ def gateway_for(server: HostileGateway, interrupt: threading.Event | None = None
 # in-process: the bounds themselves
 # ---------------------------------------------------------------------------------------------
 def test_the_default_client_bounds_socket_reads() -> None:
-    """The read bounds live in httpcore2's pool (`_pool._network_backend`); if a library upgrade moves
-    it, this fails instead of the bounds silently turning off."""
-    client = bounded_client()
-    transport = client._transport  # the default transport the gateway's client uses
-    assert isinstance(transport, BoundedTransport) and transport.reads_bounded
-    client.close()
+    """The read bounds are the transport's own (httpcore2's public `network_backend`), not a patch of a
+    library's private attribute: a silent server, a client whose per-read timeout is 30 s, a call bounded
+    to 0.3 s — the call ends at the bound, from inside the blocked read."""
+    with HostileGateway("silent") as server, bounded_client(timeout=30.0) as client:
+        with pytest.raises(CallTimedOut), bounded(CallBounds.within(0.3), "probe"):
+            client.get(server.base_url + "/models")
+        assert server.requests  # the request was sent: the bound cut the wait for the answer
 
 
 @pytest.mark.slow

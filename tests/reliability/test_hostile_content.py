@@ -28,7 +28,8 @@ from click.testing import CliRunner
 from research_dispatch.cli import main
 from research_dispatch.config.settings import SearchSettings
 from research_dispatch.leg.evidence import parse_evidence
-from research_dispatch.tools.search import SearchTools, normalise_url
+from research_dispatch.tools.search import SearchTools
+from research_dispatch.tools.sources import normalise_url
 from tests.conftest import CANARY
 from tests.reliability.conftest import TARGET, LegView, calls_of, changed, configure, tree, view
 

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from research_dispatch.gateway.client import CallRecord
+from research_dispatch.gateway.provenance import CallRecord
 from tests.bounds.conftest import child_env, fake_env, run_cli
 from tests.conftest import ROOT
 

@@ -62,7 +62,7 @@ def two_units(planted: Path, run_synthesis: Any) -> tuple[Path, Files, Files]:
     shutil.copy(ROOT / "docs" / "METHODOLOGY.md", repo / "docs" / "METHODOLOGY.md")
     run_synthesis(repo)
     old = _files(repo)
-    model, sentences, _route = PLANTED["02-beta"]
+    _model, sentences, _route = PLANTED["02-beta"]
     say(repo, "02-beta", [*sentences, statement("orchestration-monarch", "monarch-torchforge-openenv")])
     report = repo / "research" / "02-beta.md"  # a new rationale: the methodology table changes too
     report.write_text(report.read_text(encoding="utf-8").replace("rationale of 02-beta", "rationale, revised"),
@@ -77,8 +77,9 @@ def two_units(planted: Path, run_synthesis: Any) -> tuple[Path, Files, Files]:
 def assert_one_unit(repo: Path, old: Files, new: Files, context: str) -> str:
     """All four files old, or all four new; the document is its ledger's render (never a 'hand edit')."""
     now = _files(repo)
-    assert now in (old, new), f"{context}: " + ", ".join(
-        f"{rel}: {'old' if a == o else 'new' if a == n else 'other'}" for rel, a, o, n in zip(UNIT, now, old, new))
+    states = [f"{rel}: {'old' if a == o else 'new' if a == n else 'other'}"
+              for rel, a, o, n in zip(UNIT, now, old, new, strict=True)]
+    assert now in (old, new), f"{context}: " + ", ".join(states)
     assert not document_edited(repo, load_settings(repo)), f"{context}: the document would count as a hand edit"
     leftovers = [p.name for d in ("framework", "docs") for p in (repo / d).iterdir() if p.name.startswith(".")]
     assert all(name.endswith(".tmp") for name in leftovers), f"{context}: {leftovers}"

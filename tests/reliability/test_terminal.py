@@ -17,7 +17,7 @@ import pytest
 from click.testing import CliRunner
 
 from research_dispatch.cli import main
-from research_dispatch.gateway.client import CallRecord
+from research_dispatch.gateway.provenance import CallRecord
 from tests.conftest import write_topic
 
 reliability = pytest.mark.reliability

@@ -6,7 +6,7 @@ import io
 
 import pytest
 
-from research_dispatch.gateway.client import CallRecord
+from research_dispatch.gateway.provenance import CallRecord
 from research_dispatch.leg.events import CallEvent, GatewayErrorEvent, LegProgress, StartEvent, ToolEvent
 from research_dispatch.run.progress import Board, LiveDisplay, PlainDisplay, make_display, wants_live
 

@@ -26,7 +26,7 @@ from typing import Any
 import pytest
 
 from research_dispatch.config.settings import Settings, load_settings
-from research_dispatch.gateway.client import CallRecord
+from research_dispatch.gateway.provenance import CallRecord
 from research_dispatch.leg.report import CitedSource, ReportMeta, SourceEntry, Usage, load_report, render_report
 from research_dispatch.synthesis import SynthesisResult, synthesize
 from research_dispatch_fakes.script_synthesis import bank

@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 
 from research_dispatch.core.errors import MissingKey
-from research_dispatch.tools.search import normalise_url
+from research_dispatch.tools.sources import normalise_url
 from research_dispatch_fakes.exa import FakeExa
 from tests.tools.conftest import EXA_KEY, make_repo, run_one_leg
 

@@ -210,7 +210,7 @@ def test_expressions_read_only_trusted_values(label: str, path_of: Any) -> None:
       | steps\.app-token\.outputs\.token
       | secrets\.[A-Z_]+
       | vars\.REFRESH_APP_CLIENT_ID
-      | github\.(event\.pull_request\.number|ref)
+      | github\.(event\.pull_request\.number|ref|event_name)
       | job\.(workflow_repository|workflow_sha)
     )$""", re.VERBOSE)
     for path, text in strings(path_of(label)):
@@ -404,13 +404,28 @@ def test_schedule_wrapper_only_schedules_and_calls_the_main_workflow() -> None:
 
 def test_ci_runs_the_suite_and_the_workflow_linters() -> None:
     ci = wf(CI)
-    assert {"push", "pull_request"} <= set(ci["on"])
+    assert {"push", "pull_request", "schedule", "workflow_dispatch"} <= set(ci["on"])
     runs = [step["run"] for _, step in steps(CI) if "run" in step]
-    assert "make test" in runs
     assert any(r.startswith("zizmor ") and "--offline" in r and "--min-severity medium" in r for r in runs)
     assert any(r.startswith("check-jsonschema --builtin-schema vendor.github-workflows") for r in runs)
     assert any(r.startswith("check-jsonschema --builtin-schema vendor.dependabot") for r in runs)
     assert any(r.startswith("actionlint") for r in runs)
+
+
+def test_ci_runs_every_tier_as_parallel_jobs_and_the_fast_tier_on_the_oldest_and_newest_python() -> None:
+    """lint + fast tier, slow and e2e: three jobs, none waiting for another (issue 28.1); the fast tier on
+    the oldest Python pyproject.toml supports and the newest (28.6); the thorough properties on a
+    schedule and by hand only (28.3)."""
+    ci = jobs(CI)
+    by_target = {step["run"]: job_id for job_id, step in steps(CI) if step.get("run", "").startswith("make ")}
+    assert set(by_target) == {"make test", "make test-slow", "make test-e2e", "make test-thorough"}
+    assert all("needs" not in job for job in ci.values())
+    oldest = re.search(r'requires-python = ">=(\d+\.\d+)"', (ROOT / "pyproject.toml").read_text()).group(1)
+    pythons = ci[by_target["make test"]]["strategy"]["matrix"]["python"]
+    assert pythons[0] == oldest and pythons[-1] == "3.13", pythons
+    thorough = ci[by_target["make test-thorough"]]
+    assert thorough["if"] == "${{ github.event_name == 'schedule' || github.event_name == 'workflow_dispatch' }}"
+    assert all(job["if"] == "${{ github.event_name != 'schedule' }}" for job in ci.values() if job is not thorough)
 
 
 def test_workflow_docs_exist_and_are_linked() -> None:

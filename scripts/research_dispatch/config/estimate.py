@@ -18,6 +18,7 @@ A model the price list does not know is left out of the estimate, and named (its
 
 from __future__ import annotations
 
+import textwrap
 from collections.abc import Sequence
 from dataclasses import dataclass
 from decimal import Decimal
@@ -38,6 +39,7 @@ JUDGE_PROMPT_TOKENS = 12_000  # a batch of claims (synthesis.batch_size) with th
 JUDGE_COMPLETION_TOKENS = 3_000
 CLAIMS_PER_REPORT = 20  # what the extractor keeps from a report, about; decides the judge batches
 PRICE_SOURCE = "genai-prices"
+WIDTH = 80  # the narrowest terminal the lines are written for
 
 
 @dataclass(frozen=True)
@@ -147,10 +149,12 @@ def plan_lines(settings: Settings, legs: Sequence[Leg], cycle: str) -> list[str]
              f"worst case: ${cost.worst_case_usd:.2f} for the legs: their dollar caps (${cost.caps_usd:.2f}),",
              f"  bounded by run_budget_usd (${cost.run_budget_usd:.2f})",
              f"estimate: ~${cost.estimate_usd:.2f}: legs ${priced:.2f}, synthesis ${cost.synthesis_usd:.2f},",
-             f"  at the OpenRouter prices of {cost.prices}",
+             *textwrap.wrap(f"at the OpenRouter prices of {cost.prices}", WIDTH, initial_indent="  ",
+                            subsequent_indent="  "),
              f"  (a long leg: ~{LEG_PROMPT_TOKENS // 1000}k prompt, ~{LEG_COMPLETION_TOKENS // 1000}k completion "
              "tokens; prompt caching not counted)"]
-    if cost.unpriced:
-        lines.append(f"  not in the price list, so not estimated: {', '.join(cost.unpriced)}")
+    if cost.unpriced:  # every model when there is no price list (Python 3.10): wrapped for an 80-column terminal
+        lines += textwrap.wrap(f"not in the price list, so not estimated: {', '.join(cost.unpriced)}", WIDTH,
+                               initial_indent="  ", subsequent_indent="    ", break_on_hyphens=False)
     lines.append("piped, or with --json: the matrix JSON for GitHub Actions")
     return lines

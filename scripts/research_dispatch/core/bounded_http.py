@@ -16,9 +16,11 @@ gateway turns them into typed gateway errors.
 
 Outside `bounded(...)` (or on another thread) requests behave as plain httpx2 ones.
 
-The backend is installed into the connection pool of httpx2's own transport (`_pool._network_backend`,
-the one hook httpcore2 offers); `reads_bounded` says whether that worked, and a test checks it, so a
-change of the library's internals cannot silently turn the read bounds off.
+Only public interfaces: the transport is our own `httpx2.BaseTransport` over httpcore2's `ConnectionPool`,
+to which the bounded backend is handed through its `network_backend` argument (the hook httpcore2 offers
+for exactly this), and the client is an ordinary `httpx2.Client(transport=...)` handed to `openai.OpenAI(
+http_client=...)`. Nothing reaches into a private attribute, so a library upgrade cannot silently turn the
+read bounds off. As with any `transport=`, httpx2 mounts no proxy from the environment.
 """
 
 from __future__ import annotations
@@ -38,6 +40,9 @@ POLL_S = 0.25
 """Longest single blocking read: how soon a silent socket notices an interrupt or the deadline."""
 
 _active = threading.local()
+
+DEFAULT_LIMITS = httpx2.Limits(max_connections=100, max_keepalive_connections=20, keepalive_expiry=5.0)
+"""httpx2's own defaults for a client's pool."""
 
 
 @contextlib.contextmanager
@@ -130,53 +135,83 @@ class _BoundedBackend(httpcore2.NetworkBackend):
         self._inner.sleep(seconds)
 
 
-class _GuardedBody(httpx2.SyncByteStream):
-    def __init__(self, inner: httpx2.SyncByteStream, bounds: CallBounds, what: str) -> None:
+#: httpcore2's errors as httpx2's (the most specific first), which the openai client knows how to
+#: treat; the bounds' own errors are neither and pass through unchanged.
+_MAPPED: tuple[tuple[type[Exception], type[httpx2.HTTPError]], ...] = (
+    (httpcore2.ConnectTimeout, httpx2.ConnectTimeout), (httpcore2.ReadTimeout, httpx2.ReadTimeout),
+    (httpcore2.WriteTimeout, httpx2.WriteTimeout), (httpcore2.PoolTimeout, httpx2.PoolTimeout),
+    (httpcore2.TimeoutException, httpx2.TimeoutException), (httpcore2.ConnectError, httpx2.ConnectError),
+    (httpcore2.ReadError, httpx2.ReadError), (httpcore2.WriteError, httpx2.WriteError),
+    (httpcore2.NetworkError, httpx2.NetworkError), (httpcore2.ProxyError, httpx2.ProxyError),
+    (httpcore2.UnsupportedProtocol, httpx2.UnsupportedProtocol),
+    (httpcore2.LocalProtocolError, httpx2.LocalProtocolError),
+    (httpcore2.RemoteProtocolError, httpx2.RemoteProtocolError), (httpcore2.ProtocolError, httpx2.ProtocolError),
+)
+
+
+@contextlib.contextmanager
+def _as_httpx2_errors() -> Iterator[None]:
+    try:
+        yield
+    except Exception as exc:
+        mapped = next((theirs for ours, theirs in _MAPPED if isinstance(exc, ours)), None)
+        if mapped is None:
+            raise
+        raise mapped(str(exc)) from exc
+
+
+class _Body(httpx2.SyncByteStream):
+    """A response body as httpx2 reads it: httpcore2's errors mapped, and inside `bounded(...)` passed
+    through `guard_chunks` (the deadline between chunks, the size cap, the interrupt)."""
+
+    def __init__(self, inner: Iterable[bytes], call: tuple[CallBounds, str] | None) -> None:
         self._inner = inner
-        self._bounds = bounds
-        self._what = what
+        self._call = call
 
     def __iter__(self) -> Iterator[bytes]:
-        yield from guard_chunks(self._inner, self._bounds, self._what)
+        with _as_httpx2_errors():
+            if self._call is None:
+                yield from self._inner
+            else:
+                yield from guard_chunks(self._inner, *self._call)
 
     def close(self) -> None:
-        self._inner.close()
+        close = getattr(self._inner, "close", None)
+        if close is not None:
+            close()
 
 
 class BoundedTransport(httpx2.BaseTransport):
-    """Wraps an httpx2 transport: bounded socket I/O (when the pool lets us in) and a guarded body."""
+    """httpx2's transport contract over an httpcore2 connection pool whose every socket operation goes
+    through `_BoundedBackend`; the response body is guarded while a `bounded(...)` call runs."""
 
-    def __init__(self, inner: httpx2.BaseTransport) -> None:
-        self._inner = inner
-        pool = getattr(inner, "_pool", None)
-        backend = getattr(pool, "_network_backend", None)
-        self.reads_bounded = isinstance(backend, httpcore2.NetworkBackend)
-        if isinstance(backend, httpcore2.NetworkBackend) and not isinstance(backend, _BoundedBackend):
-            pool._network_backend = _BoundedBackend(backend)  # type: ignore[union-attr]
+    def __init__(self, *, verify: ssl.SSLContext | bool = True, limits: httpx2.Limits = DEFAULT_LIMITS) -> None:
+        context = verify if isinstance(verify, ssl.SSLContext) else httpx2.create_ssl_context(verify=verify)
+        self.backend = _BoundedBackend(httpcore2.SyncBackend())
+        self._pool = httpcore2.ConnectionPool(
+            ssl_context=context, network_backend=self.backend, max_connections=limits.max_connections,
+            max_keepalive_connections=limits.max_keepalive_connections, keepalive_expiry=limits.keepalive_expiry)
 
     def handle_request(self, request: httpx2.Request) -> httpx2.Response:
         call = _current()
         if call is not None:
             call[0].check(call[1])
-        response = self._inner.handle_request(request)
-        if call is None:
-            return response
-        assert isinstance(response.stream, httpx2.SyncByteStream)
-        return httpx2.Response(status_code=response.status_code, headers=response.headers,
-                               stream=_GuardedBody(response.stream, *call), extensions=response.extensions)
+        assert isinstance(request.stream, httpx2.SyncByteStream)
+        sent = httpcore2.Request(
+            method=request.method,
+            url=httpcore2.URL(scheme=request.url.raw_scheme, host=request.url.raw_host, port=request.url.port,
+                              target=request.url.raw_path),
+            headers=request.headers.raw, content=request.stream, extensions=request.extensions)
+        with _as_httpx2_errors():
+            response = self._pool.handle_request(sent)
+        assert isinstance(response.stream, Iterable)
+        return httpx2.Response(status_code=response.status, headers=response.headers,
+                               stream=_Body(response.stream, call), extensions=response.extensions)
 
     def close(self) -> None:
-        self._inner.close()
+        self._pool.close()
 
 
 def bounded_client(*, verify: ssl.SSLContext | bool = True, **client_options: Any) -> httpx2.Client:
-    """An httpx2 client whose transports (the default one and any proxy mounted from the environment)
-    are all `BoundedTransport`s."""
-    client = httpx2.Client(transport=BoundedTransport(httpx2.HTTPTransport(verify=verify)), verify=verify,
-                           **client_options)
-    mounts = getattr(client, "_mounts", None)
-    if isinstance(mounts, dict):  # proxies from HTTP(S)_PROXY: bound them too
-        for pattern, transport in list(mounts.items()):
-            if transport is not None and not isinstance(transport, BoundedTransport):
-                mounts[pattern] = BoundedTransport(transport)
-    return client
+    """An httpx2 client whose transport is a `BoundedTransport` (hand it to `openai.OpenAI(http_client=)`)."""
+    return httpx2.Client(transport=BoundedTransport(verify=verify), verify=verify, **client_options)

@@ -45,7 +45,7 @@ import math
 import threading
 import time
 from collections.abc import Callable, Mapping
-from dataclasses import MISSING, asdict, dataclass, fields, replace
+from dataclasses import dataclass, replace
 from typing import Any
 
 import openai
@@ -58,6 +58,7 @@ from research_dispatch.core.bounded_http import bounded, bounded_client
 from research_dispatch.core.bounds import CallBounds
 from research_dispatch.core.errors import (
     AuthenticationFailed,
+    BadInput,
     CallBoundExceeded,
     CallTimedOut,
     DeadlineReached,
@@ -72,18 +73,16 @@ from research_dispatch.core.errors import (
     RetryableGatewayError,
     UnusableUsage,
 )
-from research_dispatch.core.records import load_record, record
 from research_dispatch.core.redact import register_secrets
 from research_dispatch.core.retry import Failure, GiveUp, RetryPolicy
 from research_dispatch.gateway import caching, reasoning, route, schemas, stream, structured
 from research_dispatch.gateway import endpoints as listing
 from research_dispatch.gateway.endpoints import Pricing
+from research_dispatch.gateway.provenance import OPENAI_COMPATIBLE, OPENROUTER, CallRecord, Completion
 
-__all__ = ["CallRecord", "Completion", "Gateway", "Pricing", "canonical_assistant_turn", "credentials"]
+__all__ = ["Gateway", "Pricing", "canonical_assistant_turn", "credentials", "generation_gateway"]
 
 DEFAULT_BASE_URL = "https://openrouter.ai/api/v1"
-OPENROUTER = "openrouter"
-OPENAI_COMPATIBLE = "openai-compatible"
 _RETRYABLE_STATUS = {408, 409, 425, 429, 500, 502, 503, 504, 520, 522, 524, 529}
 LOOKUP_TIMEOUT_S = 30.0
 """Wall-clock cap of one endpoints-listing or `/generation` look-up (within the leg's deadline too)."""
@@ -110,84 +109,6 @@ class _Attempt:
 
 def _text(value: Any) -> str | None:
     return str(value) if isinstance(value, str) and value else None
-
-
-@record
-@dataclass(frozen=True)
-class CallRecord:
-    """Provenance of one gateway call. Serialised one per line into `<stem>.calls.jsonl`.
-
-    `cost_usd` is everything the call cost. With a BYOK key it is OpenRouter's fee (`gateway_fee_usd`)
-    plus the provider's charge (`provider_cost_usd`); otherwise both are None and `cost_usd` is what
-    OpenRouter charged. Fields after `verdict` were added after the first release (0.1.0 wrote none of
-    them) and have defaults, so older call logs still load: `from_json` requires only the fields without
-    a default (tests/data/v0.1.0 is a call log of that release).
-    """
-
-    generation_id: str | None
-    requested_model: str
-    requested_provider: str | None
-    served_model: str | None
-    served_provider: str | None
-    metadata_present: bool
-    attempt: int | None
-    attempts_recorded: int
-    strategy: str | None
-    cached: bool
-    finish_reason: str | None
-    native_finish_reason: str | None
-    prompt_tokens: int
-    completion_tokens: int
-    cached_tokens: int
-    reasoning_tokens: int
-    cost_usd: float
-    latency_s: float
-    retries: int
-    purpose: str
-    verdict: str
-    gateway_kind: str = OPENROUTER
-    is_byok: bool = False
-    provider_cost_usd: float | None = None
-    gateway_fee_usd: float | None = None
-    cache_write_tokens: int = 0  # prompt tokens written to the provider's cache (billed above the input price)
-    aborted: bool = False  # an attempt given up (deadline, Ctrl-C, retried): its cost counts, its route does not
-    cost_estimated: bool = False  # cost_usd is the pre-call worst case: the gateway's record was not found
-
-    def to_json(self) -> str:
-        return json.dumps(asdict(self), sort_keys=True, separators=(",", ":"))
-
-    @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> CallRecord:
-        known = {f for f in cls.__dataclass_fields__}
-        return cls(**{k: v for k, v in data.items() if k in known})
-
-    @classmethod
-    def from_json(cls, line: str) -> CallRecord:
-        """One call-log line, every field checked (`records.py`; `ValueError` names the field): a field
-        a newer version added takes its default, one the first release wrote must be there."""
-        return load_record(line, cls, required=_CALL_RECORD_REQUIRED)
-
-
-_CALL_RECORD_REQUIRED = tuple(f.name for f in fields(CallRecord)
-                              if f.default is MISSING and f.default_factory is MISSING)
-
-
-@dataclass
-class Completion:
-    """The assistant message of one call, in canonical form, ready to append to the history."""
-
-    message: dict[str, Any]
-    finish_reason: str | None
-    record: CallRecord
-
-    @property
-    def content(self) -> str:
-        content = self.message.get("content")
-        return content if isinstance(content, str) else ""
-
-    @property
-    def tool_calls(self) -> list[dict[str, Any]]:
-        return list(self.message.get("tool_calls") or [])
 
 
 def _mapping(value: Any) -> Mapping[str, Any]:
@@ -241,6 +162,17 @@ def gateway_service(settings: GatewaySettings | None = None) -> environment.Serv
 def credentials(env: Mapping[str, str], settings: GatewaySettings | None = None) -> Credentials:
     """The checked key and base URL of the configured gateway kind (before any network call)."""
     return environment.require(env, gateway_service(settings))
+
+
+def generation_gateway(settings: GatewaySettings, env: Mapping[str, str]) -> Gateway:
+    """The gateway `verify --online` asks for `/generation` records, or one `BadInput` line when the
+    configured kind keeps none (an openai-compatible server reports only itself)."""
+    if settings.kind == OPENAI_COMPATIBLE:
+        raise BadInput("cannot re-check an openai-compatible gateway: it keeps no /generation record, so its "
+                       "routes are self-reported and only the call logs can be checked (run verify without "
+                       "--online)", path="--online")
+    creds = credentials(env, settings)
+    return Gateway(api_key=creds.key, base_url=creds.base_url, settings=settings)
 
 
 def _parse_retry_after(headers: Any) -> float | None:

@@ -17,11 +17,11 @@ from collections.abc import Callable
 from typing import Any, Protocol
 
 from research_dispatch.config.settings import GatewaySettings
-from research_dispatch.gateway.client import CallRecord, Completion
 from research_dispatch.gateway.endpoints import Pricing
+from research_dispatch.gateway.provenance import CallRecord, Completion
 from research_dispatch.gateway.reasoning import ReasoningPlan
 
-__all__ = ["ModelGateway"]
+__all__ = ["GenerationRecords", "ModelGateway"]
 
 
 class ModelGateway(Protocol):
@@ -54,3 +54,12 @@ class ModelGateway(Protocol):
         ...
 
     def pricing(self, model: str, provider_slug: str | None = None) -> Pricing | None: ...
+
+
+class GenerationRecords(Protocol):
+    """What `verify --online` asks of a gateway: the gateway's own record of one call (`GET /generation`),
+    as its JSON `data` object. The product's `Gateway` satisfies it; naming only this keeps `verify`,
+    which reads call logs and reports, from importing the `openai` client it calls only online."""
+
+    def generation(self, generation_id: str) -> dict[str, Any]: ...
+

@@ -55,7 +55,7 @@ from research_dispatch.core.fsio import read_text_strict
 from research_dispatch.core.records import first_error
 from research_dispatch.core.redact import redact
 from research_dispatch.leg.report import CappedReport, CitedSource, FinalBody, Report, ReportMeta, cap_report
-from research_dispatch.tools.search import SourceRegistry
+from research_dispatch.tools.sources import SourceRegistry
 
 MAX_EVIDENCE_BYTES = 2 * 1024 * 1024
 """The one size limit of an evidence file: what the leg writes and what every reader (the leg state,

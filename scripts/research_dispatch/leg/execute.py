@@ -35,8 +35,9 @@ from research_dispatch.core.fsio import append_line, confined
 from research_dispatch.core.redact import redact, register_env
 from research_dispatch.core.retry import RetryPolicy
 from research_dispatch.gateway import route
-from research_dispatch.gateway.client import CallRecord, Gateway, gateway_service
+from research_dispatch.gateway.client import Gateway, gateway_service
 from research_dispatch.gateway.protocol import ModelGateway
+from research_dispatch.gateway.provenance import CallRecord
 from research_dispatch.leg.events import (
     CallEvent,
     CrashEvent,
@@ -63,7 +64,8 @@ from research_dispatch.leg.status import LegResult, LegState, timestamp, write_s
 from research_dispatch.tools.destinations import DestinationPolicy
 from research_dispatch.tools.mcp_servers import McpToolset
 from research_dispatch.tools.providers import ExaProvider, SearchProvider, TavilyProvider
-from research_dispatch.tools.search import MODEL_ERROR_KINDS, SearchStats, SearchTools, SourceRegistry
+from research_dispatch.tools.search import MODEL_ERROR_KINDS, SearchStats, SearchTools
+from research_dispatch.tools.sources import SourceRegistry
 
 MIN_CITED_SOURCES = 3
 INTERRUPTED = "interrupted by the user (Ctrl-C)"

@@ -28,7 +28,7 @@ from research_dispatch.core.records import first_error
 from research_dispatch.core.strictyaml import load_yaml_text
 from research_dispatch.leg.contract import CITATION as _CITATION
 from research_dispatch.leg.contract import count_words as count_words  # the one word count (re-exported)
-from research_dispatch.tools.search import SourceRegistry
+from research_dispatch.tools.sources import SourceRegistry
 
 SCHEMA: Final = "research-dispatch/report@1"
 MAX_REPORT_BYTES = 2 * 1024 * 1024

@@ -40,8 +40,9 @@ from research_dispatch.core.errors import (
     InsufficientCredits,
     Interrupted,
 )
-from research_dispatch.gateway.client import CallRecord, Completion, Pricing
+from research_dispatch.gateway.client import Pricing
 from research_dispatch.gateway.protocol import ModelGateway
+from research_dispatch.gateway.provenance import CallRecord, Completion
 from research_dispatch.gateway.reasoning import ReasoningPlan
 from research_dispatch.leg import contract
 from research_dispatch.leg.contract import BAND_SENTENCE, BRIEF_LABEL, TITLE_LABEL, TOPIC_ID_LABEL

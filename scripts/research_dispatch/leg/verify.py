@@ -13,19 +13,19 @@ line, and such a route counts as verified only when the configuration trusts it 
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from research_dispatch.config.plan import companions
-from research_dispatch.config.settings import Settings
 from research_dispatch.core import sanitize
 from research_dispatch.core.errors import BadInput
 from research_dispatch.core.fsio import read_text_strict
 from research_dispatch.core.tables import Column, console_table
 from research_dispatch.gateway import route
-from research_dispatch.gateway.client import OPENAI_COMPATIBLE, CallRecord, Gateway, credentials
+from research_dispatch.gateway.protocol import GenerationRecords
+from research_dispatch.gateway.provenance import OPENAI_COMPATIBLE, CallRecord
 from research_dispatch.leg.evidence import EvidenceCheck
 from research_dispatch.leg.evidence import check_file as check_evidence_file
 from research_dispatch.leg.report import Report
@@ -140,17 +140,8 @@ def online_verdict(data: dict[str, Any], requested_model: str, record: CallRecor
     return verdict, problems
 
 
-def online_gateway(settings: Settings, env: Mapping[str, str]) -> Gateway:
-    """The gateway `verify --online` asks, or one `BadInput` line when the configured kind keeps no record."""
-    if settings.gateway.kind == OPENAI_COMPATIBLE:
-        raise BadInput("cannot re-check an openai-compatible gateway: it keeps no /generation record, so its "
-                       "routes are self-reported and only the call logs can be checked (run verify without "
-                       "--online)", path="--online")
-    creds = credentials(env, settings.gateway)
-    return Gateway(api_key=creds.key, base_url=creds.base_url, settings=settings.gateway)
-
-
-def verify_report(report: Report, *, gateway: Gateway | None = None, trust_self_reported: bool = False) -> RouteRow:
+def verify_report(report: Report, *, gateway: GenerationRecords | None = None,
+                  trust_self_reported: bool = False) -> RouteRow:
     """The route row of one report. `trust_self_reported` is the configuration's
     `[tool.research-dispatch.gateway] trust_self_reported` (a `self_reported` route counts as verified)."""
     files = companions(report.path.as_posix())
@@ -162,7 +153,7 @@ def verify_report(report: Report, *, gateway: Gateway | None = None, trust_self_
     return row
 
 
-def verify_records(report: Report, records: list[CallRecord] | None, *, gateway: Gateway | None = None,
+def verify_records(report: Report, records: list[CallRecord] | None, *, gateway: GenerationRecords | None = None,
                    trust_self_reported: bool = False) -> RouteRow:
     """The route row of a report given its call records (None: there is no call log)."""
     meta = report.meta

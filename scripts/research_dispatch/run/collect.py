@@ -29,7 +29,7 @@ from research_dispatch.config.plan import Leg
 from research_dispatch.config.settings import Settings
 from research_dispatch.core.errors import BadInput, DispatchError
 from research_dispatch.core.fsio import confined, read_text_strict, write_atomic
-from research_dispatch.gateway.client import CallRecord
+from research_dispatch.gateway.provenance import CallRecord
 from research_dispatch.leg.evidence import MAX_EVIDENCE_BYTES, parse_evidence, sha256_text
 from research_dispatch.leg.files import FileWrite, write_unit
 from research_dispatch.leg.report import MAX_REPORT_BYTES, parse_report_text

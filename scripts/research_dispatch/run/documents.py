@@ -12,11 +12,12 @@ import json
 import re
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from research_dispatch.config.settings import Settings
-from research_dispatch.leg.verify import RouteRow
-from research_dispatch.run.outcome import RunOutcome
+if TYPE_CHECKING:  # `check` prints its document without the route table's stage, `verify` without a run's
+    from research_dispatch.config.settings import Settings
+    from research_dispatch.leg.verify import RouteRow
+    from research_dispatch.run.outcome import RunOutcome
 
 SCHEMA = "research-dispatch/{command}@1"
 

@@ -20,7 +20,8 @@ from research_dispatch.config.plan import Leg
 from research_dispatch.config.settings import Settings
 from research_dispatch.core.errors import AuthenticationFailed, DispatchError, GatewayError
 from research_dispatch.gateway.catalogue import ModelsRefused, model_problems, model_uses, parse_catalogue
-from research_dispatch.gateway.client import OPENROUTER, Gateway, credentials
+from research_dispatch.gateway.client import Gateway, credentials
+from research_dispatch.gateway.provenance import OPENROUTER
 from research_dispatch.tools.mcp_servers import McpToolset
 
 

@@ -31,7 +31,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from research_dispatch.config.settings import Settings
 from research_dispatch.core.errors import BadInput
 from research_dispatch.core.fsio import confined, read_text_strict, write_atomic
-from research_dispatch.gateway.client import CallRecord
+from research_dispatch.gateway.provenance import CallRecord
 from research_dispatch.synthesis.align.judge import Judgement
 from research_dispatch.synthesis.check.citations import Verdicted
 from research_dispatch.synthesis.extract.claims import Extraction, NotAFinding

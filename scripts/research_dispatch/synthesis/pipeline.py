@@ -58,9 +58,10 @@ from research_dispatch.core.notice import read_notice
 from research_dispatch.core.redact import redact
 from research_dispatch.core.sanitize import one_line
 from research_dispatch.core.workers import Workers
-from research_dispatch.gateway.client import CallRecord, Gateway
+from research_dispatch.gateway.client import Gateway
 from research_dispatch.gateway.client import credentials as gateway_credentials
 from research_dispatch.gateway.protocol import ModelGateway
+from research_dispatch.gateway.provenance import CallRecord
 from research_dispatch.leg.files import FileWrite, write_unit
 from research_dispatch.leg.status import LegState
 from research_dispatch.synthesis.align import judge as align

@@ -46,8 +46,8 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validat
 
 from research_dispatch.config.settings import Settings
 from research_dispatch.core import sanitize
-from research_dispatch.gateway.client import CallRecord
 from research_dispatch.gateway.protocol import ModelGateway
+from research_dispatch.gateway.provenance import CallRecord
 from research_dispatch.gateway.structured import answer_schema
 from research_dispatch.synthesis.common.calls import call_structured
 from research_dispatch.synthesis.common.checked import Position

@@ -23,8 +23,8 @@ from pydantic import BaseModel, ValidationError
 from research_dispatch.core.errors import GatewayError
 from research_dispatch.core.redact import redact
 from research_dispatch.core.sanitize import one_line
-from research_dispatch.gateway.client import CallRecord
 from research_dispatch.gateway.protocol import ModelGateway
+from research_dispatch.gateway.provenance import CallRecord
 from research_dispatch.synthesis.common.errors import StructuredCallFailed, StructuredOutputInvalid, TimeLimitReached
 
 T = TypeVar("T", bound=BaseModel)

@@ -8,7 +8,7 @@ here is ever turned into an empty result.
 from __future__ import annotations
 
 from research_dispatch.core.errors import DispatchError, ExitCode
-from research_dispatch.gateway.client import CallRecord
+from research_dispatch.gateway.provenance import CallRecord
 
 
 class StructuredCallFailed(DispatchError):

@@ -40,8 +40,8 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from research_dispatch.core import sanitize
-from research_dispatch.gateway.client import CallRecord
 from research_dispatch.gateway.protocol import ModelGateway
+from research_dispatch.gateway.provenance import CallRecord
 from research_dispatch.gateway.structured import answer_schema
 from research_dispatch.leg.report import body_without_references
 from research_dispatch.synthesis.common.calls import call_structured

@@ -36,7 +36,7 @@ from pathlib import Path
 from research_dispatch.core.errors import BadInput
 from research_dispatch.core.fsio import confined, read_text_strict
 from research_dispatch.leg.evidence import MAX_EVIDENCE_BYTES, EvidenceLine, parse_line, sha256_text
-from research_dispatch.tools.search import normalise_url
+from research_dispatch.tools.sources import normalise_url
 
 SYMLINK = "is a symbolic link, not the evidence file written with the report"
 CHANGED = ("is not the evidence file written with the report: its sha256 differs from the report's "
