@@ -19,7 +19,7 @@ import click
 
 from research_dispatch import __version__
 from research_dispatch.core.errors import BadInput, DispatchError, ExitCode
-from research_dispatch.core.interrupt import handling_sigint
+from research_dispatch.core.interrupt import handling_interrupts, reason
 from research_dispatch.core.redact import redact
 from research_dispatch.core.sanitize import for_log
 
@@ -46,12 +46,13 @@ def guarded(func: F) -> F:
     @functools.wraps(func)
     def wrapper(*args: Any, **kwargs: Any) -> Any:
         try:
-            with handling_sigint():  # Ctrl-C: the command's interrupt path, with a backstop (interrupt.py)
+            # Ctrl-C and SIGTERM: the command's interrupt path, with a backstop (interrupt.py)
+            with handling_interrupts():
                 return func(*args, **kwargs)
         except DispatchError as exc:
             _fail(str(exc), exc.exit_code)
         except KeyboardInterrupt:
-            _fail("interrupted", ExitCode.FAILED)
+            _fail(reason(), ExitCode.FAILED)
         except Exception as exc:
             if os.environ.get("RESEARCH_DISPATCH_DEBUG"):
                 raise
@@ -297,7 +298,7 @@ def research(repo: Path, topic: str, model: str | None, export_dir: Path | None,
             codes.append(result.exit_code)
             _say(_leg_line(result))
             if result.interrupted:
-                raise Interrupted(f"interrupted by the user (Ctrl-C); {leg.stem} is recorded as interrupted in "
+                raise Interrupted(f"{reason()}; {leg.stem} is recorded as interrupted in "
                                   f"{leg.status_relpath(settings)}")
             if export_dir is not None:
                 export_leg(repo, settings, leg, export_dir)
