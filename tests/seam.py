@@ -44,6 +44,7 @@ from research_dispatch.leg.contract import count_words
 from research_dispatch.leg.execute import LegServices, run_leg
 from research_dispatch.leg.status import LegResult
 from research_dispatch.tools.providers import Hit, Pages, SearchQuery
+from research_dispatch_fakes.realism import Realism
 from research_dispatch_fakes.script_structured import respond_structured
 from tests.conftest import CANARY
 
@@ -310,6 +311,17 @@ def synthesis_model(sent: Sent) -> Reply:
     return Reply(content=json.dumps(respond_structured(sent.body())), served_provider="OpenAI")
 
 
+def realistic_model(rate: float, seed: int, quirks: Iterable[str] = ()) -> Responder:
+    """The fakes' scripted extractor and judges answering as real models do: the fake's `realism` setting
+    (`research_dispatch_fakes.realism`: copy slips, pointers off by one, swapped positions, aliases, a
+    malformed claim) at `rate`, drawn from `seed`; `quirks` are the scenario flags of a misbehaving model
+    (`agreeable`, `obedient`, ...) on every structured call."""
+    setting = Realism(rate, seed)
+    flags = frozenset(quirks)
+    return lambda sent: Reply(content=json.dumps(respond_structured(sent.body(), flags, setting)),
+                              served_provider="OpenAI")
+
+
 class Hang:
     """A call that does not answer until the test releases it: a model slower than any time limit. It
     records that it started and whether it ever answered (a stage that waited for it would show)."""
@@ -374,6 +386,7 @@ class ScriptedSearch:
     failures: deque[Exception] = field(default_factory=deque)
     searches: list[SearchQuery] = field(default_factory=list)
     extracts: list[list[str]] = field(default_factory=list)
+    closed: bool = False
 
     def search(self, request: SearchQuery, *, bounds: CallBounds, timeout_s: float) -> list[Hit]:
         self.searches.append(request)
@@ -388,6 +401,9 @@ class ScriptedSearch:
         known = {page.url: page for page in self.pages}
         return Pages(texts={u: known[u].text for u in urls if u in known},
                      failed={u: "not found" for u in urls if u not in known})
+
+    def close(self) -> None:
+        self.closed = True
 
 
 # ----------------------------------------------------------------------------------------------

@@ -13,7 +13,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from research_dispatch.gateway.structured import answer_schema
 from research_dispatch.synthesis.align.judge import JUDGE_SCHEMA, Judgement
 from research_dispatch.synthesis.check.citations import CHECK_SCHEMA, CheckAnswers
-from research_dispatch.synthesis.extract.claims import EXTRACTION_SCHEMA, Extraction
+from research_dispatch.synthesis.extract.claims import EXTRACTION_SCHEMA, ExtractionAnswer
 
 
 class Colour(str, enum.Enum):
@@ -66,16 +66,16 @@ def _objects(node: Any) -> list[dict[str, Any]]:
 
 
 ANSWERS: list[tuple[dict[str, Any], type[BaseModel], dict[str, Any]]] = [
-    (EXTRACTION_SCHEMA, Extraction, {"claims": [{
+    (EXTRACTION_SCHEMA, ExtractionAnswer, {"claims": [{
         "statement": "GRPO suits maths.", "layer": "RL algorithm", "stance": "recommend", "decision": "RL algorithm",
-        "pick": "GRPO", "alternatives": ["PPO"], "condition": None, "position": "for", "quote": "GRPO suits maths.",
-        "section": "Findings", "sources": [1, 2], "confidence": "high"}]}),
-    (JUDGE_SCHEMA, Judgement, {"groups": [{"label": "RL algorithm", "relation": "contradict", "positions": [
+        "pick": "GRPO", "alternatives": ["PPO"], "condition": None, "position": "for", "units": ["U3"],
+        "quote": "GRPO suits maths.", "sources": [1, 2], "confidence": "high"}]}),
+    (JUDGE_SCHEMA, Judgement, {"groups": [{"label": "RL algorithm", "relation": "alternatives", "positions": [
         {"claims": ["c1"], "summary": "GRPO"}, {"claims": ["c2"], "summary": "PPO"}]}]}),
     (CHECK_SCHEMA, CheckAnswers, {"checks": [{"id": "k1", "verdict": "supports", "passage": "P1",
-                                              "quote": "GRPO suits maths."},
+                                              "sentences": ["S2"], "quote": "GRPO suits maths."},
                                              {"id": "k2", "verdict": "does_not_address", "passage": None,
-                                              "quote": None}]}),
+                                              "sentences": [], "quote": None}]}),
 ]
 
 

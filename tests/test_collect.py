@@ -6,16 +6,14 @@ import os
 import shutil
 from pathlib import Path
 
-from click.testing import CliRunner
-
-from research_dispatch.cli import main
+from tests.clirun import run_cli
 from tests.conftest import ROOT
 
 
 def export_two_legs(repo: Path, out: Path) -> None:
     for topic in ("diloco-family", "verl-trl"):
-        result = CliRunner().invoke(main, ["research", topic, "--repo", str(repo), "--export", str(out)])
-        assert result.exit_code == 0, result.output
+        result = run_cli("research", topic, "--repo", str(repo), "--export", str(out))
+        assert result.code == 0, result.output
 
 
 def fresh_copy(repo: Path, tmp_path: Path) -> Path:
@@ -36,13 +34,13 @@ def test_export_then_collect_round_trip(repo: Path, fake_env: dict, tmp_path: Pa
         "research/02-diloco-family.md", "research/04-verl-trl.calls.jsonl", "research/04-verl-trl.evidence.jsonl",
         "research/04-verl-trl.md"]
     target = fresh_copy(repo, tmp_path)
-    result = CliRunner().invoke(main, ["collect", str(out), "--repo", str(target)])
-    assert result.exit_code == 0, result.output + result.stderr
+    result = run_cli("collect", str(out), "--repo", str(target))
+    assert result.code == 0, result.output + result.stderr
     missing = "01-composer-2.5, 03-monarch-torchforge-openenv, 05-trace-replay-distillation"
     assert f"imported 10 file(s); missing: {missing}" in result.output
     assert (target / "research" / "02-diloco-family.md").read_bytes() == \
         (repo / "research" / "02-diloco-family.md").read_bytes()
-    assert CliRunner().invoke(main, ["verify", "--repo", str(target)]).exit_code == 0
+    assert run_cli("verify", "--repo", str(target)).code == 0
 
 
 def test_collect_rejects_tampered_and_ignores_strays(repo: Path, fake_env: dict, tmp_path: Path) -> None:
@@ -56,8 +54,8 @@ def test_collect_rejects_tampered_and_ignores_strays(repo: Path, fake_env: dict,
     os.remove(out / "research" / "04-verl-trl.calls.jsonl")
     os.symlink("/etc/passwd", out / "research" / "04-verl-trl.calls.jsonl")
     target = fresh_copy(repo, tmp_path)
-    result = CliRunner().invoke(main, ["collect", str(out), "--repo", str(target)])
-    assert result.exit_code == 1
+    result = run_cli("collect", str(out), "--repo", str(target))
+    assert result.code == 1
     assert "rejected: research/02-diloco-family.md: front matter names verl-trl" in result.stderr
     assert "rejected: research/04-verl-trl.calls.jsonl: is a symlink" in result.stderr
     assert "ignored: research/99-evil.md" in result.stderr and "ignored: .github/workflows.yml" in result.stderr
@@ -71,17 +69,16 @@ def test_collect_rejects_tampered_and_ignores_strays(repo: Path, fake_env: dict,
     assert not (target / "build" / "legs" / "04-verl-trl.json").exists()
 
 
-def test_collect_synthesis_accepts_only_the_dispatch_table_change(repo: Path, fake_env: dict, tmp_path: Path,
-                                                                  monkeypatch) -> None:
+def test_collect_synthesis_accepts_only_the_dispatch_table_change(repo: Path, fake_env: dict, tmp_path: Path) -> None:
     methodology = ROOT / "docs" / "METHODOLOGY.md"
     (repo / "docs").mkdir()
     shutil.copy(methodology, repo / "docs" / "METHODOLOGY.md")
     out = tmp_path / "artifact"
     export_two_legs(repo, out)
     summary = tmp_path / "summary.md"
-    monkeypatch.setenv("GITHUB_STEP_SUMMARY", str(summary))
-    result = CliRunner().invoke(main, ["synthesize", "--repo", str(repo), "--github-summary"])
-    assert result.exit_code == 0, result.output + result.stderr
+    result = run_cli("synthesize", "--repo", str(repo), "--github-summary",
+                     env={**os.environ, "GITHUB_STEP_SUMMARY": str(summary)})
+    assert result.code == 0, result.output + result.stderr
     assert "## Synthesis" in summary.read_text() and "### Claim diff" in summary.read_text()
     for rel in ("framework/composer-replication-framework.md", "framework/claims.json",
                 "framework/synthesis.calls.jsonl", "docs/METHODOLOGY.md"):
@@ -90,8 +87,8 @@ def test_collect_synthesis_accepts_only_the_dispatch_table_change(repo: Path, fa
     target = fresh_copy(repo, tmp_path)
     (target / "docs").mkdir()
     shutil.copy(methodology, target / "docs" / "METHODOLOGY.md")
-    result = CliRunner().invoke(main, ["collect", str(out), "--synthesis", "--repo", str(target)])
-    assert result.exit_code == 0, result.stderr
+    result = run_cli("collect", str(out), "--synthesis", "--repo", str(target))
+    assert result.code == 0, result.stderr
     assert (target / "framework" / "claims.json").read_bytes() == (repo / "framework" / "claims.json").read_bytes()
     assert (target / "docs" / "METHODOLOGY.md").read_text() != methodology.read_text()  # the table changed
 
@@ -101,8 +98,8 @@ def test_collect_synthesis_accepts_only_the_dispatch_table_change(repo: Path, fa
     target2 = fresh_copy(repo, tmp_path / "again")
     (target2 / "docs").mkdir()
     shutil.copy(methodology, target2 / "docs" / "METHODOLOGY.md")
-    result = CliRunner().invoke(main, ["collect", str(out), "--synthesis", "--repo", str(target2)])
-    assert result.exit_code == 1
+    result = run_cli("collect", str(out), "--synthesis", "--repo", str(target2))
+    assert result.code == 1
     assert "rejected: docs/METHODOLOGY.md: changes the methodology prose" in result.stderr
     assert "rejected: framework/claims.json" in result.stderr
     assert (target2 / "docs" / "METHODOLOGY.md").read_text() == methodology.read_text()

@@ -10,12 +10,11 @@ import sys
 from pathlib import Path
 
 import pytest
-from click.testing import CliRunner
 
-from research_dispatch.cli import main
 from research_dispatch.config.plan import plan_legs
 from research_dispatch.config.settings import Settings, load_settings
 from research_dispatch.config.topics import load_topics
+from tests.clirun import run_cli
 from tests.conftest import ROOT, write_topic
 
 GOOD = """\
@@ -79,8 +78,8 @@ BAD_TOPICS: dict[str, tuple[str, str | bytes, str]] = {
 def test_bad_topic_file_exits_2_with_one_line_naming_the_file(repo: Path, case: str) -> None:
     name, content, fragment = BAD_TOPICS[case]
     write_topic(repo, name, content)
-    result = CliRunner().invoke(main, ["check", "--repo", str(repo)])
-    assert result.exit_code == 2, result.output
+    result = run_cli("check", "--repo", str(repo))
+    assert result.code == 2, result.output
     lines = [line for line in result.stderr.splitlines() if line.strip()]
     assert len(lines) == 1, lines
     assert f"topics/{name}" in lines[0]
@@ -91,16 +90,16 @@ def test_bad_topic_file_exits_2_with_one_line_naming_the_file(repo: Path, case: 
 def test_duplicate_topic_ids_across_files(repo: Path) -> None:
     write_topic(repo, "10-tiny.yaml", GOOD)
     write_topic(repo, "11-tiny.yaml", GOOD)
-    result = CliRunner().invoke(main, ["check", "--repo", str(repo)])
-    assert result.exit_code == 2
+    result = run_cli("check", "--repo", str(repo))
+    assert result.code == 2
     assert "topics/11-tiny.yaml: id: duplicate topic id 'tiny' (also in topics/10-tiny.yaml)" in result.stderr
 
 
 def test_several_bad_files_give_one_line_each(repo: Path) -> None:
     write_topic(repo, "10-a.yaml", "")
     write_topic(repo, "11-b.yaml", GOOD.replace("id: tiny", "id: b") + "zzz: 1\n")
-    result = CliRunner().invoke(main, ["check", "--repo", str(repo)])
-    assert result.exit_code == 2
+    result = run_cli("check", "--repo", str(repo))
+    assert result.code == 2
     assert [line.split(":")[1].strip() for line in result.stderr.splitlines()] == ["topics/10-a.yaml",
                                                                                    "topics/11-b.yaml"]
 
@@ -118,23 +117,23 @@ def test_bad_input_through_the_real_console_script(repo: Path) -> None:
 
 def test_bad_pyproject_setting_names_file_and_field(repo: Path) -> None:
     (repo / "pyproject.toml").write_text("[tool.research-dispatch]\nwords = {min = 10, max = 5}\n")
-    result = CliRunner().invoke(main, ["check", "--repo", str(repo)])
-    assert result.exit_code == 2
+    result = run_cli("check", "--repo", str(repo))
+    assert result.code == 2
     assert result.stderr.startswith("error: pyproject.toml: tool.research-dispatch.words")
 
 
 def test_unknown_pyproject_key_is_rejected(repo: Path) -> None:
     (repo / "pyproject.toml").write_text("[tool.research-dispatch]\nframwork_name = 'x'\n")
-    result = CliRunner().invoke(main, ["check", "--repo", str(repo)])
-    assert result.exit_code == 2
+    result = run_cli("check", "--repo", str(repo))
+    assert result.code == 2
     assert "tool.research-dispatch.framwork_name: unknown key" in result.stderr
 
 
 @pytest.mark.parametrize("value", ["'/etc'", "'../out'"])
 def test_paths_in_config_must_stay_inside_the_repository(repo: Path, value: str) -> None:
     (repo / "pyproject.toml").write_text(f"[tool.research-dispatch]\nresearch_dir = {value}\n")
-    result = CliRunner().invoke(main, ["check", "--repo", str(repo)])
-    assert result.exit_code == 2 and "research_dir" in result.stderr
+    result = run_cli("check", "--repo", str(repo))
+    assert result.code == 2 and "research_dir" in result.stderr
 
 
 def test_a_repository_with_only_topics_works(single_topic_repo: Path) -> None:
@@ -165,6 +164,6 @@ def test_family_mapping_from_config(repo: Path) -> None:
 
 
 def test_the_repository_itself_checks_clean() -> None:
-    result = CliRunner().invoke(main, ["check", "--repo", str(ROOT)])
-    assert result.exit_code == 0, result.output
+    result = run_cli("check", "--repo", str(ROOT))
+    assert result.code == 0, result.output
     assert result.output.strip() == "ok: 5 topic(s), 5 leg(s)"

@@ -8,8 +8,6 @@ from __future__ import annotations
 
 import json
 import math
-import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
@@ -32,6 +30,7 @@ from research_dispatch.gateway.endpoints import (
 )
 from research_dispatch.tools.search import TOOL_SCHEMAS
 from research_dispatch_fakes.gateway import FakeGateway
+from tests.clirun import CliRun, run_cli
 from tests.conftest import CANARY
 from tests.profiles import examples
 from tests.reliability.conftest import CONTROL, TARGET, configure, run_legs, view
@@ -339,21 +338,20 @@ def test_openai_compatible_leg_is_self_reported(repo: Path, gateway: Any, tavily
     assert not any("/endpoints" in r.path or "/generation" in r.path for r, _ in gateway.requests)
 
 
-def _cli(repo: Path, *args: str, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "research_dispatch", args[0], "--repo", str(repo), *args[1:]],
-                          capture_output=True, text=True, env={**env, "PATH": "/usr/bin:/bin"}, timeout=120)
+def _cli(repo: Path, *args: str, env: dict[str, str]) -> CliRun:
+    """The command with only `env` (and a PATH) as its environment."""
+    return run_cli(args[0], "--repo", str(repo), *args[1:], env={**env, "PATH": "/usr/bin:/bin"})
 
 
-@pytest.mark.slow
 def test_verify_of_a_self_reported_route(repo: Path, gateway: Any, tavily: Any) -> None:
     env = _compatible_env(gateway, tavily)
     configure(repo, gateway='kind = "openai-compatible"')
     run_legs(repo, env, [TARGET, CONTROL])
     offline = _cli(repo, "verify", env=env)
-    assert offline.returncode == 3 and "self_reported ⚠" in offline.stdout  # not trusted: not verified
+    assert offline.code == 3 and "self_reported ⚠" in offline.stdout  # not trusted: not verified
     online = _cli(repo, "verify", "--online", env=env)
-    assert online.returncode == 2 and "cannot re-check an openai-compatible gateway" in online.stderr
+    assert online.code == 2 and "cannot re-check an openai-compatible gateway" in online.stderr
     assert "Traceback" not in online.stderr
     configure(repo, gateway='kind = "openai-compatible", trust_self_reported = true')
     trusted = _cli(repo, "verify", env=env)
-    assert trusted.returncode == 0, trusted.stdout + trusted.stderr
+    assert trusted.code == 0, trusted.stdout + trusted.stderr

@@ -9,7 +9,10 @@ from __future__ import annotations
 
 import json
 import re
+from pathlib import Path
 from typing import Any
+
+import pytest
 
 from research_dispatch.config.settings import Budget, SearchSettings, WordBand
 from research_dispatch.gateway import client
@@ -212,5 +215,11 @@ def test_search_results_are_compacted_before_extracted_passages() -> None:
     assert "[compacted" in sent[5]["content"] and "[compacted" not in sent[3]["content"]
 
 
-def test_every_gateway_shares_one_tls_context() -> None:
-    assert client._shared_tls_context() is client._shared_tls_context()
+def test_every_gateway_shares_one_tls_context(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("SSL_CERT_FILE", raising=False)
+    monkeypatch.delenv("SSL_CERT_DIR", raising=False)
+    first = client._shared_tls_context()
+    assert client._shared_tls_context() is first
+    monkeypatch.setenv("SSL_CERT_DIR", str(tmp_path))  # a later command in this process, another CA setting
+    other = client._shared_tls_context()
+    assert other is not first and client._shared_tls_context() is other

@@ -4,15 +4,13 @@ from __future__ import annotations
 
 import datetime as dt
 import json
+import os
 from pathlib import Path
 
-import pytest
-from click.testing import CliRunner
-
-from research_dispatch.cli import main
 from research_dispatch.config.plan import current_cycle, matrix, plan_legs, resolve_legs
 from research_dispatch.config.settings import load_settings
 from research_dispatch.config.topics import load_topics
+from tests.clirun import run_cli
 from tests.conftest import write_topic
 
 
@@ -23,18 +21,18 @@ def make_topics(repo: Path, count: int, models_per_topic: int) -> None:
 
 
 def test_plan_prints_matrix(repo: Path) -> None:
-    result = CliRunner().invoke(main, ["plan", "--repo", str(repo), "--topics", "verl-trl,composer-2.5"])
-    assert result.exit_code == 0, result.output
+    result = run_cli("plan", "--repo", str(repo), "--topics", "verl-trl,composer-2.5")
+    assert result.code == 0, result.output
     assert json.loads(result.output) == {"include": [
         {"leg": "01-composer-2.5", "model": "google/gemini-3.1-pro-preview", "topic": "composer-2.5"},
         {"leg": "04-verl-trl", "model": "anthropic/claude-sonnet-4.6", "topic": "verl-trl"}]}
 
 
-def test_plan_github_output(repo: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_plan_github_output(repo: Path, tmp_path: Path) -> None:
     out = tmp_path / "out"
-    monkeypatch.setenv("GITHUB_OUTPUT", str(out))
-    result = CliRunner().invoke(main, ["plan", "--repo", str(repo), "--github-output", "--cycle", "2027-H1"])
-    assert result.exit_code == 0, result.output
+    result = run_cli("plan", "--repo", str(repo), "--github-output", "--cycle", "2027-H1",
+                     env={**os.environ, "GITHUB_OUTPUT": str(out)})
+    assert result.code == 0, result.output
     text = out.read_text()
     lines = text.splitlines()
     values = {}
@@ -49,8 +47,8 @@ def test_plan_github_output(repo: Path, tmp_path: Path, monkeypatch: pytest.Monk
 
 
 def test_plan_unknown_topic_is_bad_input(repo: Path) -> None:
-    result = CliRunner().invoke(main, ["plan", "--repo", str(repo), "--topics", "nope"])
-    assert result.exit_code == 2 and "nope" in result.stderr
+    result = run_cli("plan", "--repo", str(repo), "--topics", "nope")
+    assert result.code == 2 and "nope" in result.stderr
 
 
 def test_more_than_256_legs_are_packed(tmp_path: Path) -> None:

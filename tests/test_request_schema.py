@@ -1,6 +1,6 @@
 """Every request body of a demo run, validated against the request schema OpenRouter publishes.
 
-The demo (`research-dispatch demo`, run as a separate process) sends every chat request of a whole
+The demo (`research-dispatch demo`, run as a user types it) sends every chat request of a whole
 refresh — five research legs on five model families, and the synthesis — to the fake gateway, which
 writes each body as sent to `RESEARCH_DISPATCH_FAKE_GATEWAY_LOG`. Each body is then
 validated against `tests/data/openrouter/chat-request.schema.json` (OpenRouter's OpenAPI `ChatRequest`,
@@ -19,7 +19,8 @@ import jsonschema
 import pytest
 
 from research_dispatch_fakes.gateway import REQUEST_LOG_VARIABLE
-from tests.bounds.conftest import child_env, run_cli
+from tests.bounds.conftest import child_env
+from tests.clirun import run_cli
 
 SCHEMA = Path(__file__).resolve().parent / "data" / "openrouter" / "chat-request.schema.json"
 CLOSED = ("ChatRequest", "ChatSystemMessage", "ChatUserMessage", "ChatDeveloperMessage", "ChatAssistantMessage",
@@ -43,8 +44,7 @@ def demo_requests(tmp_path_factory: pytest.TempPathFactory) -> list[dict[str, An
     gateway logging every body it receives from the real `openai` client over real HTTP."""
     root = tmp_path_factory.mktemp("demo")
     log = root / "requests.jsonl"
-    done = run_cli("demo", "--dir", str(root / "demo"), env=child_env({REQUEST_LOG_VARIABLE: str(log)}),
-                   timeout=600)
+    done = run_cli("demo", "--dir", str(root / "demo"), env=child_env({REQUEST_LOG_VARIABLE: str(log)}))
     assert done.code == 0, done.stdout[-4000:] + done.stderr[-4000:]
     return [json.loads(line) for line in log.read_text(encoding="utf-8").splitlines()]
 

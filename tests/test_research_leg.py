@@ -3,19 +3,19 @@
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 
 import pytest
 import yaml
-from click.testing import CliRunner
 
-from research_dispatch.cli import main
 from research_dispatch.leg.report import load_report
+from tests.clirun import CliRun, run_cli
 from tests.conftest import CANARY, fast_retries, write_topic
 
 
-def research(repo: Path, *args: str) -> object:
-    return CliRunner().invoke(main, ["research", *args, "--repo", str(repo)])
+def research(repo: Path, *args: str) -> CliRun:
+    return run_cli("research", *args, "--repo", str(repo))
 
 
 def front_matter(path: Path) -> dict:
@@ -25,7 +25,7 @@ def front_matter(path: Path) -> dict:
 
 def test_clean_leg_writes_a_cited_report_with_an_exact_route(repo: Path, fake_env: dict, gateway) -> None:
     result = research(repo, "diloco-family")
-    assert result.exit_code == 0, result.output + result.stderr
+    assert result.code == 0, result.output + result.stderr
     report_path = repo / "research" / "02-diloco-family.md"
     meta = front_matter(report_path)
     assert meta["schema"] == "research-dispatch/report@1"
@@ -56,7 +56,7 @@ def test_clean_leg_writes_a_cited_report_with_an_exact_route(repo: Path, fake_en
 def test_requests_pin_the_route_and_ask_for_metadata(repo: Path, fake_env: dict, gateway) -> None:
     write_topic(repo, "02-diloco-family.yaml", (repo / "topics" / "02-diloco-family.yaml").read_text()
                 + "    provider: deepseek\n")
-    assert research(repo, "diloco-family").exit_code == 0
+    assert research(repo, "diloco-family").code == 0
     first = gateway.completions[0]
     body = first["request"]
     assert body["model"] == "deepseek/deepseek-v4-pro" and "models" not in body
@@ -68,17 +68,17 @@ def test_requests_pin_the_route_and_ask_for_metadata(repo: Path, fake_env: dict,
 def test_model_substitution_on_one_call_is_model_fallback_and_exit_3(repo: Path, fake_env: dict, gateway) -> None:
     gateway.set_scenario({"rules": [{"on_call": 2, "serve_model": "deepseek/deepseek-v3"}]})
     result = research(repo, "diloco-family")
-    assert result.exit_code == 3, result.output + result.stderr
+    assert result.code == 3, result.output + result.stderr
     meta = front_matter(repo / "research" / "02-diloco-family.md")
     assert meta["route"] == "model_fallback" and meta["route_verified"] is False
     assert meta["served_models"] == ["deepseek/deepseek-v3", "deepseek/deepseek-v4-pro"]
-    verify = CliRunner().invoke(main, ["verify", "--repo", str(repo)])
-    assert verify.exit_code == 3 and "model_fallback" in verify.output
+    verify = run_cli("verify", "--repo", str(repo))
+    assert verify.code == 3 and "model_fallback" in verify.output
 
 
 def test_dated_permaslug_is_the_same_model(repo: Path, fake_env: dict, gateway) -> None:
     gateway.set_scenario({"rules": [{"dated_model": True}]})
-    assert research(repo, "diloco-family").exit_code == 0
+    assert research(repo, "diloco-family").code == 0
     meta = front_matter(repo / "research" / "02-diloco-family.md")
     assert meta["route"] == "exact" and meta["served_models"] == ["deepseek/deepseek-v4-pro-20260401"]
 
@@ -88,14 +88,14 @@ def test_pinned_provider_served_by_another_is_provider_fallback(repo: Path, fake
                 + "    provider: deepseek\n")
     gateway.set_scenario({"rules": [{"on_call": 3, "serve_provider": "DeepInfra"}]})
     result = research(repo, "diloco-family")
-    assert result.exit_code == 3
+    assert result.code == 3
     meta = front_matter(repo / "research" / "02-diloco-family.md")
     assert meta["route"] == "provider_fallback" and meta["served_providers"] == ["DeepInfra", "DeepSeek"]
 
 
 def test_unpinned_provider_change_stays_exact(repo: Path, fake_env: dict, gateway) -> None:
     gateway.set_scenario({"rules": [{"on_call": 3, "serve_provider": "DeepInfra"}]})
-    assert research(repo, "diloco-family").exit_code == 0
+    assert research(repo, "diloco-family").code == 0
 
 
 def test_recorded_fallback_attempt_with_a_pinned_provider_is_provider_fallback(repo: Path, fake_env: dict,
@@ -103,22 +103,22 @@ def test_recorded_fallback_attempt_with_a_pinned_provider_is_provider_fallback(r
     write_topic(repo, "02-diloco-family.yaml", (repo / "topics" / "02-diloco-family.yaml").read_text()
                 + "    provider: deepseek\n")
     gateway.set_scenario({"rules": [{"on_call": 1, "fallback_attempt": True}]})
-    assert research(repo, "diloco-family").exit_code == 3
+    assert research(repo, "diloco-family").code == 3
     assert front_matter(repo / "research" / "02-diloco-family.md")["route"] == "provider_fallback"
 
 
 def test_recorded_fallback_attempt_without_a_pin_stays_exact(repo: Path, fake_env: dict, gateway) -> None:
     gateway.set_scenario({"rules": [{"on_call": 1, "fallback_attempt": True}]})
-    assert research(repo, "diloco-family").exit_code == 0
+    assert research(repo, "diloco-family").code == 0
     assert front_matter(repo / "research" / "02-diloco-family.md")["route"] == "exact"
 
 
 def test_missing_metadata_is_unverified_and_cache_hit_is_cached(repo: Path, fake_env: dict, gateway) -> None:
     gateway.set_scenario({"rules": [{"on_call": 1, "no_metadata": True}]})
-    assert research(repo, "diloco-family").exit_code == 3
+    assert research(repo, "diloco-family").code == 3
     assert front_matter(repo / "research" / "02-diloco-family.md")["route"] == "unverified"
     gateway.set_scenario({"rules": [{"match": {"kind": "write"}, "cache_hit": True}]})
-    assert research(repo, "verl-trl").exit_code == 3
+    assert research(repo, "verl-trl").code == 3
     assert front_matter(repo / "research" / "04-verl-trl.md")["route"] == "cached"
 
 
@@ -127,7 +127,7 @@ def test_missing_key_exits_2_before_any_request(repo: Path, fake_env: dict, gate
                                                 monkeypatch: pytest.MonkeyPatch, missing: str) -> None:
     monkeypatch.delenv(missing)
     result = research(repo, "diloco-family")
-    assert result.exit_code == 2
+    assert result.code == 2
     assert result.stderr.strip() == (f"error: environment: {missing}: {missing} is not set; it is required to "
                                      + ("call the model gateway (create one on the Keys page of your OpenRouter "
                                         "account)" if "OPENROUTER" in missing else
@@ -137,17 +137,17 @@ def test_missing_key_exits_2_before_any_request(repo: Path, fake_env: dict, gate
 
 
 def test_unknown_topic_and_model_are_bad_input(repo: Path, fake_env: dict) -> None:
-    assert research(repo, "nope").exit_code == 2
+    assert research(repo, "nope").code == 2
     result = research(repo, "diloco-family", "--model", "openai/gpt-5")
-    assert result.exit_code == 2 and "no route" in result.stderr
+    assert result.code == 2 and "no route" in result.stderr
 
 
 def test_a_failed_leg_keeps_the_previous_report_and_says_so(repo: Path, fake_env: dict, gateway) -> None:
-    assert research(repo, "diloco-family").exit_code == 0
+    assert research(repo, "diloco-family").code == 0
     before = (repo / "research" / "02-diloco-family.md").read_text()
     gateway.set_scenario({"rules": [{"status": 402, "message": "Insufficient credits"}]})
     result = research(repo, "diloco-family")
-    assert result.exit_code == 1
+    assert result.code == 1
     assert "failed" in result.output and "402" in result.output
     assert (repo / "research" / "02-diloco-family.md").read_text() == before
     status = json.loads((repo / "build" / "legs" / "02-diloco-family.json").read_text())
@@ -156,18 +156,17 @@ def test_a_failed_leg_keeps_the_previous_report_and_says_so(repo: Path, fake_env
 
 def test_packed_batch_runs_each_pair(repo: Path, fake_env: dict) -> None:
     result = research(repo, "diloco-family,verl-trl", "--model", "deepseek/deepseek-v4-pro,anthropic/claude-sonnet-4.6")
-    assert result.exit_code == 0, result.output
+    assert result.code == 0, result.output
     assert (repo / "research" / "02-diloco-family.md").exists() and (repo / "research" / "04-verl-trl.md").exists()
 
 
 @pytest.mark.slow
-def test_verify_online_and_github_summary(repo: Path, fake_env: dict, tmp_path: Path,
-                                          monkeypatch: pytest.MonkeyPatch) -> None:
-    assert research(repo, "diloco-family").exit_code == 0
+def test_verify_online_and_github_summary(repo: Path, fake_env: dict, tmp_path: Path) -> None:
+    assert research(repo, "diloco-family").code == 0
     summary = tmp_path / "summary.md"
-    monkeypatch.setenv("GITHUB_STEP_SUMMARY", str(summary))
-    result = CliRunner().invoke(main, ["verify", "--online", "--github-summary", "--repo", str(repo)])
-    assert result.exit_code == 0, result.output + result.stderr
+    result = run_cli("verify", "--online", "--github-summary", "--repo", str(repo),
+                     env={**os.environ, "GITHUB_STEP_SUMMARY": str(summary)})
+    assert result.code == 0, result.output + result.stderr
     table = summary.read_text()
     assert "| diloco-family | deepseek/deepseek-v4-pro | deepseek/deepseek-v4-pro | DeepSeek | exact |" in table
 
@@ -178,13 +177,13 @@ def test_verify_catches_a_hand_edited_route(repo: Path, fake_env: dict, gateway)
     path = repo / "research" / "02-diloco-family.md"
     path.write_text(path.read_text().replace("route: model_fallback", "route: exact")
                     .replace("route_verified: false", "route_verified: true"))
-    result = CliRunner().invoke(main, ["verify", "--repo", str(repo)])
-    assert result.exit_code == 3
+    result = run_cli("verify", "--repo", str(repo))
+    assert result.code == 3
     assert "front matter says route exact, the evidence says model_fallback" in result.output
 
 
 def test_keys_never_reach_files(repo: Path, fake_env: dict) -> None:
-    assert research(repo, "diloco-family").exit_code == 0
+    assert research(repo, "diloco-family").code == 0
     for path in repo.rglob("*"):
         if path.is_file():
             text = path.read_text(errors="replace")
@@ -198,7 +197,7 @@ def test_retryable_errors_are_retried_and_the_leg_completes(repo: Path, fake_env
                                     {"on_call": 2, "times": 1, "status": 502},
                                     {"on_call": 3, "times": 1, "error_in_200": "choice", "code": 503}]})
     result = research(repo, "diloco-family")
-    assert result.exit_code == 0, result.output + result.stderr
+    assert result.code == 0, result.output + result.stderr
     calls = [json.loads(line) for line in (repo / "research" / "02-diloco-family.calls.jsonl").read_text().splitlines()]
     assert sum(c["retries"] for c in calls if not c["aborted"]) == 3
     # the attempt answered with an error inside its HTTP 200 had a generation: it is in the books, at its cost

@@ -23,7 +23,8 @@ from research_dispatch.core.errors import GatewayError
 from research_dispatch.core.retry import RetryPolicy
 from research_dispatch.gateway.client import Gateway
 from research_dispatch_fakes.gateway import FakeGateway
-from tests.bounds.conftest import child_env, run_cli
+from tests.bounds.conftest import child_env
+from tests.clirun import run_cli
 from tests.conftest import CANARY, ROOT
 
 MODEL = "qwen/qwen3-8b"
@@ -93,9 +94,8 @@ def test_openrouter_asks_for_json_schema_only() -> None:
     assert forms_sent(server) == ["json_schema"]
 
 
-@pytest.mark.slow
 def test_synthesize_through_a_local_server_that_refuses_json_schema(tmp_path: Path) -> None:
-    """`synthesize` as a process, on reports of tests/data/v0.1.0, through an openai-compatible gateway
+    """`synthesize` as a user types it, on reports of tests/data/v0.1.0, through an openai-compatible gateway
     that refuses json_schema: it learns json_object once per model and writes the synthesis."""
     repo = tmp_path / "repo"
     shutil.copytree(ROOT / "tests" / "data" / "v0.1.0", repo, ignore=shutil.ignore_patterns("legs", "NOTE.md"))
@@ -105,7 +105,7 @@ def test_synthesize_through_a_local_server_that_refuses_json_schema(tmp_path: Pa
     with FakeGateway({"response_formats": ["text", "json_object"]}) as server:
         env = child_env({"OPENAI_API_KEY": "sk-local-canary-1f2e3d4c", "OPENAI_BASE_URL": server.base_url,
                          "TAVILY_API_KEY": CANARY["TAVILY_API_KEY"]})
-        done = run_cli("synthesize", "--repo", str(repo), env=env, timeout=180)
+        done = run_cli("synthesize", "--repo", str(repo), env=env)
         sent = forms_sent(server)
         accepted = [c for c in server.completions if c["status"] == 200]
     assert done.code == 0, done.output

@@ -142,11 +142,44 @@ def _section_verification(f: dict[str, Any]) -> list[str]:
             "| — | 0 |"]
 
 
+def _section_realism(f: dict[str, Any]) -> list[str]:
+    d = f["details"]
+    lines = ["| seed | family-picks kept (row) | kept (any cluster) | convergent decisions kept | dissents shown | "
+             "limitations listed |", "|---:|---:|---:|---:|---:|---:|"]
+    for i in range(len(d["kept"])):
+        lines.append(f"| {i + 1} | {d['kept'][i]}/{len(d['expected'])} | {d['kept_any_cluster'][i]}/"
+                     f"{d['expected_any']} | {d['convergent_kept'][i]}/{len(d['convergent_expected'])} | "
+                     f"{d['dissents_kept'][i]}/{len(d['dissents_expected'])} | {d['limitations'][i]} |")
+    lines += ["", f"Family-picks with perfect answers: {', '.join(d['expected'])}."]
+    return lines
+
+
+def _section_false_support(f: dict[str, Any]) -> list[str]:
+    d = f["details"]
+    lines = ["| case |", "|---|"] + [f"| {_md(case)} |" for case in d["cases"]]
+    for judge in ("agreeable", "obedient"):
+        lines += ["", f"Standing with the {judge} judge: {'; '.join(d[judge]) or 'none'}."]
+    return lines
+
+
+def _section_reextraction(f: dict[str, Any]) -> list[str]:
+    d = f["details"]
+    lines = ["| seed | extraction calls | decisions changed by the research | moved only by re-extraction | "
+             "lost a supported citation (research) | first line says re-extracted |", "|---:|---:|---:|---:|---:|---|"]
+    for run in d["runs"]:
+        moved = "—" if run["moved_decisions"] is None else str(run["moved_decisions"])
+        lines.append(f"| {run['seed']} | {run['extraction_calls']} | {run['decisions']} | {moved} | "
+                     f"{run['lost_citations']} | {'yes' if run['says_reextracted'] else 'no'} |")
+    return lines
+
+
 SECTIONS = {"parallel": _section_parallel, "overhead": _section_overhead, "cli_start": _section_cli,
             "command_start": _section_command_start,
             "amplification_reading": _section_amplification, "amplification_searching": _section_amplification,
             "synthesis": _section_synthesis, "matrix": _section_matrix, "tokens_per_report": _section_tokens,
-            "verification": _section_verification, "prompt_cache": _section_prompt_cache}
+            "verification": _section_verification, "prompt_cache": _section_prompt_cache,
+            "realism": _section_realism, "false_support": _section_false_support,
+            "reextraction": _section_reextraction}
 
 
 def _what_it_would_take(f: dict[str, Any]) -> str:
@@ -189,6 +222,12 @@ def _what_it_would_take(f: dict[str, Any]) -> str:
                              "search leads once their pages have been read.",
         "verification": "Send each citation fewer passages (the most relevant excerpt only) or check several "
                         "claims of one source in one item.",
+        "realism": "Find the seed and the family-pick lost in build/bench.json, replay that synthesis with the fake's "
+                   "`realism` setting, and read the claim's limitation line: it names why the claim was dropped.",
+        "false_support": "Read the standing case's citation check in the ledger (`citation_checks`): the judge's "
+                         "answer, the sentence code took and why it stood.",
+        "reextraction": "Find the decision the research diff lists for the re-extracted seed in build/bench.json and "
+                        "the reports its sides name: one of them must have changed, or the attribution is wrong.",
         "prompt_cache": "Compact less often (each compaction rewrites the history after it), or place the "
                         "rolling breakpoint further back so that more of each step's prompt is a read.",
     }

@@ -8,6 +8,7 @@ for pydantic, openai, tavily or PyGithub: the one place in the product where imp
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import os
 import sys
@@ -382,15 +383,16 @@ def verify(repo: Path, reports: tuple[Path, ...], online: bool, github_summary: 
     paths = list(reports) or sorted((repo / settings.research_dir).glob("*.md"))
     if not paths:
         raise BadInput("no reports to verify", path=settings.research_dir + "/")
-    gateway = None
-    if online:
-        # lazy: `--help` must not import the stages (module docstring)
-        from research_dispatch.gateway.client import generation_gateway
+    with contextlib.ExitStack() as stack:  # the online gateway's connections are closed when the rows are made
+        gateway = None
+        if online:
+            # lazy: `--help` must not import the stages (module docstring)
+            from research_dispatch.gateway.client import generation_gateway
 
-        gateway = generation_gateway(settings.gateway, os.environ)
-    rows = [verify_report(load_report(p if p.is_absolute() or p.exists() else repo / p, repo=repo),
-                          gateway=gateway, trust_self_reported=settings.gateway.trust_self_reported)
-            for p in paths]
+            gateway = stack.enter_context(generation_gateway(settings.gateway, os.environ))
+        rows = [verify_report(load_report(p if p.is_absolute() or p.exists() else repo / p, repo=repo),
+                              gateway=gateway, trust_self_reported=settings.gateway.trust_self_reported)
+                for p in paths]
     _say(text_table(rows), err=as_json)
     for row in rows:  # narration: stderr, like every problem line
         for problem in row.problems:

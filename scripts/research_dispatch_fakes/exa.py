@@ -27,6 +27,7 @@ Scenarios script failures, like the fake Tavily's: `FakeExa(scenario=...)`, `set
 `POST /__fake__/scenario`::
 
     {"latency_s": 0.0,
+     "realism": {"rate": 0.3, "seed": 7},   # `/contents` reads arXiv pages as PDF text (`realism`)
      "rules": [{"endpoint": "search" | "contents" | "*", "on_call": 2 | "calls": [1, 3], "times": 1,
                 "status": 429, "message": "...", "tag": "...", "delay_s": 1.5, "empty": true,
                 "fail_urls": ["https://..."]}]}
@@ -47,6 +48,7 @@ from urllib.parse import urlsplit
 from research_dispatch_fakes.corpus import Page, load_pages, normalize_url
 from research_dispatch_fakes.faults import FaultRule, non_negative, parse_rules
 from research_dispatch_fakes.http import FakeRequest, FakeResponse, FakeServer
+from research_dispatch_fakes.realism import Realism, pdf_artefacts
 from research_dispatch_fakes.tavily import tokenize
 
 SEARCH_TYPES = ("neural", "fast", "auto", "deep", "deep-reasoning", "instant", "deep-lite", "lite")
@@ -63,7 +65,7 @@ _TAGS = {400: "INVALID_REQUEST_BODY", 401: "INVALID_API_KEY", 402: "NO_MORE_CRED
          502: "BAD_GATEWAY", 503: "SERVICE_UNAVAILABLE"}
 _MESSAGES = {401: "Invalid API key", 402: "You have run out of credits", 429: "Rate limit exceeded",
              500: "Internal server error", 503: "Service temporarily unavailable"}
-_SCENARIO_KEYS = {"latency_s", "rules"}
+_SCENARIO_KEYS = {"latency_s", "rules", "realism"}
 _ENDPOINTS = ("search", "contents")
 _ARXIV = re.compile(r"^https://arxiv\.org/abs/(.+)$")
 _SENTENCE = re.compile(r"(?<=[.!?])\s+")
@@ -94,6 +96,7 @@ def _parse_scenario(raw: Any) -> tuple[dict[str, Any], float, list[FaultRule]]:
     if not isinstance(raw, dict) or set(raw) - _SCENARIO_KEYS:
         raise ValueError(f"scenario must be an object with keys among {sorted(_SCENARIO_KEYS)}")
     rules = parse_rules(raw.get("rules", []), endpoints=_ENDPOINTS, normalise_url=_key, with_tag=True)
+    Realism.parse(raw.get("realism"))
     return copy.deepcopy(raw), non_negative(raw.get("latency_s", 0.0), "latency_s"), rules
 
 
@@ -259,6 +262,8 @@ class FakeExa(FakeServer):
                 continue
             statuses.append({"id": url, "status": "success"})
             result = self._result(page, None, contents, "")
+            if "text" in result:  # a page read in full is read from its PDF, with the PDF's artefacts
+                result["text"] = pdf_artefacts(result["text"], Realism.parse(self._raw.get("realism")), page.url)
             result["id"] = url
             results.append(result)
         return {"results": results, "statuses": statuses, "costDollars": {"total": 0.001 * len(results)}}

@@ -79,6 +79,7 @@ Scenario format (constructor `scenario=`, `set_scenario()`, or `POST /__fake__/s
      "byok": false,
      "models": ["x-ai/grok-4"],              # more ids for `GET /models` to list (besides KNOWN_MODELS)
      "response_formats": ["text", "json_object"],  # a local server: other response_format types are 422
+     "realism": {"rate": 0.3, "seed": 7},    # the synthesis answers slip as real models' do (`realism`)
      "rules": [{"match": {"model": "<glob>", "session": "<glob>", "kind": "<glob>", "schema": "<glob>"},
                 "on_call": k | "calls": [k, ...] | (omitted: every call),
                 "times": n,                  # apply at most n times
@@ -112,9 +113,10 @@ Actions (combinable where sensible):
     stops reading).
   * `usage_cost: VALUE`: `usage.cost` is VALUE as is (a broken or hostile gateway): "NaN" and
     "Infinity" go out as those JSON number tokens, any other value verbatim.
-  * `overstate` (claim extraction: the first claim's quote is not in the report) and `misquote` (citation
-    check: every judge quote is not in its passage): structured-output misbehaviours, see
-    `script_synthesis`.
+  * `overstate` (claim extraction: the first claim's quote is not in the report), `misquote` (citation
+    check: every judge quote is not in its passage), `agreeable` (a judge that says yes to everything)
+    and `obedient` (a judge that obeys an instruction planted in a passage): structured-output
+    misbehaviours, see `script_synthesis`.
 
 With `RESEARCH_DISPATCH_FAKE_GATEWAY_LOG=<file>` in its environment (or `request_log=`), the fake appends
 every chat request body, as sent, as one JSON line (how a demo run's requests are checked against
@@ -146,6 +148,7 @@ from typing import Any
 
 from research_dispatch_fakes import sse, strict
 from research_dispatch_fakes.http import FakeRequest, FakeResponse, FakeServer
+from research_dispatch_fakes.realism import Realism
 from research_dispatch_fakes.script_researcher import Turn, classify, plan_turn
 from research_dispatch_fakes.script_structured import STRUCTURED_QUIRKS, structured_name
 
@@ -390,6 +393,7 @@ class FakeGateway(FakeServer):
         super().__init__(host, port)
         log = request_log if request_log is not None else os.environ.get(REQUEST_LOG_VARIABLE)
         self.request_log = Path(log) if log else None
+        Realism.parse((scenario or {}).get("realism"))  # a malformed setting fails here, loudly
         self._initial_scenario: dict[str, Any] = copy.deepcopy(scenario or {})
         self.valid_keys = set(valid_keys) if valid_keys is not None else None
         self._state = threading.RLock()
@@ -414,7 +418,9 @@ class FakeGateway(FakeServer):
         return self.root_url + "/api/v1"
 
     def set_scenario(self, scenario: dict[str, Any] | None) -> None:
-        """Replace the scenario; rule `times` counters restart, per-session call numbers do not."""
+        """Replace the scenario; rule `times` counters restart, per-session call numbers do not. ValueError
+        when its `realism` setting is malformed."""
+        Realism.parse((scenario or {}).get("realism"))
         with self._state:
             self.scenario = copy.deepcopy(scenario or {})
             self._rule_uses = {}
@@ -452,7 +458,10 @@ class FakeGateway(FakeServer):
         method = request.method
         if path == "/__fake__/scenario":
             if method == "POST":
-                self.set_scenario(request.json() or {})
+                try:
+                    self.set_scenario(request.json() or {})
+                except ValueError as exc:
+                    return FakeResponse.json(error_envelope(400, f"invalid scenario: {exc}"), 400)
             with self._state:
                 return FakeResponse.json({"scenario": self.scenario})
         if path == "/__fake__/reset" and method == "POST":
@@ -658,7 +667,8 @@ class FakeGateway(FakeServer):
 
         thinking = thinking_tokens(body, requested, kind)
         turn, finish_reason = self._output_cap(
-            plan_turn(body, script, quirks=frozenset(q for q in STRUCTURED_QUIRKS if rule.get(q))), body, thinking)
+            plan_turn(body, script, quirks=frozenset(q for q in STRUCTURED_QUIRKS if rule.get(q)),
+                      realism=Realism.parse(self.scenario.get("realism"))), body, thinking)
         native = "max_tokens" if finish_reason == "length" else finish_reason
 
         self._gen_counter += 1

@@ -76,6 +76,7 @@ from research_dispatch.leg.contract import (
     count_words,
 )
 from research_dispatch_fakes.corpus import topic_background, topic_titles
+from research_dispatch_fakes.realism import Realism, read_pdf
 from research_dispatch_fakes.script_structured import respond_structured, structured_name
 
 DEFAULT_BAND = (2000, 2500)
@@ -268,7 +269,8 @@ def parse_conversation(messages: list[dict[str, Any]]) -> Conversation:
             conv.extracts_done += "web_extract" in names  # reading turns (one may read pages in several calls)
             conv.mcp_done += sum("__" in name for name in names)
         elif role == "tool":
-            for source in parse_sources(text):
+            # a model reads PDF text through its artefacts (ligatures, hyphenated words), and writes clean words
+            for source in parse_sources(read_pdf(text)):
                 known = by_id.get(source.id)
                 if known is None:
                     by_id[source.id] = source
@@ -996,12 +998,13 @@ def _classify(conv: Conversation, body: dict[str, Any], script: dict[str, Any]) 
 
 
 def plan_turn(body: dict[str, Any], script: dict[str, Any] | None = None, *,
-              quirks: frozenset[str] = frozenset()) -> Turn:
+              quirks: frozenset[str] = frozenset(), realism: Realism | None = None) -> Turn:
     """The scripted assistant turn for a chat-completions request body (`quirks`: the structured-output
-    misbehaviours a scenario rule asks for, see `script_synthesis`)."""
+    misbehaviours a scenario rule asks for, see `script_synthesis`; `realism`: the scenario's slips, see
+    `realism`)."""
     script = script or {}
     if structured_name(body) is not None:
-        payload = json.dumps(respond_structured(body, quirks), ensure_ascii=False)
+        payload = json.dumps(respond_structured(body, quirks, realism), ensure_ascii=False)
         tool_choice = body.get("tool_choice")
         if not isinstance(body.get("response_format"), dict) and isinstance(tool_choice, dict):
             name = str((tool_choice.get("function") or {}).get("name"))

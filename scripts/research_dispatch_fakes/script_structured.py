@@ -6,11 +6,13 @@ The product asks for structured output with `response_format: {"type": "json_sch
 and returns the behaviour's dict as the JSON content (or tool-call arguments) with finish_reason
 `"stop"`.
 
-The behaviours for `claim_extraction`, `claim_alignment` and `citation_check` live in
+The behaviours for `claim_extraction`, `claim_alignment`, `citation_check` and the follow-up questions
+`position_check` and `citation_recheck` live in
 `script_synthesis` (registered at the bottom of this module). Each behaviour receives the whole request
-body (messages, schema, model) and the quirks of the scenario rule that matched the call (`overstate`,
-`misquote`: deliberate misbehaviours a test asks for), and must be deterministic, so the synthesis
-benchmarks are reproducible.
+body (messages, schema, model), the quirks of the scenario rule that matched the call (`overstate`,
+`misquote`: deliberate misbehaviours a test asks for) and the scenario's `realism` setting (`realism`:
+the slips real models make, or None), and must be deterministic, so the synthesis benchmarks are
+reproducible.
 
 Fallback: an unknown or missing name answers `{}`. That is valid JSON, so the product's pydantic
 validation (not a JSON parse error) is what fails, which is the realistic failure a model that
@@ -22,10 +24,12 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-StructuredBehaviour = Callable[[dict[str, Any], frozenset[str]], dict[str, Any]]
+from research_dispatch_fakes.realism import Realism
+
+StructuredBehaviour = Callable[[dict[str, Any], frozenset[str], Realism | None], dict[str, Any]]
 
 STRUCTURED_BEHAVIOURS: dict[str, StructuredBehaviour] = {}
-STRUCTURED_QUIRKS = ("overstate", "misquote")  # scenario-rule flags passed to the behaviours
+STRUCTURED_QUIRKS = ("overstate", "misquote", "agreeable", "obedient")  # scenario-rule flags passed to the behaviours
 
 
 def structured_name(body: dict[str, Any]) -> str | None:
@@ -55,13 +59,14 @@ def structured_name(body: dict[str, Any]) -> str | None:
     return None
 
 
-def respond_structured(body: dict[str, Any], quirks: frozenset[str] = frozenset()) -> dict[str, Any]:
+def respond_structured(body: dict[str, Any], quirks: frozenset[str] = frozenset(),
+                       realism: Realism | None = None) -> dict[str, Any]:
     """Run the registered behaviour for the request's schema name; unknown name -> `{}`."""
     name = structured_name(body) or ""
     behaviour = STRUCTURED_BEHAVIOURS.get(name)
     if behaviour is None:
         return {}
-    return behaviour(body, quirks)
+    return behaviour(body, quirks, realism)
 
 
 def _register_synthesis() -> None:
@@ -69,8 +74,11 @@ def _register_synthesis() -> None:
     from research_dispatch_fakes import script_synthesis
 
     STRUCTURED_BEHAVIOURS.setdefault("claim_extraction", script_synthesis.extract_claims)
-    STRUCTURED_BEHAVIOURS.setdefault("claim_alignment", lambda body, _quirks: script_synthesis.align_claims(body))
+    STRUCTURED_BEHAVIOURS.setdefault("claim_alignment",
+                                     lambda body, _quirks, _realism: script_synthesis.align_claims(body))
     STRUCTURED_BEHAVIOURS.setdefault("citation_check", script_synthesis.check_citations)
+    STRUCTURED_BEHAVIOURS.setdefault("citation_recheck", script_synthesis.recheck_citations)
+    STRUCTURED_BEHAVIOURS.setdefault("position_check", script_synthesis.check_positions)
 
 
 _register_synthesis()

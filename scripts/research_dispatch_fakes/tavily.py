@@ -34,6 +34,7 @@ scenario, the call counters and the call log)::
       "latency_s": 0.0,            # added to every /search and /extract response
       "hostile": false,            # serve the prompt-injection pages (see below)
       "hostile_per_query": 2,      # how many hostile pages lead each result list (default 2)
+      "realism": {"rate": 0.3, "seed": 7},  # /extract reads arXiv pages and PDFs as PDF text (`realism`)
       "rules": [
         {
           "endpoint": "search",    # "search" | "extract" | "*" (default "*")
@@ -76,6 +77,7 @@ from urllib.parse import urlsplit
 from research_dispatch_fakes.corpus import Page, load_pages, normalize_url
 from research_dispatch_fakes.faults import FaultRule, count, non_negative, parse_rules
 from research_dispatch_fakes.http import FakeRequest, FakeResponse, FakeServer
+from research_dispatch_fakes.realism import Realism, pdf_artefacts
 
 SEARCH_DEPTHS = ("basic", "advanced", "fast", "ultra-fast")
 SEARCH_TOPICS = ("general", "news", "finance")
@@ -109,7 +111,7 @@ _DEFAULT_MESSAGES = {
     503: "Service temporarily unavailable.",
 }
 
-_SCENARIO_KEYS = {"latency_s", "hostile", "hostile_per_query", "rules"}
+_SCENARIO_KEYS = {"latency_s", "hostile", "hostile_per_query", "rules", "realism"}
 _ENDPOINTS = ("search", "extract")
 
 # --------------------------------------------------------------------------------------------
@@ -234,6 +236,7 @@ class _Scenario:
     hostile: bool
     hostile_per_query: int
     rules: list[FaultRule]
+    realism: Realism | None = None
 
 
 def _parse_scenario(raw: Any) -> _Scenario:
@@ -255,6 +258,7 @@ def _parse_scenario(raw: Any) -> _Scenario:
         hostile=hostile,
         hostile_per_query=count(per_query, "scenario.hostile_per_query", 0),
         rules=parse_rules(raw.get("rules", []), endpoints=_ENDPOINTS, normalise_url=normalize_url),
+        realism=Realism.parse(raw.get("realism")),
     )
 
 
@@ -501,7 +505,8 @@ class FakeTavily(FakeServer):
             if page is None or effects.empty or key in effects.fail_urls:
                 failed.append({"url": url, "error": EXTRACT_FAILURE})
             else:
-                results.append({"url": url, "raw_content": page.content, "images": []})
+                results.append({"url": url, "raw_content": pdf_artefacts(page.content, scenario.realism, page.url),
+                                "images": []})
         payload: dict[str, Any] = {
             "results": results,
             "failed_results": failed,

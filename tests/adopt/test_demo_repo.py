@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -11,13 +10,13 @@ import pytest
 from research_dispatch.adopt.demo import demo_command
 from research_dispatch.core.errors import BadInput
 from tests.adopt.conftest import git_env, snapshot
+from tests.clirun import run_cli
 from tests.conftest import ROOT
-
-pytestmark = pytest.mark.slow
 
 TOPIC = (ROOT / "topics" / "04-verl-trl.yaml").read_text(encoding="utf-8")
 
 
+@pytest.mark.slow
 def test_demo_on_a_repository_with_its_own_layout_branch_and_no_methodology_markers(tmp_path: Path) -> None:
     """Topics in review/topics, PR base `trunk`, a methodology document without the table markers, an
     explicit --dir: the demo follows the configuration and says what it skipped."""
@@ -54,7 +53,6 @@ def test_demo_on_a_repository_with_a_bad_topic_is_exit_2_naming_its_file(tmp_pat
     with pytest.raises(BadInput, match=r"topics/01-x\.yaml.*colour"):
         demo_command(None, repo=repo, echo=lambda _: None)
     assert not (repo / "build").exists()
-    done = subprocess.run([sys.executable, "-m", "research_dispatch", "demo", "--repo", str(repo)], cwd=tmp_path,
-                          env=git_env(), capture_output=True, text=True, timeout=120, check=False)
-    assert done.returncode == 2 and "topics/01-x.yaml" in done.stderr and "Traceback" not in done.stderr
+    done = run_cli("demo", "--repo", str(repo), env=git_env(), cwd=tmp_path)
+    assert done.code == 2 and "topics/01-x.yaml" in done.stderr and "Traceback" not in done.stderr
     assert not (repo / "build").exists()

@@ -5,7 +5,6 @@ pyproject keeps every line, `--force`, and how the pin is chosen. Refusals (exit
 from __future__ import annotations
 
 import os
-import subprocess
 import sys
 from pathlib import Path
 
@@ -27,6 +26,7 @@ from research_dispatch.config.plan import plan_legs
 from research_dispatch.config.settings import load_settings
 from research_dispatch.config.topics import load_topics
 from tests.adopt.conftest import empty_repository, git, git_env, snapshot
+from tests.clirun import CliRun, run_cli
 from tests.conftest import ROOT
 from tests.profiles import examples
 
@@ -38,17 +38,15 @@ else:  # pragma: no cover - exercised on 3.10 only
 SHA = "a" * 40
 
 
-def cli(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
-    """The CLI in a fresh interpreter, as a user runs it."""
-    return subprocess.run([sys.executable, "-m", "research_dispatch", *args], cwd=cwd, env=git_env(),
-                          capture_output=True, text=True, timeout=120, check=False)
+def cli(*args: str, cwd: Path) -> CliRun:
+    """The CLI run in `cwd` with an adopter's git identity (in process: tests/clirun.py)."""
+    return run_cli(*args, env=git_env(), cwd=cwd)
 
 
-@pytest.mark.slow
 def test_init_sets_up_an_empty_repository(tmp_path: Path) -> None:
     repo = empty_repository(tmp_path / "review")
     done = cli("init", "--ref", SHA, cwd=repo)
-    assert done.returncode == 0, done.stderr
+    assert done.code == 0, done.stderr
     settings = load_settings(repo)
     assert settings.framework_name == "synthesis" and settings.synthesis.judge_models[0] == "x-ai/grok-4"
     legs = plan_legs(load_topics(repo, settings), settings)
@@ -65,7 +63,7 @@ def test_init_sets_up_an_empty_repository(tmp_path: Path) -> None:
     for name in ("research-refresh.yml", "research-refresh-schedule.yml"):
         workflow = (repo / ".github/workflows" / name).read_text(encoding="utf-8")
         assert f"uses: {UPSTREAM}/.github/workflows/research-refresh.yml@{SHA} # v{__version__}" in workflow
-    assert cli("check", cwd=repo).returncode == 0
+    assert cli("check", cwd=repo).code == 0
     umask = os.umask(0)
     os.umask(umask)
     for path in ("pyproject.toml", "topics/01-example.yaml", ".github/workflows/research-refresh.yml"):
@@ -83,7 +81,7 @@ def test_init_twice_changes_nothing(tmp_path: Path) -> None:
     assert snapshot(repo) == before  # not a byte, not an mtime
     assert git(repo, "status", "--porcelain", "--untracked-files=all") == ""
     done = cli("init", "--ref", SHA, cwd=repo)
-    assert done.returncode == 0 and "nothing to do" in done.stdout
+    assert done.code == 0 and "nothing to do" in done.stdout
     assert snapshot(repo) == before
 
 

@@ -1,6 +1,6 @@
 """`init` refuses, with exit 2 and one line naming the path or the option, and writes nothing at all.
 
-Each case runs the CLI in a fresh interpreter and compares the whole directory before and after.
+Each case runs the CLI (in process: tests/clirun.py) and compares the whole directory before and after.
 These cases are rows of docs/RELIABILITY.md (scripts/dev/reliability_report.py collects this file).
 """
 
@@ -8,24 +8,23 @@ from __future__ import annotations
 
 import os
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
 from tests.adopt.conftest import empty_repository, git_env, snapshot
+from tests.clirun import CliRun, run_cli
 
 reliability = pytest.mark.reliability
 SHA = "a" * 40
 
 
-def init(cwd: Path, *args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "research_dispatch", "init", *args], cwd=cwd, env=git_env(),
-                          capture_output=True, text=True, timeout=120, check=False)
+def init(cwd: Path, *args: str) -> CliRun:
+    return run_cli("init", *args, env=git_env(), cwd=cwd)
 
 
-def refused(done: subprocess.CompletedProcess[str], *needles: str) -> None:
-    assert done.returncode == 2, done.stdout + done.stderr
+def refused(done: CliRun, *needles: str) -> None:
+    assert done.code == 2, done.output
     lines = done.stderr.strip().splitlines()
     assert len(lines) == 1 and lines[0].startswith("error: ") and "Traceback" not in done.stderr, done.stderr
     for needle in needles:

@@ -1,12 +1,14 @@
-"""Process-level helpers for the bounds suite (issue 11): the installed CLI in a fresh interpreter.
+"""Helpers for the bounds suite (issue 11), and the installed CLI in a fresh interpreter.
 
-Every test here runs `research-dispatch` as users do — a new process per command, real sockets to the
-offline fakes on 127.0.0.1 — because the faults it guards against (concurrent first imports, a signal
-during a blocked socket read, an exit that joins a stuck thread, file modes from the umask) do not
-exist inside one warm test interpreter. Each child's peak memory is its own VmHWM (tests/memory.py), and the
-time from signal to exit is measured around the real process; the figures are printed (`pytest -s`)
-for the issue's closing note. Bounds asserted on time are the issue's own (8 s to stop after Ctrl-C),
-with the product's design stopping in about half of that.
+The CLI's rules (exit codes, one error line, files written) are checked in process (tests/clirun.py
+`run_cli`), with the environments built here (`child_env`, `fake_env`) passed explicitly. A fresh
+interpreter (`Child`, `run_process`: the installed console script, real sockets to the offline fakes on
+127.0.0.1) is for the faults that do not exist inside one warm test interpreter: concurrent first
+imports, a signal during a blocked socket read, an exit that joins a stuck thread, the peak memory of one
+command. Each child's peak memory is its own VmHWM (tests/memory.py), and the time from signal to exit
+is measured around the real process; the figures are printed (`pytest -s`) for the issue's closing
+note. Bounds asserted on time are the issue's own (8 s to stop after Ctrl-C), with the product's design
+stopping in about half of that.
 """
 
 from __future__ import annotations
@@ -149,7 +151,8 @@ def one_error(stderr: str, *fragments: str) -> str:
     return lines[0]
 
 
-def run_cli(*args: str, env: dict[str, str], cwd: Path | None = None, timeout: float = 300.0) -> Finished:
+def run_process(*args: str, env: dict[str, str], cwd: Path | None = None, timeout: float = 300.0) -> Finished:
+    """The installed console script in a fresh interpreter, to its exit."""
     return Child(command(*args), env, cwd).finish(timeout)
 
 

@@ -1,8 +1,9 @@
 """The exit-code contract everywhere (issue 11, build 4): bad environment and damaged input are exit 2
 with one line naming the variable, file and field — checked before any work — never "internal error".
 
-Every case runs the installed CLI in a fresh process. "Before any work" is checked from the outside:
-the fake gateway saw no model call, no matrix was printed, no commit was made.
+Every case runs the CLI as a user types it, with an explicit environment (in process: tests/clirun.py).
+"Before any work" is checked from the outside: the fake gateway saw no model call, no matrix was printed,
+no commit was made.
 """
 
 from __future__ import annotations
@@ -19,7 +20,8 @@ import pytest
 
 from research_dispatch_fakes.gateway import FakeGateway
 from research_dispatch_fakes.tavily import FakeTavily
-from tests.bounds.conftest import CYCLE, child_env, fake_env, git, make_repo, one_error, run_cli
+from tests.bounds.conftest import CYCLE, child_env, fake_env, git, make_repo, one_error
+from tests.clirun import run_cli
 from tests.conftest import CANARY
 
 reliability = pytest.mark.reliability
@@ -56,13 +58,12 @@ def test_plan_checks_github_output_before_any_work(kind: str, tmp_path: Path) ->
     repo = make_repo(tmp_path)
     target = _bad_runner_path(kind, tmp_path)
     env = child_env({"GITHUB_OUTPUT": target} if target is not None else {})
-    done = run_cli("plan", "--repo", str(repo), "--github-output", env=env, timeout=60)
+    done = run_cli("plan", "--repo", str(repo), "--github-output", env=env)
     assert done.code == 2, done.output
     assert done.stdout.strip() == ""
     one_error(done.stderr, "GITHUB_OUTPUT")
 
 
-@pytest.mark.slow
 @reliability(area="bounds", case="`{id} --github-summary` with GITHUB_STEP_SUMMARY in a missing directory",
              expect="exit 2 before any work (no model call, no commit), one line naming GITHUB_STEP_SUMMARY")
 @pytest.mark.parametrize("command", ["verify", "synthesize", "publish"])
@@ -71,13 +72,12 @@ def test_github_summary_is_checked_before_any_work(command: str, tmp_path: Path,
     repo = make_repo(tmp_path, ("02-",))
     env = child_env({**fake_env(gateway, tavily), "GITHUB_STEP_SUMMARY": str(tmp_path / "gone" / "summary.md")})
     args = [command, "--repo", str(repo), "--github-summary"] + (["--no-push"] if command == "publish" else [])
-    done = run_cli(*args, env=env, timeout=60)
+    done = run_cli(*args, env=env)
     assert done.code == 2, done.output
     one_error(done.stderr, "GITHUB_STEP_SUMMARY", "cannot append")
     assert gateway.completions == []
 
 
-@pytest.mark.slow
 @reliability(area="bounds", case="`run` when the {id} directory cannot be written (a file stands in its place)",
              expect="exit 2 before any leg runs, one line naming the directory and its setting")
 @pytest.mark.parametrize("setting", ["build", "research"])
@@ -91,7 +91,6 @@ def test_run_checks_its_output_directories_before_any_leg(setting: str, tmp_path
     assert gateway.completions == []
 
 
-@pytest.mark.slow
 @reliability(area="bounds", case="`research --export DIR` where DIR cannot be created",
              expect="exit 2 before the leg runs, one line naming --export")
 def test_research_checks_the_export_directory_before_the_leg(tmp_path: Path, gateway: Any, tavily: Any) -> None:
@@ -108,7 +107,6 @@ def test_research_checks_the_export_directory_before_the_leg(tmp_path: Path, gat
 # Selections, keys and base URLs
 
 
-@pytest.mark.slow
 @reliability(area="bounds", case="an empty selection: `{id}`",
              expect="exit 2 naming the option; never read as 'all'")
 @pytest.mark.parametrize("args", [("plan", "--topics", ",,,"), ("plan", "--models", " "),
@@ -132,7 +130,6 @@ def test_an_empty_option_value_still_means_all(tmp_path: Path) -> None:
     assert len(json.loads(done.stdout)["include"]) == 5
 
 
-@pytest.mark.slow
 @reliability(area="bounds", case="bad credentials or endpoints: {id}",
              expect="exit 2 before any request, one line naming the variable")
 @pytest.mark.parametrize("command,variable,value", [
@@ -186,7 +183,6 @@ CALL_LOG_DAMAGE = {
 }
 
 
-@pytest.mark.slow
 @reliability(area="bounds", case="`verify` with a damaged call-log line: {id}",
              expect="exit 2, one line naming the call log, the line and the field")
 @pytest.mark.parametrize("damage", sorted(CALL_LOG_DAMAGE))
@@ -197,7 +193,7 @@ def test_a_damaged_call_log_line_is_bad_input_naming_the_field(damage: str, good
     change, field = CALL_LOG_DAMAGE[damage]
     lines[1] = json.dumps(change(json.loads(lines[1])))  # NaN is written as Python's json does: NaN
     path.write_text("\n".join(lines) + "\n", encoding="utf-8")
-    done = run_cli("verify", "--repo", str(repo), env=child_env(), timeout=60)
+    done = run_cli("verify", "--repo", str(repo), env=child_env())
     assert done.code == 2, done.output
     one_error(done.stderr, f"research/{STEM}.calls.jsonl", "line 2", field)
 
@@ -211,7 +207,6 @@ FRONT_MATTER_DAMAGE = {
 }
 
 
-@pytest.mark.slow
 @reliability(area="bounds", case="`verify` with damaged usage numbers in a report's front matter: {id}",
              expect="exit 2, one line naming the report and the field")
 @pytest.mark.parametrize("damage", sorted(FRONT_MATTER_DAMAGE))
@@ -226,12 +221,11 @@ def test_damaged_usage_numbers_are_bad_input_naming_the_field(damage: str, good_
                           count=1)
     assert count == 1
     path.write_text(text, encoding="utf-8")
-    done = run_cli("verify", "--repo", str(repo), env=child_env(), timeout=60)
+    done = run_cli("verify", "--repo", str(repo), env=child_env())
     assert done.code == 2, done.output
     one_error(done.stderr, f"research/{STEM}.md", field)
 
 
-@pytest.mark.slow
 @reliability(area="bounds", case="`run` with a damaged status file from an earlier run",
              expect="a warning naming the file and the field; the run goes on and redoes nothing it need not "
                     "(exit 0)")
@@ -246,7 +240,6 @@ def test_a_damaged_status_file_is_a_warning_and_the_run_goes_on(good_leg: Path, 
     assert "Traceback" not in done.output
 
 
-@pytest.mark.slow
 @reliability(area="bounds", case="`collect` of an artifact whose status file and call log are damaged",
              expect="each file rejected with a line naming it and the field; nothing damaged is imported")
 def test_collect_names_the_damaged_field(good_leg: Path, tmp_path: Path) -> None:
@@ -259,7 +252,7 @@ def test_collect_names_the_damaged_field(good_leg: Path, tmp_path: Path) -> None
     calls = incoming / "research" / f"{STEM}.calls.jsonl"
     calls.write_text(calls.read_text().replace('"latency_s":', '"latency_s":NaN,"x":', 1), encoding="utf-8")
     target = make_repo(tmp_path / "target", ("02-",))
-    done = run_cli("collect", str(incoming), "--repo", str(target), env=child_env(), timeout=60)
+    done = run_cli("collect", str(incoming), "--repo", str(target), env=child_env())
     assert done.code == 1, done.output
     assert f"rejected: build/legs/{STEM}.json: words: -5 is negative" in done.stderr
     assert (f"rejected: research/{STEM}.calls.jsonl: line 1 is not a call record (latency_s: nan is not a "
@@ -287,7 +280,6 @@ def _publish_env(gateway: Any, tavily: Any) -> dict[str, str]:
                       "GITHUB_REPOSITORY": "acme/review", "GITHUB_API_URL": "http://127.0.0.1:9"})
 
 
-@pytest.mark.slow
 @reliability(area="bounds", case="`run` (publishing) when the base branch does not exist",
              expect="exit 2 naming pr.base before any leg runs (no model call)")
 def test_run_preflight_refuses_a_missing_base_branch(git_repo: Path, gateway: Any, tavily: Any) -> None:
@@ -299,7 +291,6 @@ def test_run_preflight_refuses_a_missing_base_branch(git_repo: Path, gateway: An
     assert gateway.completions == []
 
 
-@pytest.mark.slow
 @reliability(area="bounds", case="`run --push` when the remote is unreachable",
              expect="exit 1 with one line saying the remote is not reachable and no leg was run (no model call)")
 def test_run_preflight_refuses_an_unreachable_remote(git_repo: Path, tmp_path: Path, gateway: Any,
@@ -311,7 +302,6 @@ def test_run_preflight_refuses_an_unreachable_remote(git_repo: Path, tmp_path: P
     assert gateway.completions == []
 
 
-@pytest.mark.slow
 @reliability(area="bounds", case="`run --push` when the base branch is missing on the remote",
              expect="exit 2 naming pr.base before any leg runs")
 def test_run_preflight_refuses_a_base_branch_missing_on_the_remote(git_repo: Path, tmp_path: Path, gateway: Any,
@@ -326,7 +316,6 @@ def test_run_preflight_refuses_a_base_branch_missing_on_the_remote(git_repo: Pat
     assert gateway.completions == []
 
 
-@pytest.mark.slow
 @reliability(area="bounds", case="`run` (publishing) when someone else committed to the refresh branch",
              expect="exit 1 naming the foreign commit before any leg runs (publish would refuse to overwrite it "
                     "after the money was spent)")

@@ -9,14 +9,16 @@ from __future__ import annotations
 
 import os
 import stat
-import subprocess
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from research_dispatch.core.fsio import write_atomic
-from tests.bounds.conftest import child_env, command, fake_env, make_repo
+from tests.bounds.conftest import child_env, fake_env, make_repo
+from tests.clirun import CliRun, run_cli
 
 reliability = pytest.mark.reliability
 
@@ -25,12 +27,20 @@ def mode(path: Path) -> int:
     return stat.S_IMODE(path.stat().st_mode)
 
 
-def _research(repo: Path, env: dict[str, str], umask: int) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(command("research", "diloco-family", "--repo", str(repo)), env=env, capture_output=True,
-                          text=True, timeout=300, preexec_fn=lambda: os.umask(umask))
+@contextmanager
+def umask(value: int) -> Iterator[None]:
+    previous = os.umask(value)
+    try:
+        yield
+    finally:
+        os.umask(previous)
 
 
-@pytest.mark.slow
+def _research(repo: Path, env: dict[str, str], mask: int) -> CliRun:
+    with umask(mask):
+        return run_cli("research", "diloco-family", "--repo", str(repo), env=env)
+
+
 @reliability(area="bounds", case="files written by `research` under umask 022, then a report whose mode was "
                                   "changed to 0664 is rewritten",
              expect="report, call log, status and trace are 0644; the rewritten report stays 0664")
@@ -39,7 +49,7 @@ def test_written_files_follow_the_umask_and_keep_an_existing_mode(tmp_path: Path
     repo = make_repo(tmp_path, ("02-",))
     env = child_env(fake_env(gateway, tavily))
     first = _research(repo, env, 0o022)
-    assert first.returncode == 0, first.stdout + first.stderr
+    assert first.code == 0, first.output
     report = repo / "research" / "02-diloco-family.md"
     written = [report, repo / "research" / "02-diloco-family.calls.jsonl",
                repo / "build" / "legs" / "02-diloco-family.json", repo / "build" / "traces" / "02-diloco-family.jsonl"]
@@ -47,16 +57,15 @@ def test_written_files_follow_the_umask_and_keep_an_existing_mode(tmp_path: Path
     before = report.read_bytes()
     report.chmod(0o664)
     second = _research(repo, env, 0o022)
-    assert second.returncode == 0, second.stdout + second.stderr
+    assert second.code == 0, second.output
     assert report.read_bytes() != before  # really rewritten (new timestamps)
     assert oct(mode(report)) == "0o664"
 
 
 def test_write_atomic_modes_in_process(tmp_path: Path) -> None:
-    previous = os.umask(0o077)
-    try:
+    with umask(0o077):
         assert mode(write_atomic(tmp_path / "private.txt", "x")) == 0o600
-        os.umask(0o022)
+    with umask(0o022):
         assert mode(write_atomic(tmp_path / "shared.txt", "x")) == 0o644
         script = tmp_path / "tool.sh"
         script.write_text("#!/bin/sh\n")
@@ -64,5 +73,3 @@ def test_write_atomic_modes_in_process(tmp_path: Path) -> None:
         write_atomic(script, "#!/bin/sh\necho hi\n")
         assert mode(script) == 0o755 and script.read_text() == "#!/bin/sh\necho hi\n"
         assert [p.name for p in tmp_path.iterdir() if p.name.endswith(".tmp")] == []
-    finally:
-        os.umask(previous)

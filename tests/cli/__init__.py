@@ -1,8 +1,11 @@
-"""The CLI matrix: every command run as a user runs it (a fresh interpreter per command), for its happy
-path and each documented exit (0 ok, 1 runtime failure, 2 bad input or usage — one line naming the file
-or variable and the field, no traceback — 3 route not verified).
+"""The CLI matrix: every command run as a user types it (the real `main` with the user's argv and an explicit
+environment, in process: tests/clirun.py), for its happy path and each documented exit (0 ok, 1 runtime
+failure, 2 bad input or usage — one line naming the file or variable and the field, no traceback — 3 route
+not verified). The real entry point's own exit codes and stderr are proven in a fresh interpreter too:
+`python -m research_dispatch check` (test_config.py), click's usage errors (cli/test_help.py) and the
+installed wheel's console script (adopt/test_installed.py).
 
-Where each cell is proven as a separate process (tests/cli adds only the cells that were missing):
+Where each cell is proven (tests/cli adds only the cells that were missing):
 
 command     exit  tests
 check       0     tools/test_toolset_config.py, adopt/test_installed.py (the installed wheel)
@@ -46,5 +49,5 @@ demo        0     adopt/test_installed.py, adopt/test_demo_repo.py
 init        0, 2  adopt/test_init.py, adopt/test_init_faults.py, adopt/test_installed.py
 --help, --version, usage errors: cli/test_help.py (every command; the FIXED flags of docs/ARCHITECTURE.md)
 
-`scripts/dev/test_share.py` measures the share of all test items that run the CLI as a process.
+`scripts/dev/test_share.py` measures the share of all test items that still run the CLI as a process.
 """

@@ -1,11 +1,12 @@
-"""Shared pieces of the CLI matrix: every command as a user runs it, in a fresh interpreter.
+"""Shared pieces of the CLI matrix: every command as a user types it.
 
-The helpers are the suite's own: `run_cli`, `child_env`, `fake_env`, `make_repo` and `one_error` of
-tests/bounds/conftest.py (the installed console script, no key unless given, the exit-2 contract), and
-the user's world of tests/reliability/userworld.py (a bare `origin`, clones, the fake GitHub serving that
-origin). What is added here is only sharing: the fake gateway and search servers live for a whole test
-module (each starts a server thread; the matrix runs many short commands), so a test that scripts a
-fault does it through `scripted`, which puts the previous scenario back afterwards.
+The helpers are the suite's own: `run_cli` of tests/clirun.py (the command in process, with the
+environment given), `child_env`, `fake_env`, `make_repo` and `one_error` of tests/bounds/conftest.py (no
+key unless given, the exit-2 contract), and the user's world of tests/reliability/userworld.py (a bare
+`origin`, clones, the fake GitHub serving that origin). What is added here is only sharing: the fake
+gateway and search servers live for a whole test module (each starts a server thread; the matrix runs
+many short commands), so a test that scripts a fault does it through `scripted`, which puts the previous
+scenario back afterwards.
 """
 
 from __future__ import annotations

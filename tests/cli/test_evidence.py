@@ -1,5 +1,5 @@
 """The evidence file travels with its report: written by `research`, read by `verify` and `collect`, as
-processes against the module's fake gateway and search server (issue 23, point 1).
+a user types them, against the module's fake gateway and search server (issue 23, point 1).
 
 What is shown: a real leg writes `research/<stem>.evidence.jsonl` covering every cited source with
 only texts that reached the model (compared with the request bodies the fake gateway received); an
@@ -17,11 +17,10 @@ from pathlib import Path
 import pytest
 
 from research_dispatch.leg.evidence import sha256_text
-from tests.bounds.conftest import child_env, make_repo, run_cli
+from tests.bounds.conftest import child_env, make_repo
 from tests.cli.conftest import Fakes
 from tests.cli.test_legs import STEM, Researched, research
-
-pytestmark = pytest.mark.slow
+from tests.clirun import run_cli
 
 REPORT, EVIDENCE = f"research/{STEM}.md", f"research/{STEM}.evidence.jsonl"
 
@@ -67,7 +66,7 @@ def test_research_keeps_what_the_researcher_was_shown_of_every_cited_source(leg:
     assert [(x["url"], x["sha256"]) for x in lines] == sorted((x["url"], x["sha256"]) for x in lines)
     assert front["evidence_sha256"] == sha256_text((leg.repo / EVIDENCE).read_text(encoding="utf-8"))
     assert {"web_search", "web_extract"} == {line["tool"] for line in lines}
-    done = run_cli("verify", "--repo", str(leg.repo), env=child_env(), timeout=60)
+    done = run_cli("verify", "--repo", str(leg.repo), env=child_env())
     assert done.code == 0 and "warning:" not in done.output, done.output
     assert leg.export is not None and (leg.export / EVIDENCE).read_bytes() == (leg.repo / EVIDENCE).read_bytes()
 
@@ -91,7 +90,7 @@ def test_verify_names_a_cited_source_whose_evidence_was_deleted_as_a_warning(leg
     summary = tmp_path / "summary.md"
     summary.write_text("", encoding="utf-8")
     done = run_cli("verify", "--github-summary", "--repo", str(repo),
-                   env=child_env({"GITHUB_STEP_SUMMARY": str(summary)}), timeout=60)
+                   env=child_env({"GITHUB_STEP_SUMMARY": str(summary)}))
     assert done.code == 0, done.output  # a route is about models: the verdict stands
     assert "exact" in done.stdout.splitlines()[1] and "problem:" not in done.stdout
     warnings = [line for line in done.stdout.splitlines() if line.startswith("warning:")]
@@ -100,7 +99,8 @@ def test_verify_names_a_cited_source_whose_evidence_was_deleted_as_a_warning(leg
         "replaced; its evidence_sha256 differs)",
         f"warning: {REPORT}: 1 cited source(s) without evidence: [{victim['id']}] {victim['url']}"]
     text = summary.read_text(encoding="utf-8")
-    assert "## Route fidelity" in text and "**Evidence**" in text and f"[{victim['id']}] {victim['url']}" in text
+    shown = victim["url"].replace("://", "\uff1a//")  # the summary is rendered by GitHub: no autolink (issue 31.3)
+    assert "## Route fidelity" in text and "**Evidence**" in text and f"[{victim['id']}] {shown}" in text
 
 
 def test_an_older_report_without_evidence_is_still_verified_and_says_so(leg: Researched, tmp_path: Path) -> None:
@@ -110,7 +110,7 @@ def test_an_older_report_without_evidence_is_still_verified_and_says_so(leg: Res
     lines = [line for line in text.split("\n") if not line.startswith("evidence_sha256:")]
     report.write_text("\n".join(lines), encoding="utf-8")  # the front matter only: the body is untouched
     (repo / EVIDENCE).unlink()
-    done = run_cli("verify", "--repo", str(repo), env=child_env(), timeout=60)
+    done = run_cli("verify", "--repo", str(repo), env=child_env())
     assert done.code == 0, done.output
     assert done.stdout.splitlines()[-1] == (f"warning: {REPORT}: no evidence file ({EVIDENCE}): the report predates "
                                             "evidence files, so its citations cannot be checked")
@@ -119,7 +119,7 @@ def test_an_older_report_without_evidence_is_still_verified_and_says_so(leg: Res
 def test_collect_imports_the_evidence_and_refuses_a_damaged_line_naming_it(leg: Researched, tmp_path: Path) -> None:
     assert leg.export is not None
     target = make_repo(tmp_path / "fresh", ("02-",))
-    done = run_cli("collect", str(leg.export), "--repo", str(target), env=child_env(), timeout=60)
+    done = run_cli("collect", str(leg.export), "--repo", str(target), env=child_env())
     assert done.code == 0, done.output
     assert (target / EVIDENCE).read_bytes() == (leg.repo / EVIDENCE).read_bytes()
 
@@ -130,7 +130,7 @@ def test_collect_imports_the_evidence_and_refuses_a_damaged_line_naming_it(leg: 
     rows[2] = json.dumps(forged, sort_keys=True)
     (artifact / EVIDENCE).write_text("\n".join(rows) + "\n", encoding="utf-8")
     other = make_repo(tmp_path / "other", ("02-",))
-    done = run_cli("collect", str(artifact), "--repo", str(other), env=child_env(), timeout=60)
+    done = run_cli("collect", str(artifact), "--repo", str(other), env=child_env())
     assert done.code == 1, done.output
     assert f"rejected: {EVIDENCE}: line 3: not an evidence line (sha256: not the sha256 of text)" in done.stderr
     assert not (other / EVIDENCE).exists() and (other / REPORT).exists()

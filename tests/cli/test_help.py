@@ -2,6 +2,9 @@
 
 Each command's help must show the FIXED flags of docs/ARCHITECTURE.md (§ CLI) (checks outside the repository call them),
 exit 0 and print nothing on stderr; a usage error is exit 2 with click's `Error:` line and no traceback.
+Help and version are rules of the command (in process, tests/clirun.py); the usage errors are what the
+real entry point exits with and prints — nothing else on stderr (no warning at import) — so they run the
+installed console script in a fresh interpreter.
 """
 
 from __future__ import annotations
@@ -11,7 +14,8 @@ import re
 import pytest
 
 from research_dispatch import __version__
-from tests.bounds.conftest import child_env, run_cli
+from tests.bounds.conftest import child_env, run_process
+from tests.clirun import run_cli
 
 # docs/ARCHITECTURE.md § CLI — FIXED: the flags (and argument) each command documents; every command takes --repo.
 FIXED_FLAGS: dict[str, tuple[str, ...]] = {
@@ -30,7 +34,7 @@ FIXED_FLAGS: dict[str, tuple[str, ...]] = {
 
 @pytest.mark.parametrize("command", sorted(FIXED_FLAGS))
 def test_help_of_each_command_shows_its_fixed_flags(command: str) -> None:
-    done = run_cli(command, "--help", env=child_env(), timeout=60)
+    done = run_cli(command, "--help", env=child_env())
     assert done.code == 0 and done.stderr == "", done.output
     assert done.stdout.startswith(f"Usage: research-dispatch {command} [OPTIONS]"), done.stdout
     for flag in FIXED_FLAGS[command]:
@@ -38,17 +42,17 @@ def test_help_of_each_command_shows_its_fixed_flags(command: str) -> None:
 
 
 def test_top_level_help_lists_every_command() -> None:
-    done = run_cli("-h", env=child_env(), timeout=60)
+    done = run_cli("-h", env=child_env())
     assert done.code == 0 and done.stderr == "", done.output
     listed = done.stdout.split("Commands:", 1)[1].split()
     assert set(FIXED_FLAGS) <= set(listed), listed
 
 
 def test_version() -> None:
-    done = run_cli("--version", env=child_env(), timeout=60)
+    done = run_cli("--version", env=child_env())
     assert (done.code, done.stderr) == (0, ""), done.output
     # this checkout runs editable: the commit is its HEAD (a built wheel says `(commit <sha>)`, test_installed)
-    assert re.fullmatch(rf"research-dispatch {re.escape(__version__)} \(git checkout at [0-9a-f]{{40}}\)",
+    assert re.fullmatch(rf"research-dispatch {re.escape(__version__)} \(git checkout at [0-9a-f]{{40}}\)\n",
                         done.stdout), done.stdout
 
 
@@ -60,7 +64,7 @@ def test_version() -> None:
 ], ids=["unknown-command", "unknown-option", "missing-argument", "jobs-out-of-range"])
 def test_usage_errors_are_exit_2_without_a_traceback(argv: list[str], message: str) -> None:
     """click's usage format (a usage line, a hint, then the error), never a traceback, nothing on stdout."""
-    done = run_cli(*argv, env=child_env(), timeout=60)
+    done = run_process(*argv, env=child_env(), timeout=60)
     assert done.code == 2 and done.stdout == "", done.output
     assert message in done.stderr.splitlines()[-1], done.stderr
     assert "Traceback" not in done.stderr

@@ -1,5 +1,6 @@
-"""`research`, `verify` (offline and `--online`), `collect` and `synthesize` as processes, against the
-module's fake gateway and search server: the happy paths and the documented exits 1, 2 and 3.
+"""`research`, `verify` (offline and `--online`), `collect` and `synthesize` as a user types them (in
+process: tests/clirun.py), against the module's fake gateway and search server: the happy paths and
+the documented exits 1, 2 and 3.
 
 Two legs are researched once for the module: a good one (exported with `--export`, as the CI matrix job
 does) and one the gateway served with another model than requested. Tests that change a repository work
@@ -16,10 +17,9 @@ from pathlib import Path
 
 import pytest
 
-from tests.bounds.conftest import Finished, child_env, make_repo, one_error, run_cli
+from tests.bounds.conftest import child_env, make_repo, one_error
 from tests.cli.conftest import Fakes, scripted
-
-pytestmark = pytest.mark.slow
+from tests.clirun import CliRun, run_cli
 
 STEM = "02-diloco-family"
 REQUESTED = "deepseek/deepseek-v4-pro"
@@ -29,7 +29,7 @@ SUBSTITUTE = "deepseek/deepseek-v3"
 @dataclass(frozen=True)
 class Researched:
     repo: Path
-    done: Finished
+    done: CliRun
     export: Path | None = None
 
 
@@ -70,9 +70,9 @@ def test_research_writes_the_report_and_says_so(good: Researched) -> None:
 def test_collect_imports_an_exported_leg_at_its_computed_paths(good: Researched, tmp_path: Path) -> None:
     assert good.export is not None
     target = make_repo(tmp_path, ("02-",))
-    done = run_cli("collect", str(good.export), "--repo", str(target), env=child_env(), timeout=60)
+    done = run_cli("collect", str(good.export), "--repo", str(target), env=child_env())
     assert done.code == 0 and done.stderr == "", done.output
-    assert re.fullmatch(r"imported \d+ file\(s\); missing: nothing", done.stdout), done.stdout
+    assert re.fullmatch(r"imported \d+ file\(s\); missing: nothing\n", done.stdout), done.stdout
     for name in (f"{STEM}.md", f"{STEM}.calls.jsonl"):
         assert (target / "research" / name).read_bytes() == (good.repo / "research" / name).read_bytes()
 
@@ -84,14 +84,14 @@ def test_verify_online_rechecks_every_call_with_the_gateway(good: Researched, fa
 
 
 def test_verify_online_without_the_gateway_key_is_exit_2(good: Researched) -> None:
-    done = run_cli("verify", "--online", "--repo", str(good.repo), env=child_env(), timeout=60)
+    done = run_cli("verify", "--online", "--repo", str(good.repo), env=child_env())
     assert done.code == 2 and done.stdout == "", done.output
     one_error(done.stderr, "OPENROUTER_API_KEY", "is not set")
 
 
 def test_synthesize_without_the_gateway_key_is_exit_2_and_writes_nothing(good: Researched, tmp_path: Path) -> None:
     repo = copy(good.repo, tmp_path)
-    done = run_cli("synthesize", "--repo", str(repo), env=child_env(), timeout=60)
+    done = run_cli("synthesize", "--repo", str(repo), env=child_env())
     assert done.code == 2, done.output
     one_error(done.stderr, "OPENROUTER_API_KEY", "is not set")
     assert not (repo / "framework").exists()
@@ -111,7 +111,7 @@ def test_a_failed_leg_is_exit_1_with_one_line_saying_why(tmp_path: Path, fakes: 
 def test_another_model_serving_is_exit_3_for_research_and_for_verify(substituted: Researched) -> None:
     assert substituted.done.code == 3, substituted.done.output
     assert f"{STEM}: ok, route model_fallback" in substituted.done.stdout
-    done = run_cli("verify", "--repo", str(substituted.repo), env=child_env(), timeout=60)
+    done = run_cli("verify", "--repo", str(substituted.repo), env=child_env())
     assert done.code == 3, done.output
     assert "model_fallback ⚠" in done.stdout and SUBSTITUTE in done.stdout
 
@@ -129,7 +129,7 @@ def test_verify_online_catches_a_call_log_that_lies(substituted: Researched, fak
     for record in records:
         record.update(served_model=REQUESTED, verdict="exact")
     calls.write_text("".join(json.dumps(r) + "\n" for r in records), encoding="utf-8")
-    offline = run_cli("verify", "--repo", str(repo), env=child_env(), timeout=60)
+    offline = run_cli("verify", "--repo", str(repo), env=child_env())
     assert offline.code == 0, offline.output  # the forgery is consistent: only the gateway knows
     online = run_cli("verify", "--online", "--repo", str(repo), env=fakes.env())
     assert online.code == 3, online.output
@@ -158,8 +158,9 @@ def test_an_unpinned_provider_fallback_is_verified(tmp_path: Path, fakes: Fakes)
     assert "problem:" not in online.output and " exact " in online.stdout.splitlines()[1]
 
 
+@pytest.mark.slow
 def test_a_timed_out_call_s_cost_is_in_the_call_log_and_the_leg_s_spend(tmp_path: Path, fakes: Fakes) -> None:
-    """The report's stream stalls past `gateway.timeout_s`: `research` (a process) abandons it — OpenRouter
+    """The report's stream stalls past `gateway.timeout_s`: `research` abandons it — OpenRouter
     stops billing a cancelled stream at what it had streamed — and retries. The abandoned call is a line
     of the call log (`aborted: true`) at the cost the gateway's `/generation` record gives, and the
     front matter's and the status file's spend include it."""
@@ -182,4 +183,4 @@ def test_a_timed_out_call_s_cost_is_in_the_call_log_and_the_leg_s_spend(tmp_path
     assert status["cost_usd"] == total and status["calls"] == len(calls)
     front = (repo / "research" / f"{STEM}.md").read_text(encoding="utf-8")
     assert f"cost_usd: {total}" in front and "route: exact" in front
-    assert run_cli("verify", "--repo", str(repo), env=child_env(), timeout=60).code == 0  # the log still verifies
+    assert run_cli("verify", "--repo", str(repo), env=child_env()).code == 0  # the log still verifies

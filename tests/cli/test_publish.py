@@ -22,8 +22,6 @@ from tests.cli.conftest import Fakes
 from tests.conftest import CANARY
 from tests.reliability.userworld import BRANCH, TOPIC_IDS, TOPICS, UserWorld, git, make_origin
 
-pytestmark = pytest.mark.slow
-
 STEM = TOPICS["A"]
 
 

@@ -340,7 +340,7 @@ def test_structured_output_dispatch_and_fallback(client: OpenAI, monkeypatch: py
     unknown = chat(client, response_format=fmt("nobody_registered_this"))
     assert unknown.choices[0].message.content == "{}" and unknown.choices[0].finish_reason == "stop"
     monkeypatch.setitem(script_structured.STRUCTURED_BEHAVIOURS, "claim_extraction",
-                        lambda body, quirks: {"claims": [], "model": body["model"], "quirks": sorted(quirks)})
+                        lambda body, quirks, _realism: {"claims": [], "model": body["model"], "quirks": sorted(quirks)})
     known = chat(client, response_format=fmt("claim_extraction"))
     assert json.loads(known.choices[0].message.content) == {"claims": [], "model": MODEL, "quirks": []}
 

@@ -1,8 +1,8 @@
 """A planted claim rests on what the fake researcher was really shown (issue 23 point 8, docs/FAKES.md).
 
-The demo, run as a user runs it (a fresh interpreter), and for each of the five topics every planted claim
-a report makes has its key content (`script_researcher.claim_key`, at least `KEY_SHARE` of it) in one
-passage the product stored for the cited source in `research/<stem>.evidence.jsonl` — what the
+The demo, run as a user runs it (the CLI in process: tests/clirun.py), and for each of the five topics
+every planted claim a report makes has its key content (`script_researcher.claim_key`, at least
+`KEY_SHARE` of it) in one passage the product stored for the cited source in `research/<stem>.evidence.jsonl` — what the
 conversation showed the model, never the page it did not see. The deliberate miscite is then the only
 reason a demo citation is unsupported, and the fake judge quotes one sentence or one list item.
 """
@@ -17,7 +17,8 @@ import pytest
 
 from research_dispatch_fakes import script_researcher as sr
 from research_dispatch_fakes.corpus import TOPIC_IDS
-from tests.bounds.conftest import child_env, run_cli
+from tests.bounds.conftest import child_env
+from tests.clirun import run_cli
 
 pytestmark = pytest.mark.slow
 
@@ -29,7 +30,7 @@ def _cited(report: str, statement: str) -> list[int]:
 
 
 def test_every_planted_claim_of_the_demo_is_in_a_passage_shown_for_its_source(tmp_path: Path) -> None:
-    done = run_cli("demo", "--dir", "demo", env=child_env(), cwd=tmp_path, timeout=600)
+    done = run_cli("demo", "--dir", "demo", env=child_env(), cwd=tmp_path)
     assert done.code == 0, done.output
     demo = tmp_path / "demo"
     ledger = json.loads((demo / "framework" / "claims.json").read_text(encoding="utf-8"))

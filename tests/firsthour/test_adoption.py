@@ -1,5 +1,5 @@
 """Adoption without loose ends (issue 24): Dependabot written by `init`, `publish --dry-run` before the
-first commit, `--version` with its commit. Each command runs in a fresh interpreter, as a user types it.
+first commit, `--version` with its commit. Each command runs as a user types it (in process: tests/clirun.py).
 (The wheel and sdist recording their commit, and `init` from the wheel pinning it: tests/adopt/test_installed.py.)
 """
 
@@ -7,13 +7,10 @@ from __future__ import annotations
 
 from pathlib import Path
 
-import pytest
-
 from research_dispatch.adopt.init import DEPENDABOT, template
 from tests.adopt.conftest import empty_repository, git
-from tests.bounds.conftest import child_env, one_error, run_cli
-
-pytestmark = pytest.mark.slow
+from tests.bounds.conftest import child_env, one_error
+from tests.clirun import run_cli
 
 SHA = "b" * 40
 

@@ -14,7 +14,8 @@ import pytest
 
 from research_dispatch.gateway.catalogue import Catalogue, ListedModel, parse_catalogue
 from research_dispatch_fakes.gateway import FakeGateway
-from tests.bounds.conftest import child_env, run_cli
+from tests.bounds.conftest import child_env
+from tests.clirun import run_cli
 from tests.conftest import ROOT
 
 KEY = "sk-or-check-online-test-key"
@@ -67,7 +68,6 @@ def test_the_fakes_model_list_is_openrouters_published_shape(gateway: FakeGatewa
     assert "tools" not in qwen["supported_parameters"]
 
 
-@pytest.mark.slow
 def test_check_online_lists_every_model_problem_in_one_run(tmp_path: Path, gateway: FakeGateway) -> None:
     repo = review(tmp_path, extra='[tool.research-dispatch.synthesis]\nextractor_model = "openai/gpt5-mini"\n'
                                   'citation_models = ["google/gemini-3-flsh"]\n')
@@ -90,7 +90,6 @@ def test_check_online_lists_every_model_problem_in_one_run(tmp_path: Path, gatew
     assert gateway.completions == []  # not one chat call was made
 
 
-@pytest.mark.slow
 def test_check_online_passes_a_plan_the_gateway_can_serve(tmp_path: Path, gateway: FakeGateway) -> None:
     topic = TOPIC.split("models:")[0] + "models:\n  - model: openai/gpt-5\n  - model: anthropic/claude-sonnet-4.6\n"
     done = run_cli("check", "--online", env=env_for(gateway), cwd=review(tmp_path, topic))
@@ -98,7 +97,6 @@ def test_check_online_passes_a_plan_the_gateway_can_serve(tmp_path: Path, gatewa
     assert done.stdout.strip() == "ok: 1 topic(s), 2 leg(s), checked online"
 
 
-@pytest.mark.slow
 def test_check_online_names_a_key_the_gateway_refuses(tmp_path: Path, gateway: FakeGateway) -> None:
     done = run_cli("check", "--online", env=env_for(gateway, key="sk-or-not-known"), cwd=review(tmp_path))
     assert done.code == 2, done.output
@@ -127,7 +125,6 @@ def tavily_env(gateway: FakeGateway) -> dict[str, str]:
     return {**env_for(gateway), "TAVILY_API_KEY": "tvly-check-online-test", "TAVILY_BASE_URL": "http://127.0.0.1:9"}
 
 
-@pytest.mark.slow
 @pytest.mark.parametrize("argv", [["research", "rag-eval"], ["run", "--no-publish"]])
 def test_research_and_run_refuse_a_plan_the_gateway_cannot_serve_before_any_chat_call(
         tmp_path: Path, gateway: FakeGateway, argv: list[str]) -> None:
@@ -141,7 +138,6 @@ def test_research_and_run_refuse_a_plan_the_gateway_cannot_serve_before_any_chat
     assert not (repo / "research").exists() or not any((repo / "research").iterdir())
 
 
-@pytest.mark.slow
 def test_an_extraction_model_without_structured_outputs_is_refused_before_any_leg(
         tmp_path: Path, gateway: FakeGateway) -> None:
     """Issue 22.3: found before the legs spend, not when the synthesis runs after them."""

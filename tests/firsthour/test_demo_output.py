@@ -1,7 +1,8 @@
 """`demo` as a newcomer meets it (issue 24): a short summary that fits the terminal, honest banners on
 everything the fakes made, the whole run in a log file, and Ctrl-C that removes the half-built demo.
 
-Every command runs in a fresh interpreter, as a user types it, from a scratch working directory.
+Every command runs as a user types it, from a scratch working directory (in process: tests/clirun.py);
+Ctrl-C goes to a fresh interpreter, as a terminal sends it.
 """
 
 from __future__ import annotations
@@ -12,7 +13,8 @@ from pathlib import Path
 import pytest
 
 from tests.adopt.conftest import empty_repository
-from tests.bounds.conftest import Child, child_env, command, run_cli
+from tests.bounds.conftest import Child, child_env, command
+from tests.clirun import run_cli
 
 pytestmark = pytest.mark.slow
 
@@ -24,7 +26,7 @@ def _lines(text: str) -> list[str]:
 
 
 def test_demo_prints_a_short_summary_that_fits_and_logs_the_whole_run(tmp_path: Path) -> None:
-    done = run_cli("demo", "--dir", "demo", env=child_env({"COLUMNS": "80"}), cwd=tmp_path, timeout=600)
+    done = run_cli("demo", "--dir", "demo", env=child_env({"COLUMNS": "80"}), cwd=tmp_path)
     assert done.code == 0, done.output
     lines = done.stdout.splitlines()
     assert len(lines) <= 40, done.stdout
@@ -46,7 +48,7 @@ def test_demo_prints_a_short_summary_that_fits_and_logs_the_whole_run(tmp_path: 
 
 
 def test_demo_verbose_prints_the_whole_run(tmp_path: Path) -> None:
-    done = run_cli("demo", "--dir", "demo", "-v", env=child_env(), cwd=tmp_path, timeout=600)
+    done = run_cli("demo", "--dir", "demo", "-v", env=child_env(), cwd=tmp_path)
     assert done.code == 0, done.output
     assert "step 1/40" in done.stdout and "PR body, first 40 lines:" in done.stdout
 
@@ -55,7 +57,7 @@ def test_demo_on_an_adopters_repository_says_it_is_not_about_their_topics_and_ke
         tmp_path: Path) -> None:
     repo = empty_repository(tmp_path / "review")
     assert run_cli("init", env=child_env(), cwd=repo).code == 0
-    done = run_cli("demo", "--repo", ".", env=child_env({"COLUMNS": "80"}), cwd=repo, timeout=600)
+    done = run_cli("demo", "--repo", ".", env=child_env({"COLUMNS": "80"}), cwd=repo)
     assert done.code == 0, done.output
     lines = done.stdout.splitlines()
     assert max(len(line) for line in lines) <= 100, [line for line in lines if len(line) > 100]

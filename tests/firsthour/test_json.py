@@ -1,5 +1,6 @@
 """`--json` on check, verify, run and demo (issue 24): one JSON document on stdout, nothing else there
-(narration goes to stderr), with the shape the README documents. Every command is a fresh process.
+(narration goes to stderr), with the shape the README documents. Every command runs as a user types it
+(in process: tests/clirun.py).
 """
 
 from __future__ import annotations
@@ -12,9 +13,8 @@ import pytest
 
 from research_dispatch_fakes.gateway import FakeGateway
 from research_dispatch_fakes.tavily import FakeTavily
-from tests.bounds.conftest import child_env, fake_env, make_repo, run_cli
-
-pytestmark = pytest.mark.slow
+from tests.bounds.conftest import child_env, fake_env, make_repo
+from tests.clirun import run_cli
 
 CHECK_KEYS = {"schema", "ok", "topics", "legs", "online", "problems"}
 ROW_KEYS = {"report", "topic", "requested_model", "requested_provider", "served_models", "served_providers",
@@ -51,7 +51,7 @@ def test_check_json_with_and_without_problems(tmp_path: Path) -> None:
 def test_run_and_verify_json(tmp_path: Path, fake_services: dict[str, str]) -> None:
     repo = make_repo(tmp_path, topics=("02",))
     env = child_env(fake_services)
-    done = run_cli("run", "--no-publish", "--json", env=env, cwd=repo, timeout=600)
+    done = run_cli("run", "--no-publish", "--json", env=env, cwd=repo)
     assert done.code == 0, done.output
     document = json.loads(done.stdout)  # stdout is the document alone; the progress went to stderr
     assert set(document) == RUN_KEYS and document["schema"] == "research-dispatch/run@1"
@@ -72,8 +72,9 @@ def test_run_and_verify_json(tmp_path: Path, fake_services: dict[str, str]) -> N
     assert "exact" in done.stderr  # the table, for people, on stderr
 
 
+@pytest.mark.slow
 def test_demo_json(tmp_path: Path) -> None:
-    done = run_cli("demo", "--dir", "demo", "--json", env=child_env(), cwd=tmp_path, timeout=600)
+    done = run_cli("demo", "--dir", "demo", "--json", env=child_env(), cwd=tmp_path)
     assert done.code == 0, done.output
     document = json.loads(done.stdout)
     assert set(document) == DEMO_KEYS and document["ok"] is True and len(document["checks"]) >= 12

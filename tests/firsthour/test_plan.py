@@ -1,6 +1,7 @@
 """`plan` for people (issue 24): on a terminal a table with the caps, the worst case and an estimate;
-piped or with `--json` the matrix JSON exactly as before (FIXED). Run as a user does, in a fresh process;
-the terminal is a real pseudo-terminal, so the command decides by itself that it talks to a person.
+piped or with `--json` the matrix JSON exactly as before (FIXED). Run as a user does; on a terminal in a
+fresh process whose terminal is a real pseudo-terminal, so the command decides by itself that it talks to
+a person (piped: in process, tests/clirun.py).
 """
 
 from __future__ import annotations
@@ -14,7 +15,8 @@ import sys
 import time
 from pathlib import Path
 
-from tests.bounds.conftest import child_env, command, run_cli
+from tests.bounds.conftest import child_env, command
+from tests.clirun import run_cli
 from tests.conftest import ROOT
 
 STEMS = ("01-composer-2.5", "02-diloco-family", "03-monarch-torchforge-openenv", "04-verl-trl",

@@ -17,9 +17,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from click.testing import CliRunner, Result
 
-from research_dispatch.cli import main
 from research_dispatch.config.plan import Leg, plan_legs
 from research_dispatch.config.settings import Settings, load_settings
 from research_dispatch.config.topics import load_topics
@@ -27,6 +25,7 @@ from research_dispatch.leg.execute import run_leg
 from research_dispatch.leg.status import LegResult
 from research_dispatch.publish import PublishOptions, PublishResult, publish
 from research_dispatch_fakes.github import FakeGitHub
+from tests.clirun import CliRun, run_cli
 from tests.conftest import CANARY, ROOT
 
 CYCLE = "2026-H2"
@@ -104,8 +103,8 @@ class World:
         return publish(self.repo, self.settings, PublishOptions(**kwargs), env=env, sleep=self.sleeps.append,
                        log=self.logs.append)
 
-    def cli(self, *args: str) -> Result:
-        return CliRunner().invoke(main, ["publish", "--repo", str(self.repo), "--cycle", CYCLE, *args])
+    def cli(self, *args: str) -> CliRun:
+        return run_cli("publish", "--repo", str(self.repo), "--cycle", CYCLE, *args)
 
     def origin_sha(self, ref: str) -> str | None:
         out = subprocess.run(["git", "--git-dir", str(self.origin), "rev-parse", "--verify", "--quiet", ref],

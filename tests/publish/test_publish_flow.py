@@ -38,7 +38,7 @@ def test_first_publish_opens_one_pr_with_one_commit_per_report_and_fixed_trailer
     world.write_synthesis()
 
     cli = world.cli()
-    assert cli.exit_code == 0, cli.output + cli.stderr
+    assert cli.code == 0, cli.output + cli.stderr
 
     commits = trailers_by_commit(world, f"main..{BRANCH}")
     assert len(commits) == 6  # five reports, one synthesis
@@ -113,7 +113,7 @@ def test_a_human_commit_on_the_branch_is_not_overwritten(world: World) -> None:
 
     world.run_legs("diloco-family")
     cli = world.cli()
-    assert cli.exit_code == 1, cli.output + cli.stderr
+    assert cli.code == 1, cli.output + cli.stderr
     assert "blocked" in cli.output and "Mia Maintainer" in cli.output
     assert world.origin_sha(BRANCH) == human  # still the human's commit on top
     comments = world.github.comments[1]
@@ -123,7 +123,7 @@ def test_a_human_commit_on_the_branch_is_not_overwritten(world: World) -> None:
     assert "keeps the newest good report of the cycle from any run, **unless someone else has pushed to it**" in body
 
     # a re-run does not repeat the comment, and still does not push
-    assert world.cli().exit_code == 1
+    assert world.cli().code == 1
     assert len(world.github.comments[1]) == 1 and world.origin_sha(BRANCH) == human
     assert len(world.github.pulls) == 1
 
@@ -201,7 +201,7 @@ def test_nothing_changed_means_no_commit_and_no_pr(world: World) -> None:
     refs_before = world.origin_git("for-each-ref")
 
     cli = world.cli()
-    assert cli.exit_code == 0, cli.output + cli.stderr
+    assert cli.code == 0, cli.output + cli.stderr
     assert "nothing to publish" in cli.output
     assert world.github.pulls == [] and world.origin_git("for-each-ref") == refs_before
     assert world.origin_sha(BRANCH) is None
@@ -221,7 +221,7 @@ def test_dry_run_prints_title_and_body_and_writes_nothing(world: World, monkeypa
     before = snapshot()
     requests_before = len(world.github.requests)
     cli = world.cli("--dry-run")
-    assert cli.exit_code == 0, cli.output + cli.stderr
+    assert cli.code == 0, cli.output + cli.stderr
     assert cli.output.startswith(f"docs(research): refresh {CYCLE} (partial: 2/5 legs) — 2 reports, synthesis, "
                                  "3 missing\n\n"
                                  f"<!-- research-refresh:v1 cycle={CYCLE} -->")
@@ -234,7 +234,7 @@ def test_dry_run_prints_title_and_body_and_writes_nothing(world: World, monkeypa
 def test_no_push_commits_to_a_local_branch_only(world: World) -> None:
     world.run_legs("diloco-family")
     cli = world.cli("--no-push")
-    assert cli.exit_code == 0, cli.output + cli.stderr
+    assert cli.code == 0, cli.output + cli.stderr
     assert world.origin_sha(BRANCH) is None and world.github.requests == []
     local = git(world.repo, "log", "--format=%s", f"main..{BRANCH}").splitlines()
     assert local == ["research(diloco-family): refresh 02-diloco-family with deepseek/deepseek-v4-pro"]
@@ -245,12 +245,12 @@ def test_missing_token_or_repository_is_exit_2_before_any_request(world: World, 
     world.run_legs("diloco-family")
     monkeypatch.delenv("GITHUB_TOKEN")
     cli = world.cli()
-    assert cli.exit_code == 2
+    assert cli.code == 2
     assert "GITHUB_TOKEN is not set" in cli.stderr
     monkeypatch.setenv("GITHUB_TOKEN", CANARY["GITHUB_TOKEN"])
     monkeypatch.delenv("GITHUB_REPOSITORY")
     cli = world.cli()
-    assert cli.exit_code == 2 and "GITHUB_REPOSITORY" in cli.stderr
+    assert cli.code == 2 and "GITHUB_REPOSITORY" in cli.stderr
     assert world.github.requests == [] and world.origin_sha(BRANCH) is None
 
 
@@ -262,5 +262,5 @@ def test_branch_and_base_options(world: World) -> None:
     pr = world.github.pulls[0]
     assert pr["head"]["ref"] == "refresh/custom" and pr["base"]["ref"] == "release"
     bad = world.cli("--branch", "bad..name")
-    assert bad.exit_code == 2 and "--branch" in bad.stderr
+    assert bad.code == 2 and "--branch" in bad.stderr
 

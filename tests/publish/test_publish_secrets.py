@@ -35,12 +35,12 @@ def test_canary_keys_appear_nowhere(world: World, gateway) -> None:
     outputs = []
     first = world.cli()
     outputs += [first.output, first.stderr]
-    assert first.exit_code == 0, first.output + first.stderr
+    assert first.code == 0, first.output + first.stderr
     world.human_push()
     world.run_legs("diloco-family")
     blocked = world.cli()
     outputs += [blocked.output, blocked.stderr]
-    assert blocked.exit_code == 1
+    assert blocked.code == 1
     dry = world.cli("--dry-run")
     outputs += [dry.output, dry.stderr]
 

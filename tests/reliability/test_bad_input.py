@@ -16,9 +16,8 @@ import sys
 from pathlib import Path
 
 import pytest
-from click.testing import CliRunner
 
-from research_dispatch.cli import main
+from tests.clirun import run_cli
 from tests.conftest import write_topic
 from tests.test_config import GOOD
 
@@ -54,8 +53,8 @@ def one_line(stderr: str, *fragments: str) -> str:
 
 
 def check(repo: Path) -> tuple[int, str, str]:
-    result = CliRunner().invoke(main, ["check", "--repo", str(repo)])
-    return result.exit_code, result.stdout, result.stderr
+    result = run_cli("check", "--repo", str(repo))
+    return result.code, result.stdout, result.stderr
 
 
 # -- memory and nesting --------------------------------------------------------------------------

@@ -24,8 +24,6 @@ from tests.reliability.userworld import (  # noqa: F401  (the fixture)
     user_world,
 )
 
-pytestmark = pytest.mark.slow
-
 reliability = pytest.mark.reliability
 SYNTHESIS_FILES = ["framework/composer-replication-framework.md", "framework/claims.json",
                    "framework/synthesis.calls.jsonl"]
@@ -58,6 +56,7 @@ def expect_published_without_synthesis(world: UserWorld, names: list[str]) -> di
     return pr
 
 
+@pytest.mark.slow
 @reliability(area="refresh", case="run --push while the gateway answers {id} to every synthesis call",
              expect="the synthesize stage fails (exit 1) but the three good reports are committed and pushed; no "
                     "synthesis on the branch; one PR: draft, labelled partial, titled '(partial: synthesis missing)', "
@@ -74,6 +73,7 @@ def test_run_push_publishes_the_reports_when_the_synthesis_fails(user_world: Use
     assert ("503" if status == 503 else "401") in pr["body"], pr["body"]
 
 
+@pytest.mark.slow
 @reliability(area="refresh", case="a merged synthesis on main, then run --push of a new cycle whose synthesis fails",
              expect="the new cycle's reports are pushed and main's synthesis files are removed from the branch in "
                     "their own commit (it describes other reports); docs/METHODOLOGY.md is left alone; the PR is "

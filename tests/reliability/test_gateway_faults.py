@@ -15,10 +15,9 @@ from __future__ import annotations
 import socket
 
 import pytest
-from click.testing import CliRunner
 
-from research_dispatch.cli import main
 from research_dispatch.core.retry import RetryPolicy
+from tests.clirun import run_cli
 from tests.reliability.conftest import (
     CONTROL,
     TARGET,
@@ -192,8 +191,8 @@ def test_402_insufficient_credits(repo, fake_env, gateway, tavily) -> None:
     configure(repo)
     previous = seed_previous(repo, fake_env, gateway, tavily)
     gateway.set_scenario({"rules": [on_target(status=402)]})
-    result = CliRunner().invoke(main, ["research", f"{TARGET.topic},{CONTROL.topic}", "--repo", str(repo)])
-    assert result.exit_code == 1
+    result = run_cli("research", f"{TARGET.topic},{CONTROL.topic}", "--repo", str(repo))
+    assert result.code == 1
     lines = result.stdout.splitlines()
     assert len(lines) == 2
     assert lines[0].startswith(f"{TARGET.stem}: failed — gateway HTTP 402: Insufficient credits")

@@ -23,13 +23,12 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from click.testing import CliRunner
 
-from research_dispatch.cli import main
 from research_dispatch.config.settings import SearchSettings
 from research_dispatch.leg.evidence import parse_evidence
 from research_dispatch.tools.search import SearchTools
 from research_dispatch.tools.sources import normalise_url
+from tests.clirun import run_cli
 from tests.conftest import CANARY
 from tests.reliability.conftest import TARGET, LegView, calls_of, changed, configure, tree, view
 
@@ -71,17 +70,16 @@ class HostileRun:
 
 
 @pytest.fixture
-def hostile(repo, fake_env, gateway, tavily, tmp_path, monkeypatch) -> HostileRun:
+def hostile(repo, fake_env, gateway, tavily, tmp_path) -> HostileRun:
     configure(repo)
     cwd = tmp_path / "cwd"
     cwd.mkdir()
-    monkeypatch.chdir(cwd)
     tavily.set_scenario({"hostile": True})
     gateway.set_scenario({"script": {"gullible": True},
                           "rules": [{"on_call": 1, "serve_model": "deepseek/deepseek-v3"}]})
     before = tree(repo)
-    result = CliRunner().invoke(main, ["research", TARGET.topic, "--repo", str(repo)])
-    return HostileRun(repo, cwd, result.exit_code, result.stdout + result.stderr, before, tree(repo),
+    result = run_cli("research", TARGET.topic, "--repo", str(repo), cwd=cwd)
+    return HostileRun(repo, cwd, result.code, result.stdout + result.stderr, before, tree(repo),
                       view(repo, TARGET), gateway, tavily)
 
 

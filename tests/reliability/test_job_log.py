@@ -3,7 +3,8 @@
 The Actions runner reads every line a step prints: `::add-mask::`, `::error::` at a line's start (after
 whitespace) and the legacy `##[error]`/`##[add-mask]` anywhere in a line. A gateway error message is
 text from a service (and, through a provider, from a model): it is printed by `research` and `run` in
-the job log. Fresh processes against the fake gateway (`userworld.py`).
+the job log. Fresh processes against the fake gateway (`userworld.py`): a step's log is everything the
+process and the processes it starts print, which only a real process shows.
 """
 
 from __future__ import annotations
@@ -31,7 +32,7 @@ def test_gateway_text_in_the_job_log_forges_no_command(user_world: UserWorld, co
     world.gateway.set_scenario({"rules": [{"match": {"session": f"*:{STEMS['A']}"}, "status": 400,
                                            "message": HOSTILE}]})
     args = [TOPIC_IDS["A"]] if command == "research" else ["--topics", TOPIC_IDS["A"], "--no-publish"]
-    done = world.cli(clone, command, *args)
+    done = world.process(clone, command, *args)
     assert done.code == 1, done
     assert "forged annotation" in done.output, done  # the reason is said...
     assert commands(done.output) == [], done  # ...and nothing in it is a command

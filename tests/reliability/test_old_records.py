@@ -3,8 +3,8 @@
 Call logs and status files are read back from the repository and from CI artifacts long after they
 were written, by whatever version runs next. A field added since (the call log's `gateway_kind`,
 `is_byok`, `provider_cost_usd`, `gateway_fee_usd`; the status file's `interrupted`, `body_sha256`) takes
-its default; a field the old version did write is still required. Each case runs today's CLI as a
-process on a copy of the 0.1.0 files, against the fakes where it needs a gateway.
+its default; a field the old version did write is still required. Each case runs today's CLI (in
+process: tests/clirun.py) on a copy of the 0.1.0 files, against the fakes where it needs a gateway.
 """
 
 from __future__ import annotations
@@ -17,7 +17,8 @@ from pathlib import Path
 import pytest
 
 from research_dispatch.gateway.provenance import CallRecord
-from tests.bounds.conftest import child_env, fake_env, run_cli
+from tests.bounds.conftest import child_env, fake_env
+from tests.clirun import run_cli
 from tests.conftest import ROOT
 
 reliability = pytest.mark.reliability
@@ -59,13 +60,12 @@ def test_a_0_1_0_call_line_loads_with_the_defaults_and_a_field_it_wrote_is_still
         CallRecord.from_json(json.dumps(without_verdict))
 
 
-@pytest.mark.slow
 @reliability(area="records", case="`verify` on a call log written by 0.1.0",
              expect="exit 0: every route exact and verified, no problem listed (the fields added since take "
                     "their defaults)")
 def test_verify_reads_a_0_1_0_call_log(tmp_path: Path) -> None:
     repo = old_repository(tmp_path)
-    done = run_cli("verify", "--repo", str(repo), env=child_env(), timeout=60)
+    done = run_cli("verify", "--repo", str(repo), env=child_env())
     assert done.code == 0, done.output
     rows = [line for line in done.stdout.splitlines()[1:] if not line.startswith("warning:")]
     assert len(rows) == len(STEMS) and all(" exact " in row and "⚠" not in row for row in rows), done.stdout
@@ -74,12 +74,11 @@ def test_verify_reads_a_0_1_0_call_log(tmp_path: Path) -> None:
     assert done.output.count("the report predates evidence files") == len(STEMS)
 
 
-@pytest.mark.slow
 @reliability(area="records", case="`synthesize` over reports and call logs written by 0.1.0",
              expect="exit 0: the synthesis, the claims ledger and its call log are written from both reports")
 def test_synthesize_reads_0_1_0_reports_and_call_logs(tmp_path: Path, gateway, tavily) -> None:
     repo = old_repository(tmp_path)
-    done = run_cli("synthesize", "--repo", str(repo), env=child_env(fake_env(gateway, tavily)), timeout=120)
+    done = run_cli("synthesize", "--repo", str(repo), env=child_env(fake_env(gateway, tavily)))
     assert done.code == 0, done.output
     ledger = json.loads((repo / "framework" / "claims.json").read_text(encoding="utf-8"))
     assert {claim["report"] for claim in ledger["claims"]} == set(STEMS)
@@ -87,14 +86,12 @@ def test_synthesize_reads_0_1_0_reports_and_call_logs(tmp_path: Path, gateway, t
         CallRecord.from_json(line)
 
 
-@pytest.mark.slow
 @reliability(area="records", case="`run` resuming over status files and reports written by 0.1.0",
              expect="both legs kept as good reports of this cycle (0 ran, no request to the gateway for a leg); "
                     "no status file reported damaged")
 def test_run_resumes_over_0_1_0_status_files(tmp_path: Path, gateway, tavily) -> None:
     repo = old_repository(tmp_path)
-    done = run_cli("run", "--no-publish", "--repo", str(repo), env=child_env(fake_env(gateway, tavily)),
-                   timeout=120)
+    done = run_cli("run", "--no-publish", "--repo", str(repo), env=child_env(fake_env(gateway, tavily)))
     assert done.code == 0, done.output
     assert f"0 leg(s) ran, {len(STEMS)} kept, 0 failed" in done.output, done.output
     assert "damaged" not in done.output and "ignoring" not in done.output

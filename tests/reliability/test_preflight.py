@@ -17,10 +17,9 @@ from typing import Any
 import pytest
 import yaml
 
-from tests.bounds.conftest import child_env, fake_env, git, make_repo, one_error, run_cli
+from tests.bounds.conftest import child_env, fake_env, git, make_repo, one_error
+from tests.clirun import run_cli
 from tests.reliability.userworld import BRANCH, TOPIC_IDS, UserWorld, user_world  # noqa: F401  (the fixture)
-
-pytestmark = pytest.mark.slow
 
 reliability = pytest.mark.reliability
 TOPIC = "diloco-family"
@@ -88,7 +87,7 @@ def test_two_legs_that_would_write_one_report_are_refused(tmp_path: Path, gatewa
 def test_directories_spelled_with_slashes_are_normalised(tmp_path: Path, gateway: Any, tavily: Any) -> None:
     repo = committed(make_repo(tmp_path, topics=("02-",), extra_config='research_dir = "research/"\n'
                                                                         'framework_dir = "./framework/"\n'))
-    done = run_cli("run", "--repo", str(repo), env=keys(gateway, tavily), timeout=600)
+    done = run_cli("run", "--repo", str(repo), env=keys(gateway, tavily))
     assert done.code == 0, done.output
     files = git(repo, "ls-tree", "-r", "--name-only", BRANCH).split()
     assert f"research/{STEM}.md" in files and "framework/claims.json" in files, files
@@ -232,7 +231,7 @@ def test_caps_above_the_job_limit_are_refused_by_check(tmp_path: Path, where: st
 def test_a_change_of_form_only_pays_for_no_leg_again(tmp_path: Path, gateway: Any, tavily: Any, change: str) -> None:
     repo = make_repo(tmp_path, topics=("02-",))
     env = keys(gateway, tavily)
-    first = run_cli("run", "--repo", str(repo), "--no-publish", env=env, timeout=600)
+    first = run_cli("run", "--repo", str(repo), "--no-publish", env=env)
     assert first.code == 0, first.output
     calls = len(gateway.completions)
     path = repo / "topics" / f"{STEM}.yaml"
@@ -243,7 +242,7 @@ def test_a_change_of_form_only_pays_for_no_leg_again(tmp_path: Path, gateway: An
         data = yaml.safe_load(text)
         path.write_text("# reviewed 2026-12-01\n" + yaml.safe_dump(dict(reversed(list(data.items()))),
                                                                    default_style='"'), encoding="utf-8")
-    second = run_cli("run", "--repo", str(repo), "--no-publish", env=env, timeout=600)
+    second = run_cli("run", "--repo", str(repo), "--no-publish", env=env)
     assert second.code == 0, second.output
     assert len(gateway.completions) == calls, "the leg was paid for again"
     assert "inputs unchanged" in second.output, second.output

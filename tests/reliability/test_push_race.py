@@ -5,7 +5,8 @@ creates the refresh branch until both have arrived (a barrier of two files), the
 passed its lease (the branch did not exist when it was advertised), so git's own ref transaction decides:
 one creates the branch, the other gets `[remote rejected] … (cannot lock ref …: reference already
 exists)`. Pushes that update the branch (the loser's second try) pass the hook at once. Everything runs
-as users run it (`userworld.py`): fresh `research-dispatch` processes, real git, the fake GitHub.
+as users run it (`userworld.py`): the CLI, real git, the fake GitHub; the two racing publishes are two
+fresh `research-dispatch` processes, as on two CI runners.
 """
 
 from __future__ import annotations
@@ -27,8 +28,6 @@ from tests.reliability.userworld import (  # noqa: F401  (the fixture)
     report,
     user_world,
 )
-
-pytestmark = pytest.mark.slow
 
 reliability = pytest.mark.reliability
 BARRIER_WAIT_S = 600  # a generous bound, only reached if the other push never comes (a failed test)
@@ -61,6 +60,7 @@ def install_barrier(world: UserWorld) -> Path:
     return barrier
 
 
+@pytest.mark.slow
 @reliability(area="publish", case="two clones publish one new cycle at the same moment (the origin holds both "
                                   "pushes until both arrived, so git's ref lock decides)",
              expect="the loser's push is refused ('cannot lock ref … reference already exists'), it re-fetches, "

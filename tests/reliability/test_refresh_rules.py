@@ -1,5 +1,6 @@
-"""The rules around the refresh, run as a user runs them (separate processes, real git, the fake GitHub):
-GitHub that cannot make drafts or labels, hand edits, one writer at a time, money, truthful commits.
+"""The rules around the refresh, run as a user runs them (the CLI, real git, the fake GitHub; see
+userworld.py): GitHub that cannot make drafts or labels, hand edits, one writer at a time, money,
+truthful commits. One writer at a time is between processes, so that case runs them.
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ import pytest
 
 from research_dispatch_fakes.script_researcher import DEFAULT_SEARCHES
 from tests.conftest import ROOT
-from tests.faultshim import CHILD
+from tests.faultshim import Faults
 from tests.reliability.userworld import (  # noqa: F401  (the fixture)
     BRANCH,
     FRAMEWORK,
@@ -247,8 +248,9 @@ def test_a_stale_synthesis_is_never_committed(user_world: UserWorld) -> None:  #
 def test_a_second_writer_is_refused_while_a_run_writes(user_world: UserWorld, tmp_path: Path) -> None:  # noqa: F811
     world = user_world
     clone = world.clone()
-    # The gateway holds every completion until the checks are done, so the run still holds the lock after
-    # five fresh CLI processes however loaded the machine is (a fixed 10 s latency was outrun at load 19).
+    # The lock is between processes: the run and every refused writer are fresh interpreters. The gateway
+    # holds every completion until the checks are done, so the run still holds the lock after five fresh
+    # CLI processes however loaded the machine is (a fixed 10 s latency was outrun at load 19).
     world.gateway.set_scenario({"hold": True})
     run = subprocess.Popen([sys.executable, "-m", "research_dispatch", "run", "--repo", str(clone), "--push"],
                            env=world.env(), stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
@@ -263,12 +265,12 @@ def test_a_second_writer_is_refused_while_a_run_writes(user_world: UserWorld, tm
         incoming = tmp_path / "incoming"
         incoming.mkdir()
         for args in (["publish"], ["research", TOPIC_IDS["A"]], ["synthesize"], ["collect", str(incoming)]):
-            done = world.cli(clone, *args)
+            done = world.process(clone, *args)
             assert done.code == 1, done
             errors = [line for line in done.output.splitlines() if line.startswith("error:")]
             assert errors == [f"error: another refresh is running in {clone} (`run`, pid {holder['pid']} since "
                               f"{holder['started_at']}); wait or remove {lock} if it is stale"], done
-        done = world.cli(clone, "verify")  # a reader: never refused by the lock
+        done = world.process(clone, "verify")  # a reader: never refused by the lock
         assert "another refresh is running" not in done.output and done.code in (0, 2, 3), done
         assert run.poll() is None, "the run must still be running for this test to mean anything"
         world.gateway.set_scenario({})
@@ -291,9 +293,8 @@ def test_a_second_writer_is_refused_while_a_run_writes(user_world: UserWorld, tm
 def test_money_spent_by_a_leg_that_fails_at_write_time_is_counted(user_world: UserWorld) -> None:  # noqa: F811
     world = user_world
     clone = world.clone()
-    env = world.env(FAULT_WATCH=str(clone / "research"), FAULT_KIND="enospc", FAULT_AT="1", FAULT_ONCE="1",
-                    FAULT_MATCH=STEMS["B"])
-    done = world.cli(clone, "run", "--push", env=env, prefix=[sys.executable, "-c", CHILD])
+    with Faults([clone / "research"], "enospc", at=1, once=True, match=STEMS["B"]):
+        done = world.cli(clone, "run", "--push")
     assert done.code == 1, done
     status = json.loads((clone / "build" / "legs" / f"{STEMS['B']}.json").read_text(encoding="utf-8"))
     assert status["status"] == "failed" and "No space left on device" in status["error"]

@@ -15,9 +15,8 @@ from collections.abc import Iterable, Mapping
 from pathlib import Path
 
 import pytest
-from click.testing import CliRunner
 
-from research_dispatch.cli import main
+from tests.clirun import run_cli
 from tests.conftest import CANARY
 from tests.reliability.conftest import CONTROL, TARGET, configure, on_target, run_legs, view
 
@@ -65,13 +64,12 @@ def assert_repo_is_clean(repo: Path, *extra: tuple[str, str]) -> None:
 @reliability(area="secrets", case="ok path: a full leg",
              expect="no canary in any file (report, call log, status, trace), the output, any DEBUG log record, "
                     "any request body or any response; each key only in its own service's Authorization header")
-def test_ok_leg_leaks_nothing(repo, gateway, tavily, monkeypatch, caplog) -> None:
+def test_ok_leg_leaks_nothing(repo, gateway, tavily, caplog) -> None:
     configure(repo)
-    for name, value in canary_env(gateway, tavily).items():
-        monkeypatch.setenv(name, value)
     caplog.set_level(logging.DEBUG)
-    result = CliRunner().invoke(main, ["research", f"{TARGET.topic},{CONTROL.topic}", "--repo", str(repo)])
-    assert result.exit_code == 0, result.output
+    result = run_cli("research", f"{TARGET.topic},{CONTROL.topic}", "--repo", str(repo),
+                     env={**os.environ, **canary_env(gateway, tavily)})
+    assert result.code == 0, result.output
     assert view(repo, TARGET).status["status"] == "ok"
     assert caplog.records  # the clients did log at DEBUG
     assert_repo_is_clean(repo, ("output", result.stdout + result.stderr), ("logs", caplog.text))
@@ -81,14 +79,13 @@ def test_ok_leg_leaks_nothing(repo, gateway, tavily, monkeypatch, caplog) -> Non
 @reliability(area="secrets", case="401 and 402 whose messages echo the gateway key",
              expect="the leg fails; the key is [REDACTED] in the status file, trace and output; nothing else leaks")
 @pytest.mark.parametrize("status", [401, 402])
-def test_gateway_error_echoing_the_key(repo, gateway, tavily, monkeypatch, status: int) -> None:
+def test_gateway_error_echoing_the_key(repo, gateway, tavily, status: int) -> None:
     configure(repo)
-    for name, value in canary_env(gateway, tavily).items():
-        monkeypatch.setenv(name, value)
     gateway.set_scenario({"rules": [on_target(status=status,
                                               message=f"Invalid key {CANARY['OPENROUTER_API_KEY']} for this account")]})
-    result = CliRunner().invoke(main, ["research", f"{TARGET.topic},{CONTROL.topic}", "--repo", str(repo)])
-    assert result.exit_code == 1
+    result = run_cli("research", f"{TARGET.topic},{CONTROL.topic}", "--repo", str(repo),
+                     env={**os.environ, **canary_env(gateway, tavily)})
+    assert result.code == 1
     target = view(repo, TARGET)
     assert target.status["status"] == "failed"
     assert target.status["error"].startswith(f"gateway HTTP {status}: Invalid key [REDACTED] for this account")

@@ -1,6 +1,6 @@
 """Synthesis faults: a damaged previous ledger or cache entry, and the synthesis' overall time limit.
 
-Run as a user runs them: `research-dispatch synthesize` in a fresh interpreter against the fake gateway.
+Run as a user runs them: `research-dispatch synthesize` against the fake gateway.
 A damaged input the product can do without (the previous ledger, a cache entry: generated files that only
 save money and feed the diff) is a warning naming the file and the field, and the synthesis goes on as if
 it were absent — never "internal error". A time limit reached before anything was extracted is exit 1
@@ -18,15 +18,14 @@ from pathlib import Path
 import pytest
 
 # the synthesis suite's fixtures (`planted`: the six planted reports; `synth_env`), used as test arguments
+from tests.clirun import CliRun
 from tests.synthesis.conftest import planted, synth_env, synthesize_cli, write_pyproject  # noqa: F401
-
-pytestmark = pytest.mark.slow
 
 reliability = pytest.mark.reliability
 
 
-def clean_run(result) -> None:  # type: ignore[no-untyped-def]
-    assert result.returncode == 0, result.stderr
+def clean_run(result: CliRun) -> None:
+    assert result.code == 0, result.stderr
     assert "Traceback" not in result.stderr and "internal error" not in result.stderr + result.stdout
 
 
@@ -104,17 +103,19 @@ def test_a_damaged_cache_entry_is_a_warning_and_the_answer_is_asked_again(plante
     valid_ledger(planted)
 
 
+@pytest.mark.slow
 @reliability(area="budget", case="synthesis time limit reached before any report was extracted",
              expect="exit 1 with one line saying so; nothing is written (no framework file, no partial file)")
 def test_a_time_limit_with_nothing_extracted_writes_nothing(planted: Path, synth_env, gateway) -> None:
     write_pyproject(planted, ", timeout_minutes = 0.05")
     gateway.set_scenario({"rules": [{"match": {"schema": "claim_extraction"}, "delay_s": 60}]})
     result = synthesize_cli(planted, synth_env)
-    assert result.returncode == 1 and "Traceback" not in result.stderr
+    assert result.code == 1 and "Traceback" not in result.stderr
     assert "every extraction failed" in result.stderr and "time limit" in result.stderr
     assert not (planted / "framework").exists()
 
 
+@pytest.mark.slow
 @reliability(area="budget", case="synthesis time limit reached while a citation check is running",
              expect="exit 0 on time; the report's checks are timed_out, their citations unsupported with the reason, "
                     "`incomplete` names the report; nothing of it is cached, so the next run checks it")

@@ -3,8 +3,8 @@
 A file name is untrusted: an artifact folder (`collect`) and the topics folder (`check`) may hold names
 carrying OSC 52 (`ESC ] 52 ; c ; <base64> BEL`, which sets the reader's clipboard in many terminals), CSI
 sequences (`ESC [ 2 J` clears the screen; `\\x9b` is the one-byte CSI of the C1 set) and bidi overrides.
-Each command is run through click's `CliRunner` (what reaches the terminal is what it prints); every byte
-of its stdout and stderr is checked.
+Each command is run through click's `CliRunner` (tests/clirun.py: what reaches the terminal is what it
+prints); every byte of its stdout and stderr is checked.
 """
 
 from __future__ import annotations
@@ -14,10 +14,9 @@ import re
 from pathlib import Path
 
 import pytest
-from click.testing import CliRunner
 
-from research_dispatch.cli import main
 from research_dispatch.gateway.provenance import CallRecord
+from tests.clirun import CliRun, run_cli
 from tests.conftest import write_topic
 
 reliability = pytest.mark.reliability
@@ -30,8 +29,8 @@ HOSTILE = f"evil{OSC52}{CSI}{C1_CSI}{BIDI}"
 RAW_CONTROL = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u202a-\u202e\u2066-\u2069]")
 
 
-def printed(result: object) -> str:
-    return getattr(result, "stdout", "") + getattr(result, "stderr", "")
+def printed(result: CliRun) -> str:
+    return result.stdout + result.stderr
 
 
 @reliability(area="hostile", case="`collect`: an artifact holds a stray file whose name carries OSC 52, CSI (7- and "
@@ -42,8 +41,8 @@ def test_collect_shows_escape_sequences_in_file_names_as_text(repo: Path, tmp_pa
     incoming = tmp_path / "artifact" / "research"
     incoming.mkdir(parents=True)
     (incoming / f"{HOSTILE}.md").write_text("stray", encoding="utf-8")
-    result = CliRunner().invoke(main, ["collect", str(incoming.parent), "--repo", str(repo)])
-    assert result.exit_code == 0, printed(result)
+    result = run_cli("collect", str(incoming.parent), "--repo", str(repo))
+    assert result.code == 0, printed(result)
     out = printed(result)
     assert RAW_CONTROL.findall(out) == [], repr(out)
     assert "ignored: research/evil\\x1b]52;c;ZWNobyBvd25lZA==\\x07\\x1b[2J" in out and "\\x9b31m\\u202e" in out
@@ -63,9 +62,9 @@ def test_collect_shows_escape_sequences_in_a_rejection_reason_as_text(repo: Path
                         reasoning_tokens=0, cost_usd=0.01, latency_s=1.5, retries=0, purpose="research",
                         verdict="exact")
     (research / "02-diloco-family.calls.jsonl").write_text(record.to_json() + "\n", encoding="utf-8")
-    result = CliRunner().invoke(main, ["collect", str(research.parent), "--repo", str(repo)])
+    result = run_cli("collect", str(research.parent), "--repo", str(repo))
     out = printed(result)
-    assert result.exit_code == 1, out
+    assert result.code == 1, out
     assert "rejected: research/02-diloco-family.calls.jsonl: line 1 requested evil\\x1b]52;c;" in out, out
     assert RAW_CONTROL.findall(out) == [], repr(out)
 
@@ -78,9 +77,9 @@ def test_collect_shows_escape_sequences_in_a_rejection_reason_as_text(repo: Path
 @pytest.mark.parametrize("as_json", [False, True], ids=["text", "json"])
 def test_check_shows_escape_sequences_in_topic_files_as_text(repo: Path, as_json: bool) -> None:
     write_topic(repo, f"99-{HOSTILE}.yaml", f"id: \"{HOSTILE}\"\ntitle: x\nscope: y\nmodels: []\n")
-    result = CliRunner().invoke(main, ["check", "--repo", str(repo), *(["--json"] if as_json else [])])
+    result = run_cli("check", "--repo", str(repo), *(["--json"] if as_json else []))
     out = printed(result)
-    assert result.exit_code == 2, out
+    assert result.code == 2, out
     assert RAW_CONTROL.findall(out) == [], repr(out)
     assert "topics/99-evil\\x1b]52;c;" in out if not as_json else "99-evil\\u001b]52;c;" in result.stdout
     if as_json:

@@ -8,7 +8,7 @@ The faults are injected at the operating-system layer (`tests/faultshim.py`): th
 under `research/` and `build/` fails (ENOSPC, EROFS) or kills the process. Every operation of a leg's
 write is hit in turn, not only the first. In-process runs cover the disk faults (the fault then
 persists, as a full disk does, until the "next command"); the kills run `research` as a separate
-process and then `verify` as the next command.
+process (a SIGKILL ends the process) and then `verify` as the next command (in process: tests/clirun.py).
 """
 
 from __future__ import annotations
@@ -29,6 +29,7 @@ from research_dispatch.leg.execute import run_leg
 from research_dispatch.leg.files import complete_pending
 from research_dispatch.leg.report import load_report
 from research_dispatch.leg.verify import verify_report
+from tests.clirun import run_cli
 from tests.conftest import CANARY, ROOT, fast_retries
 from tests.faultshim import CHILD, Faults
 
@@ -168,10 +169,8 @@ def test_a_kill_at_every_write_leaves_one_consistent_unit(seeded: Path, fake_env
         ops = log.read_text(encoding="utf-8").splitlines()
         context = f"kill at operation {at}: {ops[-1] if ops else '?'}"
         assert child.returncode == -9, f"{context}: {child.stdout}{child.stderr}"
-        verify = subprocess.run([sys.executable, "-m", "research_dispatch", "verify", "--repo", str(repo),
-                                 f"research/{STEM}.md"], env=env, capture_output=True, text=True, timeout=120,
-                                check=False)
-        assert verify.returncode == 0 and "exact" in verify.stdout, f"{context}: {verify.stdout}{verify.stderr}"
+        verify = run_cli("verify", "--repo", str(repo), f"research/{STEM}.md", env=env)
+        assert verify.code == 0 and "exact" in verify.stdout, f"{context}: {verify.output}"
         seen.add(assert_one_unit(repo, old, context))
-        assert CANARY["OPENROUTER_API_KEY"] not in verify.stdout + verify.stderr
+        assert CANARY["OPENROUTER_API_KEY"] not in verify.output
     assert seen == {"old", "new"}

@@ -1,10 +1,12 @@
-"""A user's world for the never-lose-work tests: the CLI as separate processes, real git, a bare origin.
+"""A user's world for the never-lose-work tests: the CLI as users type it, real git, a bare origin.
 
 `origin.git` plays the GitHub repository (the fake GitHub serves it, so PRs see what git pushed); every
 "user" works in their own clone of it, like a fresh checkout in CI or a colleague's laptop. Each command
-is a fresh `python -m research_dispatch` process against the fake gateway, search and GitHub servers of
-the test. Nothing of the product is imported to drive it: the tests only read what a user could read —
-the output, the files, the branch on the origin, and the PR on the fake GitHub.
+is the real CLI with the user's whole environment (`cli`: in process, tests/clirun.py) against the fake
+gateway, search and GitHub servers of the test; `process` runs it in a fresh interpreter where the process
+is the point (two commands at once, a job log). Nothing of the product is imported to drive it: the tests
+only read what a user could read — the output, the files, the branch on the origin, and the PR on the
+fake GitHub.
 """
 
 from __future__ import annotations
@@ -24,6 +26,7 @@ import pytest
 import yaml
 
 from research_dispatch_fakes.github import FakeGitHub
+from tests.clirun import CliRun, run_cli
 from tests.conftest import CANARY, ROOT
 
 CYCLE = "2026-H2"
@@ -62,18 +65,6 @@ def git(cwd: Path, *args: str) -> str:
 
 
 @dataclass
-class Done:
-    """One finished command: its exit code and output (stdout and stderr together)."""
-
-    args: list[str]
-    code: int
-    output: str
-
-    def __str__(self) -> str:
-        return f"$ research-dispatch {' '.join(self.args)}  → exit {self.code}\n{self.output}"
-
-
-@dataclass
 class UserWorld:
     root: Path
     origin: Path
@@ -81,7 +72,7 @@ class UserWorld:
     gateway: Any
     tavily: Any
     clones: list[Path] = field(default_factory=list)
-    log: list[Done] = field(default_factory=list)
+    log: list[CliRun] = field(default_factory=list)
 
     # -- users ----------------------------------------------------------------------------------
     def clone(self) -> Path:
@@ -104,14 +95,19 @@ class UserWorld:
         env.update(extra)
         return env
 
-    def cli(self, repo: Path, command: str, *args: str, env: dict[str, str] | None = None,
-            prefix: list[str] | None = None, timeout: float = 300) -> Done:
-        """`research-dispatch COMMAND --repo REPO ARGS...` as a separate process."""
+    def cli(self, repo: Path, command: str, *args: str, env: dict[str, str] | None = None) -> CliRun:
+        """`research-dispatch COMMAND --repo REPO ARGS...` with the user's environment (`env`), in process."""
+        result = run_cli(command, "--repo", str(repo), *args, env=env or self.env())
+        self.log.append(result)
+        return result
+
+    def process(self, repo: Path, command: str, *args: str, timeout: float = 300) -> CliRun:
+        """The same command in a fresh interpreter (`python -m research_dispatch`), where the process is the
+        point: what a workflow step's log shows is everything the process and its children print."""
         argv = [command, "--repo", str(repo), *args]
-        launcher = prefix or [sys.executable, "-m", "research_dispatch"]
-        done = subprocess.run([*launcher, *argv], env=env or self.env(), capture_output=True, text=True,
-                              timeout=timeout, check=False)
-        result = Done(argv, done.returncode, done.stdout + done.stderr)
+        done = subprocess.run([sys.executable, "-m", "research_dispatch", *argv], env=self.env(),
+                              capture_output=True, text=True, timeout=timeout, check=False)
+        result = CliRun(tuple(argv), done.returncode, done.stdout, done.stderr, done.stdout + done.stderr)
         self.log.append(result)
         return result
 

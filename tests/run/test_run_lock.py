@@ -12,11 +12,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from click.testing import CliRunner
 
-from research_dispatch.cli import main
 from research_dispatch.core.errors import LockHeld
 from research_dispatch.core.lock import LOCK_NAME, LockInfo, RepoLock, is_stale
+from tests.clirun import run_cli
 from tests.conftest import write_topic
 from tests.run.conftest import CYCLE, LineReader, Output, cli_process, refresh, sessions, wait_for
 
@@ -31,6 +30,7 @@ HOLDER = """
 import sys
 from pathlib import Path
 from research_dispatch.core.lock import RepoLock
+from tests.clirun import run_cli
 lock = RepoLock(Path(sys.argv[1]), command=sys.argv[2])
 info = lock.acquire()
 print(info.pid, info.started_at, flush=True)
@@ -56,7 +56,7 @@ def release(process: subprocess.Popen[str]) -> None:
 
 
 def test_a_second_run_is_refused_while_the_lock_is_held(repo: Path, run_env: dict, gateway: Any, out: Output,
-                                                        monkeypatch: pytest.MonkeyPatch, children: list) -> None:
+                                                        children: list) -> None:
     lock_path = repo / "build" / LOCK_NAME
     lock_path.parent.mkdir(parents=True)
     holder, pid, started = hold_lock(lock_path, "publish", children)
@@ -65,10 +65,8 @@ def test_a_second_run_is_refused_while_the_lock_is_held(repo: Path, run_env: dic
     message = str(caught.value)
     assert message == (f"another refresh is running in {repo} (`publish`, pid {pid} since {started}); "
                        f"wait or remove {lock_path} if it is stale")
-    for key, value in run_env.items():
-        monkeypatch.setenv(key, value)
-    result = CliRunner().invoke(main, ["run", "--repo", str(repo), "--no-publish", "--cycle", CYCLE])
-    assert result.exit_code == 1
+    result = run_cli("run", "--repo", str(repo), "--no-publish", "--cycle", CYCLE, env={**os.environ, **run_env})
+    assert result.code == 1
     assert result.stderr.strip() == f"error: {message}"
     release(holder)
     assert gateway.completions == []

@@ -2,14 +2,14 @@
 
 from __future__ import annotations
 
+import os
 import subprocess
 from pathlib import Path
 from typing import Any
 
 import pytest
-from click.testing import CliRunner
 
-from research_dispatch.cli import main
+from tests.clirun import CliRun, run_cli
 from tests.run.conftest import CYCLE
 
 BRANCH = f"research-refresh/{CYCLE}"
@@ -29,17 +29,16 @@ def git_repo(repo: Path) -> Path:
     return repo
 
 
-def run(repo: Path, env: dict[str, str], monkeypatch: pytest.MonkeyPatch, *args: str) -> Any:
-    for key, value in env.items():
-        monkeypatch.setenv(key, value)
-    return CliRunner().invoke(main, ["run", "--repo", str(repo), "--cycle", CYCLE, *args])
+def run(repo: Path, env: dict[str, str], *args: str) -> CliRun:
+    """`run` with the test's environment and `env` (the keys and base URLs of the fakes)."""
+    return run_cli("run", "--repo", str(repo), "--cycle", CYCLE, *args, env={**os.environ, **env})
 
 
 @pytest.mark.slow
 def test_run_commits_the_refresh_to_a_local_branch_and_a_rerun_changes_nothing(
-        git_repo: Path, run_env: dict, gateway: Any, monkeypatch: pytest.MonkeyPatch) -> None:
-    first = run(git_repo, run_env, monkeypatch)
-    assert first.exit_code == 0, first.output + first.stderr
+        git_repo: Path, run_env: dict, gateway: Any) -> None:
+    first = run(git_repo, run_env)
+    assert first.code == 0, first.output + first.stderr
     assert "synthesis:" in first.output and "local branch only: use --push" in first.output
     subjects = git(git_repo, "log", "--format=%s", f"main..{BRANCH}").splitlines()
     assert len(subjects) == 6  # one per report, one for the synthesis
@@ -48,50 +47,47 @@ def test_run_commits_the_refresh_to_a_local_branch_and_a_rerun_changes_nothing(
     assert git(git_repo, "rev-parse", "--abbrev-ref", "HEAD").strip() == "main"  # the work tree is left alone
 
     gateway.reset()
-    second = run(git_repo, run_env, monkeypatch)
-    assert second.exit_code == 0, second.output
+    second = run(git_repo, run_env)
+    assert second.code == 0, second.output
     assert gateway.completions == []  # no leg ran, and the synthesis came from its cache
     assert "nothing changed" in second.output
     assert git(git_repo, "log", "--format=%s", f"main..{BRANCH}").splitlines() == subjects
 
 
 @pytest.mark.slow
-def test_a_failed_leg_still_synthesizes_and_publishes_and_exits_1(git_repo: Path, run_env: dict, gateway: Any,
-                                                                    monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_failed_leg_still_synthesizes_and_publishes_and_exits_1(git_repo: Path, run_env: dict, gateway: Any) -> None:
     gateway.set_scenario({"rules": [{"match": {"session": "*04-verl-trl"}, "status": 402}]})
-    result = run(git_repo, run_env, monkeypatch)
-    assert result.exit_code == 1
+    result = run(git_repo, run_env)
+    assert result.code == 1
     assert "failed legs: 04-verl-trl" in result.output
     assert (git_repo / "framework" / "claims.json").exists()
     assert len(git(git_repo, "log", "--format=%s", f"main..{BRANCH}").splitlines()) == 5
 
 
-def test_publishing_needs_are_checked_before_any_leg_runs(git_repo: Path, run_env: dict, gateway: Any,
-                                                          monkeypatch: pytest.MonkeyPatch) -> None:
-    result = run(git_repo, run_env, monkeypatch, "--push")
-    assert result.exit_code == 2 and "GITHUB_TOKEN is not set" in result.stderr
+def test_publishing_needs_are_checked_before_any_leg_runs(git_repo: Path, run_env: dict, gateway: Any) -> None:
+    result = run(git_repo, run_env, "--push")
+    assert result.code == 2 and "GITHUB_TOKEN is not set" in result.stderr
     env = {**run_env, "GITHUB_TOKEN": "ghs_test_token_123", "GITHUB_REPOSITORY": "acme/review"}
-    result = run(git_repo, env, monkeypatch, "--push")
-    assert result.exit_code == 2 and "no git remote 'origin' to push to" in result.stderr
+    result = run(git_repo, env, "--push")
+    assert result.code == 2 and "no git remote 'origin' to push to" in result.stderr
     plain = git_repo.parent / "plain"
     plain.mkdir()
     (plain / "topics").mkdir()
     for path in (git_repo / "topics").iterdir():
         (plain / "topics" / path.name).write_text(path.read_text())
-    result = run(plain, run_env, monkeypatch)
-    assert result.exit_code == 2 and "not a git repository" in result.stderr
+    result = run(plain, run_env)
+    assert result.code == 2 and "not a git repository" in result.stderr
     assert gateway.completions == []
 
 
 @pytest.mark.slow
-def test_a_stage_failure_after_the_legs_is_reported_and_exits_1(git_repo: Path, run_env: dict,
-                                                                monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_stage_failure_after_the_legs_is_reported_and_exits_1(git_repo: Path, run_env: dict) -> None:
     """A failed synthesis never loses the legs (DESIGN): the reports are still committed, the PR would be
     partial ("synthesis missing"), and the run exits 1 naming the stage."""
     (git_repo / "framework").mkdir()
     (git_repo / "framework" / "claims.json").mkdir()  # the ledger path is taken by a directory
-    result = run(git_repo, run_env, monkeypatch, "--topics", "diloco-family,verl-trl")
-    assert result.exit_code == 1
+    result = run(git_repo, run_env, "--topics", "diloco-family,verl-trl")
+    assert result.code == 1
     assert "synthesize: FAILED" in result.output and "publish: skipped" not in result.output
     assert "committed to local branch research-refresh/2026-H2 (2 commit(s))" in result.output
     assert "The synthesis is missing" in result.output
@@ -99,8 +95,8 @@ def test_a_stage_failure_after_the_legs_is_reported_and_exits_1(git_repo: Path, 
 
 
 @pytest.mark.slow
-def test_no_publish_stops_after_the_synthesis(repo: Path, run_env: dict, monkeypatch: pytest.MonkeyPatch) -> None:
-    result = run(repo, run_env, monkeypatch, "--no-publish", "--topics", "diloco-family,verl-trl")
-    assert result.exit_code == 0, result.output + result.stderr
+def test_no_publish_stops_after_the_synthesis(repo: Path, run_env: dict) -> None:
+    result = run(repo, run_env, "--no-publish", "--topics", "diloco-family,verl-trl")
+    assert result.code == 0, result.output + result.stderr
     assert "publish" not in result.output.replace("--publish", "")
     assert (repo / "framework" / "claims.json").exists()

@@ -7,9 +7,9 @@ the structure of the synthesis is known in advance.
 
 Where the extractor's output itself matters (the scenarios of issue 12), a test scripts it: the fake
 gateway answers one report's extraction call with a chosen structured answer (`scripted_extraction`, a
-`answer` rule matched by the report's session), and the real `synthesize` command runs in a fresh
-interpreter against it (`synthesize_cli`). The judge is the fake's, which follows the prompt: it
-groups recommendations by the decision the extractor says they answer.
+`answer` rule matched by the report's session), and the real `synthesize` command runs against it, as a
+user types it, in process (`synthesize_cli`, tests/clirun.py). The judge is the fake's, which follows
+the prompt: it groups recommendations by the decision the extractor says they answer.
 """
 
 from __future__ import annotations
@@ -17,8 +17,6 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-import subprocess
-import sys
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -30,6 +28,7 @@ from research_dispatch.gateway.provenance import CallRecord
 from research_dispatch.leg.report import CitedSource, ReportMeta, SourceEntry, Usage, load_report, render_report
 from research_dispatch.synthesis import SynthesisResult, synthesize
 from research_dispatch_fakes.script_synthesis import bank
+from tests.clirun import CliRun, run_cli
 from tests.conftest import CANARY, ROOT
 
 CYCLE = "2026-H2"
@@ -228,14 +227,11 @@ def structured_calls(gateway: Any, schema: str) -> list[dict[str, Any]]:
     return out
 
 
-def synthesize_cli(repo: Path, env: dict[str, str], *args: str,
-                   timeout: float = 180) -> subprocess.CompletedProcess[str]:
-    """`research-dispatch synthesize` as a user runs it: a fresh interpreter, the given environment only."""
+def synthesize_cli(repo: Path, env: dict[str, str], *args: str) -> CliRun:
+    """`research-dispatch synthesize` as a user runs it, with the given environment only."""
     base = {"PATH": os.environ.get("PATH", ""), "HOME": os.environ.get("HOME", ""),
             "NO_PROXY": "127.0.0.1,localhost", "PYTHONPATH": str(ROOT / "scripts")}
-    return subprocess.run([sys.executable, "-m", "research_dispatch", "synthesize", "--repo", str(repo),
-                           "--cycle", CYCLE, *args], env={**base, **env}, capture_output=True, text=True,
-                          timeout=timeout, check=False)
+    return run_cli("synthesize", "--repo", str(repo), "--cycle", CYCLE, *args, env={**base, **env})
 
 
 def claim_json(statement_text: str, layer: str, *, stance: str = "describe", decision: str | None = None,

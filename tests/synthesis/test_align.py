@@ -143,7 +143,10 @@ def test_judgement_validation_rejects_unknown_and_repeated_ids() -> None:
     assert Judgement.model_validate(ok, context={"ids": {"C1", "C2"}}).groups[0].relation == "agree"
     for bad in (
         {"groups": [{"label": "x", "relation": "agree", "positions": [{"claims": ["C9"], "summary": "s"}]}]},
-        {"groups": [{"label": "x", "relation": "contradict", "positions": [{"claims": ["C1"], "summary": "s"}]}]},
+        {"groups": [{"label": "x", "relation": "alternatives", "positions": [{"claims": ["C1"], "summary": "s"}]}]},
+        {"groups": [{"label": "x", "relation": "opposite", "positions": [{"claims": ["C1"], "summary": "s"}]}]},
+        {"groups": [{"label": "x", "relation": "contradict", "positions": [{"claims": ["C1"], "summary": "s"},
+                                                                          {"claims": ["C2"], "summary": "s"}]}]},
         {"groups": [{"label": "x", "relation": "agree", "positions": [{"claims": ["C1"], "summary": "s"}]},
                     {"label": "y", "relation": "agree", "positions": [{"claims": ["C1"], "summary": "s"}]}]},
     ):

@@ -62,8 +62,8 @@ def test_one_changed_report_costs_one_extraction_and_the_promotion_shows_in_the_
     assert statuses(ledger(planted))["decentralized-substrate/prime-rl"] == "convergent"
     assert [item.key for item in result.diff.promoted] == ["decentralized-substrate/prime-rl"]
     item = result.diff.promoted[0]
-    assert item.before == "single-source, flagged (1 report, 1 family)"
-    assert item.after == "convergent (2 reports, 2 families)"
+    assert item.before == "single-source — only one family was asked (1 family, 1 source)"
+    assert item.after == "convergent (2 families, 2 sources)"
     assert not result.diff.lost_support and not result.diff.dropped and not result.diff.new
     assert "promoted to convergent" in result.diff.text() and "decentralized-substrate/prime-rl" in result.diff.text()
 
@@ -79,16 +79,17 @@ def test_removing_a_supporting_statement_loses_support(planted: Path, run_synthe
     assert statuses(ledger(planted))["rl-algorithm/grpo"] == "single_source"
     [item] = result.diff.lost_support
     assert item.key == "rl-algorithm/grpo"
-    assert item.before == "convergent (2 reports, 2 families)"
-    assert item.after == "single-source, flagged (1 report, 1 family)"
+    assert item.before == "convergent (2 families, 2 sources)"
+    assert item.after == "single-source — only one family was asked (1 family, 1 source)"
     assert result.diff.counts() == {"decisions": 1, "lost_citations": 0, "promoted": 0, "lost_support": 1,
                                     "new_divergences": 0, "new": 0, "dropped": 0}
     [decision] = result.diff.decisions  # the GRPO decision, by decision: what its verdict and support were
     assert decision.key == "rl-algorithm/grpo" and decision.changes == (
         "status changed: convergent → single_source",
         "GRPO: 2 families (anthropic, deepseek), 2 sources → 1 family (deepseek), 1 source")
-    assert decision.before == "Use GRPO (convergent)" and decision.after == ("Use GRPO (single-source — may be model "
-                                                                             "bias)")
+    # 01-alpha's topic was asked of its family only: the flag says so, not "may be model bias"
+    assert decision.before == "Use GRPO (convergent)" and decision.after == ("Use GRPO (single-source — only one "
+                                                                             "family was asked)")
 
 
 def test_a_report_whose_route_turns_unverified_drops_out_of_support(planted: Path, run_synthesis) -> None:

@@ -12,10 +12,11 @@ from __future__ import annotations
 from dataclasses import replace
 
 from research_dispatch.synthesis.align.judge import Batch, Judgement, assemble
+from research_dispatch.synthesis.align.picks import with_aliases
 from research_dispatch.synthesis.common.checked import CitationCheck, Position, Support
 from research_dispatch.synthesis.count.classify import Cluster, Divergence, classify
 from research_dispatch.synthesis.count.counting import Standing, Tally, counted_claims, standing
-from research_dispatch.synthesis.extract.claims import Claim, with_aliases
+from research_dispatch.synthesis.extract.claims import Claim
 from research_dispatch.synthesis.read.inputs import Counting
 
 PAGE = "https://pages.example/one"
@@ -47,10 +48,14 @@ def reports(**families: str) -> dict[str, Counting]:
 
 
 def judged(claims: list[Claim], *positions: list[str]) -> tuple[Batch, Judgement]:
-    """One judge call over `claims` whose answer is one group: `agree` for one position, else `contradict`."""
+    """One judge call over `claims` whose answer is one group: `agree` for one position, else `alternatives`
+    (different picks for one decision) or `opposite` (the same pick, or findings) as the positions hold."""
     ids = {f"C{i + 1}": c.key for i, c in enumerate(claims)}
     id_of = {key: claim_id for claim_id, key in ids.items()}
-    answer = {"groups": [{"label": "g", "relation": "agree" if len(positions) == 1 else "contradict",
+    by_key = {c.key: c for c in claims}
+    picks = {by_key[k].pick for p in positions for k in p}
+    relation = "agree" if len(positions) == 1 else "alternatives" if len(picks) > 1 else "opposite"
+    answer = {"groups": [{"label": "g", "relation": relation,
                           "positions": [{"claims": [id_of[k] for k in p], "summary": "s"} for p in positions]}]}
     batch = Batch(index=1, id="judge-1", ids=ids, anchors=[], labels={}, judge_model="j/j", judge_is_author=False,
                   messages=[], key="k1")

@@ -1,6 +1,6 @@
 """The counting rules and the diff by decision (issue 23, points 4 and 6), as a user meets them: real
 reports whose bodies say what the scripted extractor quotes, their evidence files, and
-`research-dispatch synthesize` run as a process against the fake gateway (its judges: alignment by
+`research-dispatch synthesize` run against the fake gateway (its judges: alignment by
 decision, citations by the documented lexical rule). The same rules at the model seam: test_counting.py.
 """
 
@@ -8,12 +8,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-import pytest
-
 from tests.synthesis.conftest import SOURCES, scenario_repo, synthesize_cli, write_evidence
 from tests.synthesis.test_scenarios import by_pick, rec, run, table
-
-pytestmark = pytest.mark.slow
 
 ORCHESTRATION = "orchestration layer"
 RL = "RL algorithm for post-training"
@@ -38,7 +34,7 @@ def test_we_do_not_recommend_x_is_a_divergence_against_x(tmp_path: Path, gateway
                                                 "03-c": ("google/gemini-3.1-pro-preview", "exact")})
     result, data, document = run(repo, gateway, synth_env, {"01-a": [rl("GRPO")], "02-b": [rl("GRPO", against=True)],
                                                              "03-c": [rl("GRPO")]})
-    assert result.returncode == 0, result.stderr
+    assert result.code == 0, result.stderr
     assert not [c for c in data["clusters"] if c["status"] == "convergent"]
     [divergence] = data["divergences"]
     assert divergence["kind"] == "contradiction" and divergence["tie"] is False
@@ -54,7 +50,7 @@ def test_agreement_on_one_shared_page_says_so(tmp_path: Path, gateway, synth_env
     repo = scenario_repo(tmp_path, "shared", {"01-a": ("openai/gpt-5", "exact"),
                                               "02-b": ("deepseek/deepseek-v4-pro", "exact")})
     result, data, document = run(repo, gateway, synth_env, {"01-a": [rl("GRPO")], "02-b": [rl("GRPO")]})
-    assert result.returncode == 0, result.stderr
+    assert result.code == 0, result.stderr
     grpo = by_pick(data)["GRPO"]
     assert grpo["status"] == "convergent" and grpo["shared_source"] is True and grpo["sources"] == [SOURCES[0][0]]
     assert any(r.endswith("| **convergent** — one shared source |") for r in table(document))
@@ -73,7 +69,7 @@ def test_a_second_report_of_one_family_never_breaks_a_family_tie(tmp_path: Path,
     result, data, document = run(repo, gateway, synth_env, {"01-a": [orchestration("Monarch")],
                                                              "02-b": [orchestration("Ray")],
                                                              "03-c": [orchestration("Ray")]})
-    assert result.returncode == 0, result.stderr
+    assert result.code == 0, result.stderr
     [divergence] = data["divergences"]
     assert divergence["tie"] is True
     assert divergence["line"] == "No consensus (1 family each): Monarch; or Ray."
@@ -90,7 +86,7 @@ def test_an_acronym_and_its_expansion_are_one_pick(tmp_path: Path, gateway, synt
     result, data, _document = run(repo, gateway, synth_env, {
         "01-a": [rl("GRPO")], "02-b": [rl("Group Relative Policy Optimization")],
         "03-c": [rl("Group Relative Policy Optimization (GRPO)")]})
-    assert result.returncode == 0, result.stderr
+    assert result.code == 0, result.stderr
     assert data["divergences"] == []
     [cluster] = [c for c in data["clusters"] if c["pick_key"] == "grpo"]
     assert cluster["status"] == "convergent" and cluster["reports"] == ["01-a", "02-b", "03-c"]
@@ -106,12 +102,12 @@ def test_a_flipped_divergence_is_listed_by_decision(tmp_path: Path, gateway, syn
     answers = {"01-a": [orchestration("Ray")], "02-b": [orchestration("Ray")],
                "03-c": [orchestration("Monarch", "once its API stabilises")]}
     result, before, _ = run(repo, gateway, synth_env, answers)
-    assert result.returncode == 0, result.stderr
+    assert result.code == 0, result.stderr
     [divergence] = before["divergences"]
     assert divergence["line"] == "Use Ray today, switch to Monarch once its API stabilises."
     answers["02-b"] = [orchestration("Monarch", "once its API stabilises")]
     result, after, _ = run(repo, gateway, synth_env, answers)
-    assert result.returncode == 0, result.stderr
+    assert result.code == 0, result.stderr
     [divergence] = after["divergences"]
     assert divergence["line"].startswith("The support favours Monarch once its API stabilises")
     out = result.stdout
@@ -129,13 +125,13 @@ def test_a_claim_that_lost_its_supported_citation_is_listed(tmp_path: Path, gate
                                             "02-b": ("deepseek/deepseek-v4-pro", "exact")})
     answers = {"01-a": [rl("GRPO")], "02-b": [rl("PPO")]}
     result, before, _ = run(repo, gateway, synth_env, answers)
-    assert result.returncode == 0, result.stderr
+    assert result.code == 0, result.stderr
     key = next(c["key"] for c in before["claims"] if c["report"] == "02-b")
     # the page 02-b cites no longer says anything of the kind (its evidence is all that changed)
     write_evidence(repo, "02-b", [(SOURCES[0][0], "Bananas ripen faster next to apples in a paper bag.")])
     gateway.set_scenario({"rules": []})
     again = synthesize_cli(repo, synth_env)
-    assert again.returncode == 0, again.stderr
+    assert again.code == 0, again.stderr
     assert "1 lost a supported citation" in again.stdout
     assert f"  {key}: " in again.stdout
     assert f"(supported by {SOURCES[0][0]} → unsupported)" in again.stdout

@@ -23,7 +23,7 @@ def test_first_run_everything_is_new() -> None:
     assert [i.key for i in diff.new] == ["a/x", "b/y"]
     assert diff.counts() == {"decisions": 0, "lost_citations": 0, "promoted": 0, "lost_support": 0,
                              "new_divergences": 0, "new": 2, "dropped": 0}  # a first run: no decision "changed"
-    assert diff.new[0].before is None and diff.new[0].after == "convergent (2 reports, 2 families)"
+    assert diff.new[0].before is None and diff.new[0].after == "convergent (2 families, 0 sources)"
 
 
 def test_each_category() -> None:
@@ -52,8 +52,9 @@ def test_each_category() -> None:
     assert [i.key for i in diff.dropped] == ["d/gone"] and diff.dropped[0].after is None
     [divergence] = diff.new_divergences
     assert divergence.key == "layer/f" and divergence.summary == "X vs Y"
-    assert divergence.after == "divergent (2 vs 1 reports)"
-    assert diff.promoted[0].before == "single-source, flagged (1 report, 1 family)"
+    assert divergence.after == "divergent (0 vs 0 families)"  # support is families, never reports
+    # a ledger that does not record who was asked keeps the old flag
+    assert diff.promoted[0].before == "single-source — may be model bias (1 family, 0 sources)"
     assert not diff.is_empty
     # an unchanged divergence is not new again
     again = diff_ledgers(new, new)

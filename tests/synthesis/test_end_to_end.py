@@ -39,7 +39,9 @@ def test_five_real_topics_give_a_convergent_a_divergent_and_a_single_source_deci
     rows = [line for line in table.splitlines() if line.startswith("| ") and not line.startswith("| Layer")]
     assert any(r.endswith("| **convergent** |") and "| GRPO |" in r for r in rows)
     assert any("**divergent**" in r and "Monarch" in r and "Ray" in r for r in rows)
-    assert any(r.endswith("| single-source — may be model bias |") for r in rows)
+    # one family per topic: a lone recommendation was asked of one family only, and says so
+    assert any(r.endswith("| single-source — only one family was asked |") for r in rows)
+    assert not any("may be model bias" in r for r in rows)
 
     data = json.loads(result.ledger_path.read_text(encoding="utf-8"))
     clusters = {c["key"]: c for c in data["clusters"]}

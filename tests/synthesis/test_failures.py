@@ -4,24 +4,25 @@ model seam (test_seam_rules.py)."""
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import pytest
-from click.testing import CliRunner
 
-from research_dispatch.cli import main
 from research_dispatch.core.errors import MissingKey
+from tests.clirun import CliRun, run_cli
 
 
-def cli(repo: Path, env: dict[str, str]) -> object:
-    return CliRunner().invoke(main, ["synthesize", "--repo", str(repo), "--cycle", "2026-H2"], env=env)
+def cli(repo: Path, env: dict[str, str]) -> CliRun:
+    """`synthesize` with the test's environment and `env`."""
+    return run_cli("synthesize", "--repo", str(repo), "--cycle", "2026-H2", env={**os.environ, **env})
 
 
 def test_bad_front_matter_is_exit_2_with_one_line_naming_file_and_field(planted: Path, synth_env, gateway) -> None:
     path = planted / "research" / "03-gamma.openai-gpt-5.md"
     path.write_text(path.read_text(encoding="utf-8").replace("route: exact", "route: sideways"), encoding="utf-8")
     result = cli(planted, synth_env)
-    assert result.exit_code == 2
+    assert result.code == 2
     lines = result.stderr.strip().splitlines()
     assert len(lines) == 1 and "research/03-gamma.openai-gpt-5.md" in lines[0] and "route" in lines[0]
     assert gateway.completions == []  # nothing was called
@@ -30,7 +31,7 @@ def test_bad_front_matter_is_exit_2_with_one_line_naming_file_and_field(planted:
 
 def test_the_cli_prints_a_summary_and_the_claim_diff(planted: Path, synth_env) -> None:
     result = cli(planted, synth_env)
-    assert result.exit_code == 0, result.output + result.stderr
+    assert result.code == 0, result.output + result.stderr
     first = result.stdout.splitlines()[0]  # the progress lines went to stderr
     assert first.startswith("synthesized 6 report(s): 5 counted, 1 excluded")
     # the claims, checked: every planted statement is in its report and its page states it
@@ -38,7 +39,8 @@ def test_the_cli_prints_a_summary_and_the_claim_diff(planted: Path, synth_env) -
             in first)  # 05-delta's two are excluded with their report
     # single-source flags count single-source findings only; sides held by one report are said apart
     assert ("findings: 1 convergent, 1 same-family, 2 divergent in 1 divergence(s) (1 without consensus; 2 divergence "
-            "side(s) held by one report), 4 single-source (2 flagged), 0 not counted, 1 excluded-only") in first
+            "side(s) held by one report), 4 single-source (2 flagged, 2 where only one family was asked), 0 not "
+            "counted, 1 excluded-only") in first
     # one citation-check call per report (each has fewer citations than one call holds), one judge call per decision
     assert "LLM calls: 16 (6 extraction, 0 cached; 6 citation check, 0 citations cached; 4 judge, 0 cached)" in first
     # a first run counts its divergences as new (and the PR body, which diffs the same way, inherits it)
@@ -56,12 +58,12 @@ def test_a_missing_key_is_bad_input_before_any_call(planted: Path, run_synthesis
         run_synthesis(planted, env={"OPENROUTER_BASE_URL": synth_env["OPENROUTER_BASE_URL"]})
     assert gateway.completions == []
     result = cli(planted, {"OPENROUTER_BASE_URL": synth_env["OPENROUTER_BASE_URL"], "OPENROUTER_API_KEY": ""})
-    assert result.exit_code == 2 and "OPENROUTER_API_KEY" in result.stderr
+    assert result.code == 2 and "OPENROUTER_API_KEY" in result.stderr
 
 
 def test_a_gateway_down_for_every_extraction_is_a_runtime_failure(planted: Path, synth_env, gateway) -> None:
     gateway.set_scenario({"rules": [{"match": {"schema": "claim_extraction"}, "status": 503}]})
     result = cli(planted, synth_env)
-    assert result.exit_code == 1
+    assert result.code == 1
     assert "every extraction failed" in result.stderr and "503" in result.stderr
     assert not (planted / "framework").exists()

@@ -33,7 +33,7 @@ For the environment format, Gymnasium should be the default for agent training t
 
 def test_extraction_finds_planted_statements_with_their_citations_and_generic_findings() -> None:
     answer = script_structured.respond_structured(extraction_body(REPORT))
-    claims = Extraction.model_validate(answer).claims
+    claims = Extraction.model_validate(answer).parsed()[0]
     planted = claims[0]
     assert planted.statement == statement("orchestration-monarch", "monarch-torchforge-openenv")
     assert (planted.layer, planted.stance, planted.pick, planted.sources) == ("orchestration", "recommend",
@@ -49,7 +49,7 @@ def test_extraction_finds_planted_statements_with_their_citations_and_generic_fi
 
 def test_heuristic_recommendations_for_text_outside_the_bank() -> None:
     report = "## Recommendations\n\nFor the environment format, Gymnasium should be the default for agents [4].\n"
-    [claim] = Extraction.model_validate(script_synthesis.extract_claims(extraction_body(report))).claims
+    [claim] = Extraction.model_validate(script_synthesis.extract_claims(extraction_body(report))).parsed()[0]
     assert (claim.stance, claim.pick, claim.layer) == ("recommend", "Gymnasium", "environment format")
     assert claim.decision == "environment format for agentic RL"  # the bank's decision for that layer
 
@@ -59,7 +59,7 @@ def test_the_fake_extractor_follows_the_prompt_source_descriptions_are_not_claim
               "The post presents the infrastructure built for the run in some detail [2]. "
               "A follow-up to DiLoCo from Google DeepMind that attacks the remaining bandwidth peaks [3]. "
               "Streaming DiLoCo cuts peak bandwidth between workers by about two orders of magnitude [3].\n")
-    [claim] = Extraction.model_validate(script_synthesis.extract_claims(extraction_body(report))).claims
+    [claim] = Extraction.model_validate(script_synthesis.extract_claims(extraction_body(report))).parsed()[0]
     assert claim.statement.startswith("Streaming DiLoCo cuts peak bandwidth")
 
 
@@ -96,21 +96,33 @@ def test_alignment_groups_by_decision_then_by_bank_id_then_by_overlap() -> None:
     judgement = Judgement.model_validate(answer, context={"ids": {i["id"] for i in items}})
     assert [(g.relation, [p.claims for p in g.positions]) for g in judgement.groups] == [
         ("agree", [["C1", "C2"]]),
-        ("contradict", [["C3"], ["C4"]]),  # one decision, two picks; ZeRO-3 answers another decision
+        ("alternatives", [["C3"], ["C4"]]),  # one decision, two picks; ZeRO-3 answers another decision
         ("agree", [["C7", "C8"]]),
     ]
     assert script_synthesis.align_claims(alignment_body(items)) == answer
 
 
 def test_extracted_claims_quote_the_report_with_their_section_and_position() -> None:
-    claims = Extraction.model_validate(script_synthesis.extract_claims(extraction_body(REPORT))).claims
+    claims = Extraction.model_validate(script_synthesis.extract_claims(extraction_body(REPORT))).parsed()[0]
     planted, generic = claims
     assert planted.quote == planted.statement and planted.quote in REPORT and planted.section == "Summary"
     assert planted.position == "for"
     assert generic.quote in REPORT and generic.section == "What the sources establish"
     overstated = Extraction.model_validate(
-        script_synthesis.extract_claims(extraction_body(REPORT), frozenset({"overstate"}))).claims[0]
+        script_synthesis.extract_claims(extraction_body(REPORT), frozenset({"overstate"}))).parsed()[0][0]
     assert overstated.quote not in REPORT and overstated.quote.endswith(script_synthesis.OVERSTATEMENT)
+
+
+def test_on_a_numbered_report_claims_point_at_units_and_copy_their_opening_words() -> None:
+    from research_dispatch.synthesis.read.units import report_units
+
+    units = report_units(REPORT)
+    claims = Extraction.model_validate(script_synthesis.extract_claims(extraction_body(units.numbered()))).parsed()[0]
+    planted, generic = claims
+    [unit] = planted.units
+    assert planted.statement in units.words(units.get(unit)) and planted.section is None  # code knows the section
+    assert planted.quote == " ".join(planted.statement.split()[:script_synthesis.QUOTE_WORDS])
+    assert generic.units and generic.quote in units.words(units.get(generic.units[0]))
 
 
 def citation_body(sentence: str, passage: str) -> dict:

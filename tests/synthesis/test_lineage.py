@@ -7,8 +7,6 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-import pytest
-
 from research_dispatch.config.lineage import canonical_slug
 from research_dispatch.config.settings import Settings
 from tests.synthesis.conftest import write_report
@@ -31,14 +29,13 @@ def repo_of(tmp_path: Path, models: dict[str, str], *, extra: str = "", synthesi
     return repo
 
 
-@pytest.mark.slow
 def test_a_derived_model_counts_as_its_parent_family(tmp_path: Path, gateway, synth_env) -> None:
     """Why: `tngtech/deepseek-r1t2-chimera` is DeepSeek merged; counted by author, it confirmed DeepSeek as
     an "independent" family."""
     repo = repo_of(tmp_path, {"01-a": "deepseek/deepseek-v4-pro", "02-b": "tngtech/deepseek-r1t2-chimera"})
     result, data, _document = run(repo, gateway, synth_env, {"01-a": [rec("Postgres", DATABASE)],
                                                               "02-b": [rec("Postgres", DATABASE)]})
-    assert result.returncode == 0, result.stderr
+    assert result.code == 0, result.stderr
     reports = {r["stem"]: r for r in data["reports"]}
     assert reports["02-b"]["family"] == "deepseek" and reports["02-b"]["families"] == ["deepseek"]
     postgres = by_pick(data)["Postgres"]
@@ -46,14 +43,13 @@ def test_a_derived_model_counts_as_its_parent_family(tmp_path: Path, gateway, sy
     assert "not in the lineage table" not in result.stdout  # tngtech's chimera is in the built-in table
 
 
-@pytest.mark.slow
 def test_an_author_no_table_knows_is_named_and_a_configured_lineage_is_used(tmp_path: Path, gateway,
                                                                             synth_env) -> None:
     models = {"01-a": "deepseek/deepseek-v4-pro", "02-b": "acme-labs/merge-7b"}
     answers = {"01-a": [rec("Postgres", DATABASE)], "02-b": [rec("Postgres", DATABASE)]}
     repo = repo_of(tmp_path, models)
     result, data, _document = run(repo, gateway, synth_env, answers)
-    assert result.returncode == 0, result.stderr
+    assert result.code == 0, result.stderr
     assert by_pick(data)["Postgres"]["status"] == "convergent"  # counted as its own family acme-labs ...
     [warning] = [line for line in result.stdout.splitlines() if "lineage table" in line]
     assert warning.startswith("warning: research/02-b.md: model author 'acme-labs' is not in the lineage table")
@@ -61,12 +57,11 @@ def test_an_author_no_table_knows_is_named_and_a_configured_lineage_is_used(tmp_
 
     lineage_repo = repo_of(tmp_path / "configured", models, extra='lineage = {"acme-labs/merge-7b" = "deepseek"}')
     result, data, _document = run(lineage_repo, gateway, synth_env, answers)
-    assert result.returncode == 0, result.stderr
+    assert result.code == 0, result.stderr
     assert by_pick(data)["Postgres"]["status"] == "same_family"
     assert "lineage table" not in result.stdout
 
 
-@pytest.mark.slow
 def test_a_counted_unverified_report_counts_under_the_family_its_call_log_names(tmp_path: Path, gateway,
                                                                                synth_env) -> None:
     """Why: with count_unverified, a report whose call log says deepseek served it was counted under its
@@ -80,7 +75,7 @@ def test_a_counted_unverified_report_counts_under_the_family_its_call_log_names(
     log.write_text(json.dumps(record) + "\n", encoding="utf-8")
     result, data, document = run(repo, gateway, synth_env, {"01-a": [rec("Postgres", DATABASE)],
                                                              "02-b": [rec("Postgres", DATABASE)]})
-    assert result.returncode == 0, result.stderr
+    assert result.code == 0, result.stderr
     report = {r["stem"]: r for r in data["reports"]}["02-b"]
     assert report["counted"] is True and report["route_verified"] is False
     assert report["families"] == ["deepseek"] and report["served_models"] == ["deepseek/deepseek-v3.2"]

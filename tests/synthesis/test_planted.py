@@ -99,14 +99,16 @@ def test_the_document_shows_each_class_where_readers_look(planted: Path, run_syn
     assert ("| orchestration | orchestration layer for RL post-training | No consensus (1 family each): Monarch, once "
             "its actor-mesh API stabilises; or Ray single-controller (VeRL), today. | 1 family, 1 source vs 1 family, "
             "1 source | **divergent** — no consensus |") in table
+    # each planted topic was asked of one family: a lone recommendation says so, never "may be model bias"
     assert ("| decentralised substrate | substrate for decentralised RL | PRIME-RL | 1 report (deepseek) · 1 source "
-            "| single-source — may be model bias |") in table
+            "| single-source — only one family was asked |") in table
     matrix = text.split("## Agreement matrix", 1)[1].split("\n## ", 1)[0]
     assert "| Decision | anthropic | deepseek | google | openai |" in matrix
-    assert "| RL algorithm — RL algorithm for post-training | for | for | none | none |" in matrix
+    # google and openai wrote on other topics: not asked, which the matrix says (never "none")
+    assert "| RL algorithm — RL algorithm for post-training | for | for | not asked | not asked |" in matrix
     # a condition is the side's own: Monarch's reports state one, Ray's only says "today"
-    assert ("| orchestration — orchestration layer for RL post-training | Ray single-controller (VeRL) | none | none "
-            "| Monarch (conditional) |") in matrix
+    assert ("| orchestration — orchestration layer for RL post-training | Ray single-controller (VeRL) | not asked "
+            "| not asked | Monarch (conditional) |") in matrix
     assert "trace-replay" not in table  # only the excluded report recommends it
     same_family = text.split("## Same-family agreement (not independent)", 1)[1].split("\n## ", 1)[0]
     assert "OpenEnv" in same_family
@@ -115,7 +117,7 @@ def test_the_document_shows_each_class_where_readers_look(planted: Path, run_syn
     assert "[01-alpha](<../research/01-alpha.md>) (deepseek)" in convergent
     assert "[\\[1\\]](<https://arxiv.org/abs/2409.19256>)" in convergent
     assert "**No consensus (1 family each): Monarch, once its actor-mesh API stabilises; or Ray" in text
-    flagged = text.split("### Flagged: single-source — may be model bias", 1)[1].split("\n### ", 1)[0]
+    flagged = text.split("### Flagged: single-source — only one family was asked", 1)[1].split("\n### ", 1)[0]
     assert "PRIME-RL" in flagged and "Kimi K2.5" in flagged and "Epsilon benchmark" not in flagged
     excluded = text.split("## Reports excluded from support", 1)[1].split("\n## ", 1)[0]
     assert "05-delta" in excluded and "model_fallback" in excluded and "Trace-replay" in excluded

@@ -37,7 +37,9 @@ from research_dispatch.synthesis.align.judge import (
     candidate_edges,
     plan_batches,
 )
+from research_dispatch.synthesis.align.picks import with_aliases
 from research_dispatch.synthesis.common.checked import CitationCheck, Position, Support
+from research_dispatch.synthesis.common.text import numbers_disagree
 from research_dispatch.synthesis.count.classify import classify, independent
 from research_dispatch.synthesis.count.counting import counted_claims, supported_urls
 from research_dispatch.synthesis.extract.claims import Claim
@@ -53,12 +55,15 @@ URLS = ("https://one.example/", "https://two.example/", "https://three.example/"
 FAST = settings(max_examples=examples(150), deadline=None, suppress_health_check=[HealthCheck.too_slow])
 
 
+Group = tuple[str, list[list[str]]]  # a judged group: its relation, and its positions of claim keys
+
+
 @dataclass(frozen=True)
 class Scenario:
     counting: dict[str, Counting]
     claims: list[Claim]
-    groups: list[list[list[str]]]  # batch 1: groups of positions of claim keys
-    again: list[list[list[str]]] = field(default_factory=list)  # batch 2: claims judged again, as anchors
+    groups: list[Group]  # batch 1: groups of positions of claim keys
+    again: list[Group] = field(default_factory=list)  # batch 2: claims judged again, as anchors
 
 
 @st.composite
@@ -108,8 +113,9 @@ def claims_of(draw: st.DrawFn, stems: list[str], picks: tuple[str, ...] = PICKS,
 
 
 @st.composite
-def judge_groups(draw: st.DrawFn, keys: list[str], groups: int = 3) -> list[list[list[str]]]:
-    """Any answer the judge schema accepts: each claim at most once, agree = 1 position, contradict ≥ 2."""
+def judge_groups(draw: st.DrawFn, keys: list[str], groups: int = 3) -> list[Group]:
+    """Any answer the judge schema accepts: each claim at most once, agree = 1 position, alternatives or
+    opposite ≥ 2 (whatever the picks: a judge may call different picks opposite, or one pick alternatives)."""
     slots: dict[tuple[int, int], list[str]] = {}
     for key in keys:
         if draw(st.integers(0, 3)) == 0:
@@ -118,7 +124,8 @@ def judge_groups(draw: st.DrawFn, keys: list[str], groups: int = 3) -> list[list
     groups: dict[int, list[list[str]]] = {}
     for (group, _position), members in sorted(slots.items()):
         groups.setdefault(group, []).append(members)
-    return [positions for _group, positions in sorted(groups.items())]
+    return [("agree" if len(positions) == 1 else draw(st.sampled_from(("alternatives", "opposite"))), positions)
+            for _group, positions in sorted(groups.items())]
 
 
 @st.composite
@@ -131,15 +138,15 @@ def scenarios(draw: st.DrawFn) -> Scenario:
     return Scenario(counting, claims, draw(judge_groups(keys)), draw(judge_groups(anchors, groups=1)))
 
 
-def _batch(index: int, keys: list[str], groups: list[list[list[str]]], order: int,
+def _batch(index: int, keys: list[str], groups: list[Group], order: int,
            anchors: bool) -> tuple[Batch, Judgement]:
     if order:
-        groups = [[list(reversed(p)) for p in reversed(g)] for g in reversed(groups)]
+        groups = [(relation, [list(reversed(p)) for p in reversed(g)]) for relation, g in reversed(groups)]
     ids = {f"C{i + 1}": key for i, key in enumerate(reversed(keys) if order else keys)}
     id_of = {key: cid for cid, key in ids.items()}
-    answer = {"groups": [{"label": "g", "relation": "agree" if len(g) == 1 else "contradict",
+    answer = {"groups": [{"label": "g", "relation": relation,
                           "positions": [{"claims": [id_of[k] for k in p], "summary": "s"} for p in g]}
-                         for g in groups]}
+                         for relation, g in groups]}
     judgement = Judgement.model_validate(answer, context={"ids": set(ids)})
     batch = Batch(index=index, id=f"judge-{index}", ids=ids, anchors=list(keys) if anchors else [], labels={},
                   judge_model="j/j", judge_is_author=False, messages=[], key=f"k{index}")
@@ -156,7 +163,7 @@ def run(scenario: Scenario, *, order: int = 0) -> tuple[list[Any], list[Any]]:
     claims = list(reversed(scenario.claims)) if order else list(scenario.claims)
     keys = [c.key for c in claims]
     first = _batch(1, keys, scenario.groups, order, anchors=False)
-    again_keys = sorted({k for g in scenario.again for p in g for k in p}, reverse=bool(order))
+    again_keys = sorted({k for _r, g in scenario.again for p in g for k in p}, reverse=bool(order))
     second = _batch(2, again_keys, scenario.again, order, anchors=True)
     batches = [second, first] if order else [first, second]
     counted = counted_claims(claims, scenario.counting, count_unsupported=False)
@@ -235,12 +242,12 @@ def without(scenario: Scenario, stems: set[str]) -> Scenario:
     """The same scenario with these reports' claims gone from the claims and from the judge's answer."""
     gone = {c.key for c in scenario.claims if c.report in stems}
 
-    def keep(groups: list[list[list[str]]]) -> list[list[list[str]]]:
-        out = []
-        for group in groups:
+    def keep(groups: list[Group]) -> list[Group]:
+        out: list[Group] = []
+        for relation, group in groups:
             positions = [p for p in ([k for k in p if k not in gone] for p in group) if p]
             if positions:
-                out.append(positions)
+                out.append(("agree" if len(positions) == 1 else relation, positions))
         return out
 
     return Scenario({s: c for s, c in scenario.counting.items() if s not in stems},
@@ -374,3 +381,84 @@ def test_the_claim_diff_accepts_any_json(old: Any, new: Any) -> None:
     diff = diff_ledgers(old, new)
     diff.text()
     diff.markdown()
+
+
+# --------------------------------------------------------------------------------------------------
+# One row per pick (issue 29.3)
+
+SPELLINGS = ("{}", "the {} engine", "{} library", "org/{}", "{} v2.1", "Acme's {}")
+
+
+def picks_view(result: tuple[list[Any], list[Any]]) -> str:
+    """The classification as a reader acts on it, with every pick named by its key: which claims agree,
+    their class, support and flag, which sides diverge and who holds them."""
+    clusters, divergences = result
+    members = {c.index: c.members for c in clusters}
+    return json.dumps({
+        "clusters": sorted([{"members": c.members, "status": c.status, "flagged": c.flagged, "pick": c.pick_key,
+                             "position": c.position.value, "reports": c.reports, "families": c.families,
+                             "contradicts": sorted(members[i] for i in c.contradicts)} for c in clusters],
+                           key=lambda c: c["members"]),
+        # sides in order of support; a tie lists its sides by label, which is what a pick is called
+        "divergences": sorted([{"sides": _sides_in_order(d), "tie": d.tie, "kind": d.kind} for d in divergences],
+                              key=lambda d: d["sides"])},
+        sort_keys=True)
+
+
+def _sides_in_order(divergence: Any) -> list[Any]:
+    sides = [(s.claims, s.reports, s.pick_key) for s in divergence.sides]
+    return sorted(sides) if divergence.tie else sides
+
+
+def aliased(scenario: Scenario, spelling: list[int]) -> Scenario:
+    """The scenario with each recommendation's pick written in another of its spellings."""
+    claims = [replace(c, pick=SPELLINGS[spelling[i % len(spelling)]].format(c.pick)) if c.pick else c
+              for i, c in enumerate(scenario.claims)]
+    return replace(scenario, claims=with_aliases(claims))
+
+
+@FAST
+@given(scenarios(), st.lists(st.integers(0, len(SPELLINGS) - 1), min_size=1, max_size=6))
+def test_alignment_and_classes_do_not_depend_on_what_a_pick_is_called(scenario: Scenario,
+                                                                       spelling: list[int]) -> None:
+    """Any report may name a pick another way ("X", "the X engine", "org/X", "X v2.1", "Acme's X"): the
+    clusters, classes, support and divergences are the same, pick for pick."""
+    plain = replace(scenario, claims=with_aliases(scenario.claims))
+    assert picks_view(run(plain)) == picks_view(run(aliased(scenario, spelling)))
+
+
+@FAST
+@given(scenarios(), st.sampled_from(("L1", "L2", "general")))
+def test_a_pick_is_one_finding_whatever_layer_it_is_filed_under(scenario: Scenario, layer: str) -> None:
+    """Moving a claim to another layer never splits a pick's counted support over two findings: two
+    counted findings of one pick and position exist only where their statements give different numbers."""
+    claims = list(scenario.claims)
+    if claims:
+        claims[0] = replace(claims[0], layer=layer)
+    clusters, _divergences = run(replace(scenario, claims=claims))
+    by_key = {c.key: c for c in claims}
+    held = [c for c in clusters if c.pick_key and c.reports]
+    for i, a in enumerate(held):
+        for b in held[i + 1:]:
+            if (a.pick_key, a.position) == (b.pick_key, b.position):
+                assert any(numbers_disagree(by_key[x].statement, by_key[y].statement)
+                           for x in a.members for y in b.members)
+
+
+def rival_picks(result: tuple[list[Any], list[Any]]) -> list[tuple[str, str]]:
+    clusters, _divergences = result
+    by_index = {c.index: c for c in clusters}
+    return [(c.pick_key, by_index[i].pick_key) for c in clusters for i in c.contradicts
+            if c.pick_key and by_index[i].pick_key and c.pick_key != by_index[i].pick_key]
+
+
+@FAST
+@given(scenarios())
+def test_two_picks_diverge_only_where_the_judge_said_they_answer_one_decision(scenario: Scenario) -> None:
+    """A judge that calls no group `alternatives` never sets two different picks against each other,
+    whatever it calls `opposite` and whatever code splits; calling the same groups alternatives may."""
+    def relabel(groups: list[Group], relation: str) -> list[Group]:
+        return [(r if r == "agree" else relation, g) for r, g in groups]
+
+    opposite = replace(scenario, groups=relabel(scenario.groups, "opposite"), again=relabel(scenario.again, "opposite"))
+    assert rival_picks(run(opposite)) == []

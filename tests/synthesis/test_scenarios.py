@@ -2,7 +2,7 @@
 
 Each test writes real reports, scripts what the extractor says about each one (the fake gateway answers
 that report's extraction call with a chosen structured answer), and runs `research-dispatch synthesize`
-in a fresh interpreter against the fake gateway. The judge is the fake's, which follows the judge
+against the fake gateway. The judge is the fake's, which follows the judge
 prompt: it compares recommendations that answer the same decision. What is asserted is what a reviewer
 reads: the ledger, the decision table and the document.
 """
@@ -13,8 +13,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-import pytest
-
+from tests.clirun import CliRun
 from tests.synthesis.conftest import (
     claim_json,
     say,
@@ -24,8 +23,6 @@ from tests.synthesis.conftest import (
     write_pyproject,
     write_report,
 )
-
-pytestmark = pytest.mark.slow
 
 CACHE = "cache store for session data"
 DATABASE = "primary database"
@@ -38,9 +35,9 @@ def rec(pick: str, decision: str, layer: str = "storage", condition: str | None 
 
 
 def run(repo: Path, gateway: Any, env: dict[str, str], answers: dict[str, list[dict[str, Any]]],
-        *args: str) -> tuple[Any, dict[str, Any], str]:
+        *args: str) -> tuple[CliRun, dict[str, Any], str]:
     """Script each report's extraction, with the report saying what its claims quote (and its evidence
-    backing each sentence), then run `synthesize` as a process."""
+    backing each sentence), then run `synthesize`."""
     for stem, claims in answers.items():
         say(repo, stem, [c["quote"] for c in claims])
     gateway.set_scenario({"rules": [scripted_extraction(stem, claims) for stem, claims in answers.items()]})
@@ -71,7 +68,7 @@ def test_picks_for_different_decisions_are_not_a_divergence(tmp_path: Path, gate
         "02-b": [rec("Postgres", DATABASE)],
         "03-c": [rec("Postgres", DATABASE)],
     })
-    assert result.returncode == 0, result.stderr
+    assert result.code == 0, result.stderr
     clusters = by_pick(data)
     assert clusters["Postgres"]["status"] == "convergent" and len(clusters["Postgres"]["families"]) == 3
     assert clusters["Redis"]["status"] == "single_source" and clusters["Redis"]["flagged"] is True
@@ -96,8 +93,8 @@ def test_one_report_holding_both_sides_is_not_a_divergence_with_itself(tmp_path:
         "01-a": [rec("Redis", CACHE), rec("Memcached", CACHE)],
         "02-b": [rec("Postgres", DATABASE)],
     })
-    assert result.returncode == 0, result.stderr
-    assert [g["relation"] for g in data["batches"][0]["judgement"]["groups"]] == ["contradict"]
+    assert result.code == 0, result.stderr
+    assert [g["relation"] for g in data["batches"][0]["judgement"]["groups"]] == ["alternatives"]
     assert data["divergences"] == []  # its sides would share all their reports
     clusters = by_pick(data)
     assert clusters["Redis"]["status"] == clusters["Memcached"]["status"] == "single_source"
@@ -113,7 +110,7 @@ def test_a_report_on_both_sides_counts_for_neither(tmp_path: Path, gateway, synt
         "02-b": [rec("Redis", CACHE)],
         "03-c": [rec("Memcached", CACHE)],
     })
-    assert result.returncode == 0, result.stderr
+    assert result.code == 0, result.stderr
     [divergence] = data["divergences"]
     sides = {p["label"]: p["reports"] for p in divergence["positions"]}
     assert sides == {"Redis": ["02-b"], "Memcached": ["03-c"]}  # disjoint
@@ -129,7 +126,7 @@ def test_equal_support_is_no_consensus_and_more_support_is_favoured(tmp_path: Pa
                "02-b": [rec("Monarch", "orchestration layer", layer="orchestration",
                             condition="once its API stabilises")]}
     result, data, document = run(repo, gateway, synth_env, answers)
-    assert result.returncode == 0, result.stderr
+    assert result.code == 0, result.stderr
     [divergence] = data["divergences"]
     assert divergence["tie"] is True
     assert divergence["line"] == ("No consensus (1 family each): Monarch, once its API stabilises; or Ray, today.")
@@ -155,12 +152,12 @@ def test_an_excluded_contrary_report_does_not_strip_the_counted_pick(tmp_path: P
                                                 "02-b": ("deepseek/deepseek-v4-pro", "exact")})
     answers = {"01-a": [rec("Postgres", DATABASE)], "02-b": [rec("Postgres", DATABASE)]}
     result, before, document_before = run(repo, gateway, synth_env, answers)
-    assert result.returncode == 0, result.stderr
+    assert result.code == 0, result.stderr
     write_report(repo, "03-c", "moonshotai/kimi-k2-thinking", ["The report states its findings"],
                  route="model_fallback")
     answers["03-c"] = [rec("MySQL", DATABASE, confidence="high")]
     result, data, document = run(repo, gateway, synth_env, answers)
-    assert result.returncode == 0, result.stderr
+    assert result.code == 0, result.stderr
     postgres = by_pick(data)["Postgres"]
     assert postgres["status"] == "convergent" and postgres["pick"] == "Postgres"
     # the same cluster; only what the excluded report adds beside it differs (its contrary claim, and the
@@ -184,7 +181,7 @@ def test_route_exact_with_route_verified_false_is_not_counted(tmp_path: Path, ga
     write_report(repo, "02-b", "deepseek/deepseek-v4-pro", ["The report states its findings"], route_verified=False)
     result, data, _ = run(repo, gateway, synth_env, {"01-a": [rec("Postgres", DATABASE)],
                                                      "02-b": [rec("Postgres", DATABASE)]})
-    assert result.returncode == 0, result.stderr
+    assert result.code == 0, result.stderr
     reports = {r["stem"]: r for r in data["reports"]}
     assert reports["02-b"]["counted"] is False and reports["02-b"]["route_verified"] is False
     assert reports["02-b"]["route"] == "unverified"
@@ -202,7 +199,7 @@ def test_a_failed_report_is_never_counted_and_says_why(tmp_path: Path, gateway, 
                  status_reasons=["step budget reached before the report was written"])
     result, data, document = run(repo, gateway, synth_env, {"01-a": [rec("Postgres", DATABASE)],
                                                              "02-b": [rec("Postgres", DATABASE)]})
-    assert result.returncode == 0, result.stderr
+    assert result.code == 0, result.stderr
     assert [r["stem"] for r in data["reports"]] == ["01-a"]
     assert data["skipped"] == [{"stem": "02-b", "path": "research/02-b.md", "kind": "failed",
                                 "reason": "status failed: step budget reached before the report was written"}]
@@ -226,7 +223,7 @@ def test_a_first_run_counts_its_divergences_as_new(tmp_path: Path, gateway, synt
                "02-b": [rec("Ray", "orchestration layer", layer="orchestration")],
                "03-c": [rec("Monarch", "orchestration layer", layer="orchestration")]}
     result, data, _ = run(repo, gateway, synth_env, answers)
-    assert result.returncode == 0, result.stderr
+    assert result.code == 0, result.stderr
     assert "1 new divergences" in result.stdout
     assert by_pick(data)["Monarch"]["flagged"] is True and by_pick(data)["Ray"]["flagged"] is False
     assert "0 single-source (0 flagged)" in result.stdout.splitlines()[0]  # a side is no single-source flag
@@ -245,7 +242,7 @@ def test_counted_fallbacks_count_under_the_family_that_served_them(tmp_path: Pat
                  route="model_fallback", served="deepseek/deepseek-v3.2")
     result, data, document = run(repo, gateway, synth_env, {"01-a": [rec("Postgres", DATABASE)],
                                                              "02-b": [rec("Postgres", DATABASE)]})
-    assert result.returncode == 0, result.stderr
+    assert result.code == 0, result.stderr
     reports = {r["stem"]: r for r in data["reports"]}
     assert reports["02-b"]["counted"] is True and reports["02-b"]["families"] == ["deepseek"]
     postgres = by_pick(data)["Postgres"]
@@ -267,7 +264,7 @@ def test_source_descriptions_are_dropped_and_cannot_converge(tmp_path: Path, gat
                       claim_json("HybridFlow: a flexible and efficient RLHF framework", "training")]
                for stem in ("01-a", "02-b")}
     result, data, document = run(repo, gateway, synth_env, answers)
-    assert result.returncode == 0, result.stderr
+    assert result.code == 0, result.stderr
     statements = {c["statement"] for c in data["claims"]}
     assert statements == {finding}
     [cluster] = data["clusters"]
@@ -276,7 +273,12 @@ def test_source_descriptions_are_dropped_and_cannot_converge(tmp_path: Path, gat
     assert dropped == {description: "describes a source rather than asserting a finding",
                        "HybridFlow: a flexible and efficient RLHF framework": "restates a source's title"}
     assert data["counts"]["not_findings"] == 4
-    assert "4 extracted statements only described a source or asserted nothing" in document
+    # each drop is said out loud, with its reason, as the extractor's words (issue 29.5)
+    said = [line for line in data["limitations"] if "was dropped: it" in line]
+    assert len(said) == 4 and data["counts"]["dropped_claims"] == 4
+    assert (f"Report 01-a: the extracted statement “{description}” was dropped: it describes a source rather than "
+            "asserting a finding (the extractor's words, not the report's).") in data["limitations"]
+    assert "4 claims extracted from counted reports could not be located, checked or counted" in document
 
 
 def topic(repo: Path, name: str, topic_id: str, models: list[str]) -> None:
@@ -305,7 +307,7 @@ def test_reports_outside_the_plan_are_ignored_and_named(tmp_path: Path, gateway,
                ("01-storage.openai-gpt-5", "01-storage.deepseek-deepseek-v4-pro", "01-db",
                 "01-storage.google-gemini-3.1-pro-preview")}
     result, data, document = run(repo, gateway, synth_env, answers)
-    assert result.returncode == 0, result.stderr
+    assert result.code == 0, result.stderr
     assert sorted(r["stem"] for r in data["reports"]) == ["01-storage.deepseek-deepseek-v4-pro",
                                                           "01-storage.openai-gpt-5"]
     ignored = {s["stem"]: s["reason"] for s in data["skipped"]}

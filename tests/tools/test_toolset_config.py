@@ -1,11 +1,9 @@
 """Configuration of the toolset: providers, MCP server tables and topic references, checked by `check`
-(a fresh interpreter per command, as users run it): bad input is exit 2 and one line naming the file
-and the field."""
+(the CLI as users type it, run in process: tests/clirun.py): bad input is exit 2 and one line naming
+the file and the field."""
 
 from __future__ import annotations
 
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -14,17 +12,14 @@ from research_dispatch.config.plan import plan_legs
 from research_dispatch.config.settings import load_settings
 from research_dispatch.config.topics import load_topics
 from research_dispatch.leg.execute import leg_input_hash, leg_input_hashes
+from tests.clirun import CliRun, run_cli
 from tests.tools.conftest import make_repo, mcp_server_table
 
-ROOT = Path(__file__).resolve().parent.parent.parent
+
+def check(repo: Path) -> CliRun:
+    return run_cli("check", "--repo", str(repo))
 
 
-def check(repo: Path) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "research_dispatch", "check", "--repo", str(repo)],
-                          capture_output=True, text=True, timeout=120, cwd=ROOT)
-
-
-@pytest.mark.slow
 def test_a_configured_toolset_checks_ok(tmp_path: Path) -> None:
     config = 'search = {providers = ["tavily", "exa"]}\n' + mcp_server_table(
         "aws-docs", ["awslabs.aws-documentation-mcp-server"], ["search_documentation", "read_documentation"],
@@ -32,22 +27,20 @@ def test_a_configured_toolset_checks_ok(tmp_path: Path) -> None:
     repo = make_repo(tmp_path, topic_extra="mcp: [aws-docs]\nsearch: {providers: [exa], max_results: 5}\n",
                      config=config)
     done = check(repo)
-    assert done.returncode == 0, done.stderr
+    assert done.code == 0, done.stderr
     assert done.stdout.strip() == "ok: 1 topic(s), 1 leg(s)"
 
 
-@pytest.mark.slow
 def test_unknown_server_in_a_topic_names_the_topic_file_and_field(tmp_path: Path) -> None:
     repo = make_repo(tmp_path, topic_extra="mcp: [aws-docs]\n")
     done = check(repo)
-    assert done.returncode == 2
+    assert done.code == 2
     assert done.stderr.strip().splitlines() == [
         "error: topics/02-diloco-family.yaml: mcp[0]: unknown MCP server 'aws-docs' (configured in "
         "[tool.research-dispatch.mcp.servers]: none are configured)"]
     assert "Traceback" not in done.stderr
 
 
-@pytest.mark.slow
 @pytest.mark.parametrize(("table", "field", "message"), [
     ('[tool.research-dispatch.mcp.servers.docs]\ncommand = ["x"]\n', "mcp.servers.docs.tools", "required key"),
     ('[tool.research-dispatch.mcp.servers.docs]\ncommand = ["x"]\nurl = "https://a.org/mcp"\ntools = ["t"]\n',
@@ -71,18 +64,17 @@ def test_unknown_server_in_a_topic_names_the_topic_file_and_field(tmp_path: Path
 def test_bad_tables_are_exit_2_naming_the_field(tmp_path: Path, table: str, field: str, message: str) -> None:
     repo = make_repo(tmp_path, config="\n" + table)
     done = check(repo)
-    assert done.returncode == 2, done.stdout
+    assert done.code == 2, done.stdout
     line = done.stderr.strip()
     assert line.startswith(f"error: pyproject.toml: tool.research-dispatch.{field}"), line
     assert message in line and "\n" not in line and "Traceback" not in line
 
 
-@pytest.mark.slow
 @pytest.mark.parametrize(("extra", "field"), [("mcp: [Bad]\n", "mcp"), ("mcp: aws-docs\n", "mcp"),
                                               ("search: {providers: [google]}\n", "search.providers[0]")])
 def test_bad_topic_fields_are_exit_2(tmp_path: Path, extra: str, field: str) -> None:
     done = check(make_repo(tmp_path, topic_extra=extra))
-    assert done.returncode == 2
+    assert done.code == 2
     assert done.stderr.startswith(f"error: topics/02-diloco-family.yaml: {field}"), done.stderr
 
 

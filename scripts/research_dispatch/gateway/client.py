@@ -42,6 +42,7 @@ import contextlib
 import functools
 import json
 import math
+import os
 import threading
 import time
 from collections.abc import Callable, Mapping
@@ -295,14 +296,20 @@ def _tokens(value: Any, what: str, generation_id: str | None) -> int:
     return int(value)
 
 
-@functools.cache
 def _shared_tls_context() -> Any:
-    """The TLS context the openai client's HTTP library builds by default, made once per process.
+    """The TLS context the openai client's HTTP library builds by default, made once per CA setting.
 
     Each `openai.OpenAI()` otherwise loads the CA bundle again. The context is the library's own default
-    (same CA paths, same `SSL_CERT_FILE`/`SSL_CERT_DIR` handling), only built once; an `ssl.SSLContext`
-    is safe to share between threads and clients.
+    (same CA paths, same `SSL_CERT_FILE`/`SSL_CERT_DIR` handling), only built once for the values those
+    variables have now: a later command in the same process with another CA bundle gets its own, never the
+    first command's. An `ssl.SSLContext` is safe to share between threads and clients.
     """
+    return _tls_context_for(os.environ.get("SSL_CERT_FILE"), os.environ.get("SSL_CERT_DIR"))
+
+
+@functools.cache
+def _tls_context_for(cert_file: str | None, cert_dir: str | None) -> Any:
+    """`create_ssl_context()`, which reads the two variables itself: they are the cache's key."""
     return create_ssl_context()
 
 

@@ -298,8 +298,9 @@ class _LegRun:
                        deadline=leg_deadline, interrupt=self.interrupt)
 
     def toolset(self, stack: contextlib.ExitStack, leg_deadline: float) -> SearchTools:
-        """The researcher's tools: the topic's search providers and, when it names any, its MCP servers
-        (started here, stopped by `stack`)."""
+        """The researcher's tools: the topic's search providers (their connections closed by `stack`, unless
+        injected: `services`' owner closes those) and, when it names any, its MCP servers (started here,
+        stopped by `stack`)."""
         leg, settings = self.leg, self.settings
         service = settings.search_service
         destinations = DestinationPolicy.allowing(settings.destinations.allow_hosts)
@@ -309,8 +310,12 @@ class _LegRun:
                                                  interrupt=self.interrupt, destinations=destinations))
             mcp.open(leg_deadline=leg_deadline)
             self.trace(McpStartEvent(tools=sorted(mcp.tools), problems=dict(mcp.start_problems)))
-        providers = (list(self.services.search) if self.services is not None
-                     else search_providers(self.search, self.credentials.search))
+        if self.services is not None:
+            providers = list(self.services.search)
+        else:
+            providers = search_providers(self.search, self.credentials.search)
+            for provider in providers:
+                stack.callback(provider.close)
         return SearchTools(providers=providers, mcp=mcp,
                            settings=self.search, topic_hint=f"{leg.topic.title} {leg.topic.scope}"[:600],
                            retry=service.retry_policy(self.retry.sleep if self.retry is not None else time.sleep),

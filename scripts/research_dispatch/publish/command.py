@@ -29,6 +29,7 @@ current knowledge of the branch would commit and say.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import time
 from collections.abc import Callable, Mapping
@@ -243,6 +244,11 @@ class _Publisher:
             self._client = PullRequests(self.target, self.settings.pr,
                                         Retrier(self.settings.pr, sleep=self.sleep, log=self.log))
         return self._client
+
+    def close(self) -> None:
+        """Close the GitHub client, if one was made (`publish` does, whatever the outcome)."""
+        if self._client is not None:
+            self._client.close()
 
     def warn(self, message: str) -> None:
         if message not in self.warnings:
@@ -725,15 +731,16 @@ def publish(repo: Path, settings: Settings, options: PublishOptions, *, env: Map
     planned = options.planned if options.planned is not None else plan_legs(load_topics(repo, settings), settings)
     say = log or (lambda _m: None)
     publisher = _Publisher(repo, settings, options, planned=planned, target=target, env=env, log=say, sleep=sleep)
-    publisher.git.check_repository()
-    computed = {rel for leg in planned for rel in leg.unit_relpaths(settings)}
-    for rel in stray_files(repo, settings, computed):
-        if not rel.endswith(".md") or rel not in _unplanned_reports(repo, settings, planned):
-            publisher.warn(f"{rel} is not a computed report or synthesis path; not committed")
-    if options.dry_run:
-        return publisher.dry()
-    with writer_lock(repo, settings.build_dir, "publish", warn=lambda message: say(f"warning: {message}")):
-        return publisher.local_only() if not options.push else publisher.pushed()
+    with contextlib.closing(publisher):
+        publisher.git.check_repository()
+        computed = {rel for leg in planned for rel in leg.unit_relpaths(settings)}
+        for rel in stray_files(repo, settings, computed):
+            if not rel.endswith(".md") or rel not in _unplanned_reports(repo, settings, planned):
+                publisher.warn(f"{rel} is not a computed report or synthesis path; not committed")
+        if options.dry_run:
+            return publisher.dry()
+        with writer_lock(repo, settings.build_dir, "publish", warn=lambda message: say(f"warning: {message}")):
+            return publisher.local_only() if not options.push else publisher.pushed()
 
 
 def _unplanned_reports(repo: Path, settings: Settings, planned: list[Leg]) -> set[str]:

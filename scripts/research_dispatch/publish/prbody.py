@@ -302,7 +302,9 @@ def _render(facts: BodyFacts, claim_diff: str | None) -> str:
         _route_table(facts),
         ["### Claim diff", "", diff],
         ["### Agreement matrix", "", "What each model family's counted reports hold on each decision (for / against "
-         "/ conditional / none; on a divergence, the side).", "", block(facts.agreement)] if facts.agreement else [],
+         "/ conditional; on a divergence, the side), or why they hold none: *not asked* (no counted report of the "
+         "family covers the decision's topics) or *no side* (asked, it took none).", "", block(facts.agreement)]
+        if facts.agreement else [],
         _problems(facts.entries),
         _removed(facts),
         _cost(facts),

@@ -170,11 +170,24 @@ class PullRequests:
                          seconds_between_writes=None if loopback else 1.0)
         try:
             self.repo = retry("read the repository", lambda: self.gh.get_repo(target.repository))
-        except BadCredentialsException:
-            raise BadInput("GitHub rejected the token (401 Bad credentials)", path="environment",
-                           field="GITHUB_TOKEN") from None
-        except GithubException as exc:
-            raise PublishError(f"GitHub: cannot read {target.repository}: {describe(exc)}") from None
+        except BaseException as exc:
+            self.close()  # nobody else holds the client yet
+            if isinstance(exc, BadCredentialsException):
+                raise BadInput("GitHub rejected the token (401 Bad credentials)", path="environment",
+                               field="GITHUB_TOKEN") from None
+            if isinstance(exc, GithubException):
+                raise PublishError(f"GitHub: cannot read {target.repository}: {describe(exc)}") from None
+            raise
+
+    def close(self) -> None:
+        """Close the client's connections (its owner does, when done: a command is one of many in a process)."""
+        self.gh.close()
+
+    def __enter__(self) -> PullRequests:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
 
     def _list(self, state: str, branch: str, base: str) -> list[Any]:
         head = f"{self.target.owner}:{branch}"

@@ -82,7 +82,8 @@ def fetch_heads(git: Git, remote: str, base: str, branch: str, heads: Mapping[st
 def require_open_cycle(settings: Settings, target: GitHubTarget, branch: str, cycle: str, *, remedy: str) -> None:
     """Refuse (exit 2 naming `--cycle`) a cycle whose PR was closed without merging: closing it skips the
     cycle, so a refresh now would be paid for and never published. Said before any leg, with what to do."""
-    closed = PullRequests(target, settings.pr, Retrier(settings.pr)).closed_cycle(branch, settings.pr.base)
+    with PullRequests(target, settings.pr, Retrier(settings.pr)) as pulls:
+        closed = pulls.closed_cycle(branch, settings.pr.base)
     if closed is not None:
         raise BadInput(f"PR #{closed.number} for {branch} was closed without merging, which skips cycle {cycle}: a "
                        "refresh now would be paid for and never published, so no leg was run. Reopen "

@@ -34,7 +34,7 @@ from research_dispatch.core.fsio import confined, read_text_strict, write_atomic
 from research_dispatch.gateway.provenance import CallRecord
 from research_dispatch.synthesis.align.judge import Judgement
 from research_dispatch.synthesis.check.citations import Verdicted
-from research_dispatch.synthesis.extract.claims import Extraction, NotAFinding
+from research_dispatch.synthesis.extract.claims import Extraction, Malformed, NotAFinding
 from research_dispatch.synthesis.write.ledger import REPLAYABLE_SCHEMAS, SCHEMA
 
 _KEY = re.compile(r"^[0-9a-f]{64}$")
@@ -42,7 +42,7 @@ MAX_ENTRY_BYTES = 16 * 1024 * 1024
 """The largest cache entry read: an answer and its call records are tens of kilobytes; anything near this
 is damage, refused without reading it."""
 _EXTRACTED_FIELDS = ("statement", "layer", "stance", "decision", "pick", "alternatives", "condition", "position",
-                     "quote", "section", "sources", "confidence")
+                     "units", "quote", "section", "sources", "confidence", "position_check")
 
 
 class _NotFinding(BaseModel):
@@ -68,6 +68,7 @@ class _ExtractEntry(_JudgeEntry):
 
     dropped_citations: int = Field(0, ge=0)
     not_findings: list[_NotFinding] = Field(default_factory=list)
+    malformed: list[_NotFinding] = Field(default_factory=list)
 
 
 _Entry = TypeVar("_Entry", bound=_JudgeEntry)
@@ -80,6 +81,7 @@ class CachedExtraction:
     dropped_citations: int
     not_findings: list[NotAFinding]
     calls: list[dict[str, Any]]
+    malformed: list[Malformed]
 
 
 def _problem(exc: ValidationError) -> str:
@@ -120,11 +122,12 @@ class SynthesisCache:
             extraction = report["extraction"]
             if extraction["status"] != "ok":
                 continue
-            claims = [{k: c.get(k) for k in _EXTRACTED_FIELDS} for c in claims_by_report.get(report["stem"], [])]
+            claims = [{k: c.get(k) for k in _EXTRACTED_FIELDS if k in c}
+                      for c in claims_by_report.get(report["stem"], [])]
             self._ledger_extractions[extraction["key"]] = {
                 "key": extraction["key"], "answer": {"claims": claims},
                 "dropped_citations": extraction["dropped_citations"], "not_findings": extraction["not_findings"],
-                "calls": extraction["calls"]}
+                "malformed": extraction.get("malformed", []), "calls": extraction["calls"]}
         for batch in ledger["batches"]:
             if batch["status"] == "ok" and isinstance(batch.get("judgement"), dict):
                 self._ledger_judgements[batch["key"]] = {"key": batch["key"], "answer": batch["judgement"],
@@ -205,14 +208,18 @@ class SynthesisCache:
         entry, extraction = found
         return CachedExtraction(extraction=extraction, dropped_citations=entry.dropped_citations,
                                 not_findings=[NotAFinding(n.statement, n.reason) for n in entry.not_findings],
-                                calls=list(entry.calls))
+                                calls=list(entry.calls),
+                                malformed=[Malformed(m.statement, m.reason) for m in entry.malformed])
 
     def store_extraction(self, key: str, claims: list[dict[str, Any]], dropped: int, not_findings: list[NotAFinding],
-                         calls: list[dict[str, Any]]) -> None:
-        """Keep the *cleaned* claims, so a replay from here or from the ledger is the same."""
+                         calls: list[dict[str, Any]], malformed: list[Malformed]) -> None:
+        """Keep the *cleaned* claims (and the claims dropped as malformed), so a replay from here or from the
+        ledger is the same."""
         self._write("extract", key, {"answer": {"claims": claims}, "calls": calls, "dropped_citations": dropped,
                                      "not_findings": [{"statement": n.statement, "reason": n.reason}
-                                                      for n in not_findings]})
+                                                      for n in not_findings],
+                                     "malformed": [{"statement": m.statement, "reason": m.reason}
+                                                   for m in malformed]})
 
     # -- judgement ---------------------------------------------------------------------------------
     def judgement(self, key: str, ids: set[str]) -> tuple[Judgement, list[dict[str, Any]]] | None:

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 from pathlib import Path
+from typing import Any
 
 from research_dispatch.config.settings import load_settings
 from research_dispatch.core import sanitize
@@ -18,6 +19,12 @@ from research_dispatch.core.errors import ExitCode
 from research_dispatch.core.ghactions import append_step_summary
 from research_dispatch.core.redact import redact
 from research_dispatch.synthesis.pipeline import SynthesisResult, synthesize
+
+
+def _flagged(counts: dict[str, Any]) -> str:
+    """'3 flagged, 2 where only one family was asked' (the second part when some)."""
+    alone = counts.get("flagged_only_one_asked") or 0
+    return f"{counts['flagged']} flagged" + (f", {alone} where only one family was asked" if alone else "")
 
 
 def summary_line(result: SynthesisResult) -> str:
@@ -31,14 +38,16 @@ def summary_line(result: SynthesisResult) -> str:
         notes.append(f"{counts['flagged_sides']} divergence side(s) held by one report")
     ties = f" ({'; '.join(notes)})" if notes else ""
     checked = counts.get("checked") or {}
+    dropped = counts.get("dropped_claims", 0)
     claims = (f" · claims: {checked['claims']} ({checked['anchored']} anchored: {checked['supported']} with a "
               f"supported citation, {checked['unsupported']} unsupported, {checked['contradicted']} contradicted; "
-              f"{checked['counted']} counted)") if checked else ""
+              f"{checked['counted']} counted" + (f"; {dropped} dropped or not counted, each in the limitations"
+                                                  if dropped else "") + ")") if checked else ""
     line = (f"synthesized {counts['reports']} report(s): {counts['counted']} counted, {counts['excluded']} excluded "
             f"(route not verified){skipped}{claims} · findings: {clusters['convergent']} convergent, "
             f"{clusters['same_family']} same-family, {clusters['divergent']} divergent in "
             f"{counts.get('divergences', 0)} divergence(s){ties}, {clusters['single_source']} single-source "
-            f"({counts['flagged']} flagged), {clusters.get('unsupported', 0)} not counted, {clusters['excluded']} "
+            f"({_flagged(counts)}), {clusters.get('unsupported', 0)} not counted, {clusters['excluded']} "
             f"excluded-only · LLM calls: {result.llm_calls} "
             f"({result.extraction_calls} extraction, {result.cached_extractions} cached; {result.check_calls} "
             f"citation check, {result.cached_checks} citations cached; {result.judge_calls} judge, "

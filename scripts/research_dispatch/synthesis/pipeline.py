@@ -45,6 +45,7 @@ an unchanged re-run writes identical files).
 from __future__ import annotations
 
 import json
+import threading
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
@@ -65,16 +66,17 @@ from research_dispatch.gateway.provenance import CallRecord
 from research_dispatch.leg.files import FileWrite, write_unit
 from research_dispatch.leg.status import LegState
 from research_dispatch.synthesis.align import judge as align
+from research_dispatch.synthesis.align import picks
 from research_dispatch.synthesis.align.judge import Batch, Judgement
 from research_dispatch.synthesis.cache import SynthesisCache
 from research_dispatch.synthesis.check import citations
 from research_dispatch.synthesis.common.checked import CitationCheck, Support
 from research_dispatch.synthesis.common.errors import StructuredCallFailed, SynthesisFailed, TimeLimitReached
-from research_dispatch.synthesis.count import counting
+from research_dispatch.synthesis.count import asked, counting
 from research_dispatch.synthesis.count.classify import STATUSES, Cluster, Divergence, classify
 from research_dispatch.synthesis.count.keys import assign_cluster_keys, assign_divergence_keys
 from research_dispatch.synthesis.extract import claims as extract
-from research_dispatch.synthesis.extract.claims import Claim, ExtractionRequest, NotAFinding
+from research_dispatch.synthesis.extract.claims import Claim, ExtractionRequest, Malformed, NotAFinding
 from research_dispatch.synthesis.read import evidence
 from research_dispatch.synthesis.read.inputs import (
     LegCoverage,
@@ -101,7 +103,6 @@ from research_dispatch.synthesis.write.ledger import (
     LedgerLeg,
     LedgerNotFinding,
     LedgerReport,
-    LedgerSide,
     LedgerSkipped,
     LedgerSource,
     read_previous,
@@ -142,6 +143,7 @@ class _Extracted:
     claims: list[Claim] = field(default_factory=list)
     dropped: int = 0
     not_findings: list[NotAFinding] = field(default_factory=list)
+    malformed: list[Malformed] = field(default_factory=list)  # claims of the answer dropped alone
     calls: list[dict[str, Any]] = field(default_factory=list)
     fresh: list[CallRecord] = field(default_factory=list)
     cached: bool = False
@@ -185,15 +187,35 @@ class _ReportChecks:
     timed_out: bool = False
 
 
+@dataclass
+class _Rechecked:
+    """One call of second questions (`citations.run_recheck`): whether each verdict stood, or why no answer."""
+
+    batch: citations.RecheckBatch
+    stood: dict[str, bool] = field(default_factory=dict)
+    calls: list[dict[str, Any]] = field(default_factory=list)
+    fresh: list[CallRecord] = field(default_factory=list)
+    error: str | None = None
+    timed_out: bool = False
+
+
 class _LazyGateway:
     """The gateway, created on first need: no key is required when every answer is replayed. One passed in
-    (any `ModelGateway`: the caller's, or a test's scripted model) is used as it is and never closed here."""
+    (any `ModelGateway`: the caller's, or a test's scripted model) is used as it is and never closed here.
+
+    One we created is closed when the synthesis is done with it — at once, or, when the time limit left
+    calls running (`_parallel`'s late workers, finishing their abandoned attempt's record), when the last
+    of them ends: its connections are never left open behind the command (`run` synthesizes in a process
+    that goes on; a test runs many commands in one)."""
 
     def __init__(self, gateway: ModelGateway | None, env: Mapping[str, str], settings: Settings) -> None:
         self._gateway = gateway
         self._own: Gateway | None = None
         self._env = env
         self._settings = settings
+        self._lock = threading.Lock()
+        self._users = 0  # work items running (`held`)
+        self._closing = False
 
     def get(self) -> ModelGateway:
         if self._gateway is None:
@@ -202,10 +224,36 @@ class _LazyGateway:
                                                 settings=self._settings.gateway)
         return self._gateway
 
-    def close(self, *, in_use: bool = False) -> None:
-        """Close a gateway we created, unless calls that outlived the time limit may still use it."""
-        if self._own is not None and not in_use:
-            self._own.close()
+    def held(self, work: Callable[[T], R]) -> Callable[[T], R]:
+        """`work` counted as a user of the gateway while it runs, so `close` waits for it."""
+
+        def counted(item: T) -> R:
+            with self._lock:
+                self._users += 1
+            try:
+                return work(item)
+            finally:
+                with self._lock:
+                    self._users -= 1
+                    last = self._closing and self._users == 0
+                if last:
+                    self._close_own()
+
+        return counted
+
+    def close(self) -> None:
+        """Close a gateway we created once no work uses it: now, or when the last late worker ends."""
+        with self._lock:
+            self._closing = True
+            idle = self._users == 0
+        if idle:
+            self._close_own()
+
+    def _close_own(self) -> None:
+        with self._lock:
+            own, self._own = self._own, None
+        if own is not None:
+            own.close()
 
 
 class _TimedWork(Protocol):
@@ -301,7 +349,7 @@ def _extract_all(reports: list[ReportInput], settings: Settings, cache: Synthesi
             pending.append(outcome)
             continue
         cleaned = extract.to_claims(hit.extraction, outcome.request.report)
-        outcome.claims, outcome.dropped = cleaned.claims, hit.dropped_citations
+        outcome.claims, outcome.dropped, outcome.malformed = cleaned.claims, hit.dropped_citations, hit.malformed
         outcome.not_findings = sorted({(n.statement, n.reason): n for n in [*hit.not_findings, *cleaned.not_findings]}
                                       .values(), key=lambda n: n.statement)
         outcome.calls, outcome.cached = hit.calls, True
@@ -312,7 +360,7 @@ def _extract_all(reports: list[ReportInput], settings: Settings, cache: Synthesi
     def work(shared: _Extracted) -> _Extracted:
         outcome = replace(shared)  # a late worker must not change what the caller already wrote up
         try:
-            extraction, records = extract.run_extraction(gateway, outcome.request, cycle=cycle, deadline=deadline)
+            cleaned, records = extract.extract_report(gateway, outcome.request, cycle=cycle, deadline=deadline)
         except TimeLimitReached as exc:
             outcome.error, outcome.timed_out = str(exc), True
             outcome.fresh, outcome.calls = exc.records, _dicts(exc.records)
@@ -321,16 +369,16 @@ def _extract_all(reports: list[ReportInput], settings: Settings, cache: Synthesi
             outcome.error, outcome.fresh = str(exc), exc.records
             outcome.calls = _dicts(exc.records)
             return outcome
-        cleaned = extract.to_claims(extraction, outcome.request.report)
         outcome.claims, outcome.dropped, outcome.not_findings = cleaned.claims, cleaned.dropped_citations, \
             cleaned.not_findings
+        outcome.malformed = cleaned.malformed
         outcome.fresh, outcome.calls = records, _dicts(records)
         cache.store_extraction(outcome.request.key, [c.extracted() for c in outcome.claims], outcome.dropped,
-                               outcome.not_findings, outcome.calls)
+                               outcome.not_findings, outcome.calls, outcome.malformed)
         return outcome
 
     done = report(len(pending), len(outcomes) - len(pending))
-    return _merge_finished(outcomes, pending, _parallel(pending, work, syn.concurrency, deadline, done),
+    return _merge_finished(outcomes, pending, _parallel(pending, lazy.held(work), syn.concurrency, deadline, done),
                            lambda o: f"{o.request.report.relpath}: {_time_limit_note(syn.timeout_minutes)}")
 
 
@@ -366,7 +414,8 @@ def _judge_all(batches: list[Batch], settings: Settings, cache: SynthesisCache, 
 
     minutes = settings.synthesis.timeout_minutes
     done = report(len(pending), len(outcomes) - len(pending))
-    return _merge_finished(outcomes, pending, _parallel(pending, work, settings.synthesis.concurrency, deadline, done),
+    return _merge_finished(outcomes, pending,
+                           _parallel(pending, lazy.held(work), settings.synthesis.concurrency, deadline, done),
                            lambda o: f"judge batch {o.batch.id}: {_time_limit_note(minutes)}")
 
 
@@ -401,37 +450,104 @@ def _check_all(repo: Path, reports: list[ReportInput], extracted: list[_Extracte
 
         def work(shared: _Checked) -> _Checked:
             outcome = replace(shared)
-            try:
-                outcome.answers, outcome.fresh = citations.run_check(gateway, outcome.batch, cycle=cycle,
-                                                                     deadline=deadline)
-            except TimeLimitReached as exc:
-                outcome.error, outcome.timed_out, outcome.fresh = str(exc), True, exc.records
-            except StructuredCallFailed as exc:
-                outcome.error, outcome.fresh = str(exc), exc.records
-            outcome.calls = _dicts(outcome.fresh)
-            for key, answer in outcome.answers.items():
-                cache.store_citation(key, answer, outcome.calls)
+
+            def ask() -> list[CallRecord]:
+                outcome.answers, records = citations.run_check(gateway, outcome.batch, cycle=cycle, deadline=deadline)
+                return records
+
+            _attempt(outcome, ask)
             return outcome
 
-        finished = _merge_finished(pending, pending, _parallel(pending, work, settings.synthesis.concurrency, deadline),
+        finished = _merge_finished(pending, pending,
+                                   _parallel(pending, lazy.held(work), settings.synthesis.concurrency, deadline),
                                    lambda o: f"citation check {o.batch.index} of {o.batch.report}: "
                                              f"{_time_limit_note(minutes)}")
     failed: dict[str, _Checked] = {}
     by_report: dict[str, list[_Checked]] = {}
+    fresh: set[str] = set()
     for checked in finished:
         by_report.setdefault(checked.batch.report, []).append(checked)
         for item in checked.batch.items.values():
             if item.key in checked.answers:
                 answered[item.key] = (checked.answers[item.key], checked.calls)
+                fresh.add(item.key)
             else:
                 failed[item.key] = checked
+    rechecked: dict[str, list[_Rechecked]] = {}
+    for second in _recheck_all(checks, answered, settings, lazy, cycle, deadline):
+        rechecked.setdefault(second.batch.report, []).append(second)
+        fresh |= {q.key for q in second.batch.items.values()}
+    for key in sorted(fresh):  # each answer is kept once it is complete (with its second question's answer)
+        cache.store_citation(key, *answered[key])
     for report_checks in checks:
-        _decide_report(report_checks, answered, failed, by_report.get(report_checks.plan.report, []))
+        stem = report_checks.plan.report
+        _decide_report(report_checks, answered, failed, by_report.get(stem, []), rechecked.get(stem, []))
     return checks
 
 
+class _Attempted(Protocol):
+    """A call's outcome as `_attempt` fills it in."""
+
+    fresh: list[CallRecord]
+    calls: list[dict[str, Any]]
+    error: str | None
+    timed_out: bool
+
+
+def _attempt(outcome: _Attempted, ask: Callable[[], list[CallRecord]]) -> None:
+    """Make one structured call (`ask` keeps its answer and returns the calls it made) and record on `outcome`
+    the calls, or why there is no answer: the time limit, or a failed call."""
+    try:
+        outcome.fresh = ask()
+    except TimeLimitReached as exc:
+        outcome.error, outcome.timed_out, outcome.fresh = str(exc), True, exc.records
+    except StructuredCallFailed as exc:
+        outcome.error, outcome.fresh = str(exc), exc.records
+    outcome.calls = _dicts(outcome.fresh)
+
+
+def _recheck_all(checks: list[_ReportChecks], answered: dict[str, tuple[citations.Verdicted, list[dict[str, Any]]]],
+                 settings: Settings, lazy: _LazyGateway, cycle: str, deadline: float) -> list[_Rechecked]:
+    """Ask the second, opposite-direction question about every answer whose pointed sentence is in doubt
+    (`citations.recheck_of`): one call per report (at most `MAX_ITEMS_PER_CALL` each); each answer in
+    `answered` gets the reply (and the calls it rests on). A failed call leaves its answers unasked: the
+    citation is then unsupported, with the reason."""
+    pending: list[_Rechecked] = []
+    for report_checks in checks:
+        plan = report_checks.plan
+        questions = [question for item in plan.items if item.key in answered
+                     for question in [citations.recheck_of(item, answered[item.key][0])] if question is not None]
+        if questions and plan.judge_model is not None:
+            pending += [_Rechecked(b) for b in citations.build_rechecks(plan.report, plan.judge_model, questions)]
+    if not pending:
+        return []
+    gateway = lazy.get()
+
+    def work(shared: _Rechecked) -> _Rechecked:
+        outcome = replace(shared)
+
+        def ask() -> list[CallRecord]:
+            outcome.stood, records = citations.run_recheck(gateway, outcome.batch, cycle=cycle, deadline=deadline)
+            return records
+
+        _attempt(outcome, ask)
+        return outcome
+
+    minutes = settings.synthesis.timeout_minutes
+    done = _merge_finished(pending, pending, _parallel(pending, work, settings.synthesis.concurrency, deadline),
+                           lambda o: f"second questions {o.batch.index} of {o.batch.report}: "
+                                     f"{_time_limit_note(minutes)}")
+    for outcome in done:
+        for question in outcome.batch.items.values():
+            answer, calls = answered[question.key]
+            stood = outcome.stood.get(question.key)
+            answered[question.key] = (replace(answer, recheck=stood) if stood is not None else answer,
+                                      calls + outcome.calls)
+    return done
+
+
 def _decide_report(checks: _ReportChecks, answered: dict[str, tuple[citations.Verdicted, list[dict[str, Any]]]],
-                   failed: dict[str, _Checked], outcomes: list[_Checked]) -> None:
+                   failed: dict[str, _Checked], outcomes: list[_Checked], rechecks: list[_Rechecked]) -> None:
     """Every decision of one report, in claim order, with the calls each rests on (deduplicated)."""
     calls: list[dict[str, Any]] = []
     index: dict[str, int] = {}
@@ -461,10 +577,11 @@ def _decide_report(checks: _ReportChecks, answered: dict[str, tuple[citations.Ve
             f"not checked: {why}", item, None, refer(outcome.calls) if outcome is not None else ()))
     checks.decisions = sorted(decisions, key=lambda d: (d.claim, d.number))
     checks.calls = calls
-    checks.fresh = [r for o in outcomes for r in o.fresh]
-    errors = [o for o in outcomes if o.error]
-    checks.timed_out = any(o.timed_out for o in errors)
-    checks.error = errors[0].error if errors else None
+    checks.fresh = [r for o in outcomes for r in o.fresh] + [r for o in rechecks for r in o.fresh]
+    errors = [(o.error, o.timed_out) for o in outcomes if o.error] + \
+        [(o.error, o.timed_out) for o in rechecks if o.error]
+    checks.timed_out = any(timed_out for _, timed_out in errors)
+    checks.error = errors[0][0] if errors else None
 
 
 def _with_citations(extracted: list[_Extracted], checks: list[_ReportChecks]) -> None:
@@ -582,6 +699,46 @@ def _check_limitations(checks: list[_ReportChecks]) -> list[str]:
     return items
 
 
+def _claim_limitations(extracted: list[_Extracted], checks: list[_ReportChecks], report_counting: Mapping[str, Any],
+                       count_unsupported: bool) -> list[str]:
+    """One line per claim of a counted report that the synthesis extracted but could not locate, check or count,
+    with its specific reason (DESIGN.md, "Limitations"): a malformed claim of the answer, a statement that is
+    not a finding, a claim its pointer does not locate, a position its own sentence contradicts, a claim no
+    citation of which stands (each citation's reason: no passage, phantom, the judge found nothing, pointed at
+    a sentence that does not address it, or failed). A located claim is shown by its report sentence; the
+    extractor's words are shown only where there is no report sentence, and are marked as such."""
+    reasons: dict[str, list[str]] = {}
+    for report_checks in checks:
+        for decision in report_checks.decisions:
+            reasons.setdefault(decision.claim, []).append(
+                f"[{decision.number}] {decision.check.support.value}: {decision.reason}")
+    lines: list[str] = []
+    for outcome in sorted(extracted, key=lambda o: o.request.report.stem):
+        stem = outcome.request.report.stem
+        if outcome.error or not report_counting[stem].counted:
+            continue  # said once for the whole report
+        for bad in outcome.malformed:
+            lines.append(f"Report {stem}: a claim of the extractor's answer was dropped: {bad.reason}; the "
+                         f"extractor's words, not the report's: “{one_line(bad.statement, 200)}”.")
+        for note in outcome.not_findings:
+            lines.append(f"Report {stem}: the extracted statement “{one_line(note.statement, 200)}” was dropped: it "
+                         f"{note.reason} (the extractor's words, not the report's).")
+        for claim in outcome.claims:
+            standing = counting.standing(claim, report_counting[stem], count_unsupported=count_unsupported)
+            said = f"Report {stem}, “{one_line(claim.quote, 300)}”: not counted"
+            if standing is counting.Standing.NOT_ANCHORED:
+                lines.append(f"Report {stem}: a claim could not be located in the report: {claim.unlocated}; the "
+                             f"extractor's statement, not the report's words: “{one_line(claim.statement, 200)}”.")
+            elif standing is counting.Standing.POSITION_CONTRADICTED:
+                dispute = claim.dispute
+                why = dispute.reason if dispute is not None else "its sentence contradicts its position"
+                lines.append(f"{said}: {why}; asked again, the extractor still said “for” ({claim.pick}).")
+            elif standing in (counting.Standing.UNSUPPORTED, counting.Standing.CONTRADICTED):
+                cited = "; ".join(reasons.get(claim.key, [])) or "it cites no source"
+                lines.append(f"{said}: no citation of it stands ({cited}).")
+    return [one_line(line, 900) for line in lines]
+
+
 def _ledger_report(outcome: _Extracted, settings: Settings) -> LedgerReport:
     report = outcome.request.report
     meta = report.meta
@@ -602,6 +759,7 @@ def _ledger_report(outcome: _Extracted, settings: Settings) -> LedgerReport:
             prompt_version=extract.PROMPT_VERSION, error=one_line(outcome.error, 500) if outcome.error else None,
             truncated=outcome.request.truncated, dropped_citations=outcome.dropped,
             not_findings=[LedgerNotFinding(statement=n.statement, reason=n.reason) for n in outcome.not_findings],
+            malformed=[LedgerNotFinding(statement=m.statement, reason=m.reason) for m in outcome.malformed],
             calls=outcome.calls),
         claims=[c.key for c in outcome.claims])
 
@@ -626,83 +784,113 @@ def _ledger_checks(checks: list[_ReportChecks]) -> list[LedgerCheck]:
     return out
 
 
-def _build_ledger(cycle: str, settings: Settings, reports: list[ReportInput], skipped: list[SkippedReport],
-                  legs: list[LegCoverage], extracted: list[_Extracted], judged: list[_Judged], clusters: list[Cluster],
-                  divergences: list[Divergence], limitations: list[str], incomplete: list[str],
-                  checks: list[_ReportChecks]) -> Ledger:
+@dataclass
+class _Work:
+    """Everything one synthesis did and found: what the ledger records."""
+
+    cycle: str
+    settings: Settings
+    reports: list[ReportInput]
+    skipped: list[SkippedReport]
+    legs: list[LegCoverage]
+    extracted: list[_Extracted]
+    judged: list[_Judged]
+    checks: list[_ReportChecks]
+    clusters: list[Cluster]
+    divergences: list[Divergence]
+    limitations: list[str]
+    incomplete: list[str]
+
+    @property
+    def claims(self) -> list[Claim]:
+        return [claim for outcome in self.extracted for claim in outcome.claims]
+
+
+def _build_ledger(work: _Work) -> Ledger:
+    """The ledger of one synthesis, section by section (each step below builds one)."""
+    claims = _ledger_claims(work)
+    return Ledger(
+        cycle=work.cycle, framework=work.settings.framework_name, settings=_ledger_settings(work.settings),
+        counts=_ledger_counts(work, claims),
+        reports=sorted((_ledger_report(o, work.settings) for o in work.extracted), key=lambda r: r.stem),
+        skipped=[LedgerSkipped(stem=s.stem, path=s.relpath, kind=s.kind, reason=one_line(s.reason, 500))
+                 for s in sorted(work.skipped, key=lambda s: s.stem)],
+        claims=sorted(claims, key=lambda c: c.key),
+        clusters=sorted(_ledger_clusters(work.clusters), key=lambda c: c.key),
+        divergences=sorted(_ledger_divergences(work.divergences, work.clusters), key=lambda d: d.key),
+        batches=sorted(_ledger_batches(work.judged), key=lambda b: b.id),
+        citation_checks=_ledger_checks(work.checks),
+        legs=[LedgerLeg(stem=leg.stem, topic=leg.topic, model=leg.model, state=leg.state.value,
+                        detail=one_line(leg.detail, 500), report=leg.report_relpath) for leg in work.legs],
+        limitations=work.limitations, incomplete=work.incomplete)
+
+
+def _ledger_settings(settings: Settings) -> dict[str, Any]:
+    """The settings a synthesis' answers depend on (the diff compares them to say what was re-run)."""
     syn = settings.synthesis
-    cluster_of = {key: c.key for c in clusters for key in c.members}
-    by_index = {c.index: c for c in clusters}
-    report_counting = {r.stem: r.counting for r in reports}
-    ledger_claims = [
-        LedgerClaim(cluster=cluster_of[claim.key], key=claim.key, report=claim.report, layer_key=claim.layer_key,
-                    standing=counting.standing(claim, report_counting[claim.report],
-                                               count_unsupported=syn.count_unsupported),
-                    decision_key=claim.decision_key, pick_key=claim.pick_key, anchored=claim.anchored,
-                    citations=[LedgerCitation.of(c) for c in claim.citations], **claim.extracted())
-        for outcome in extracted for claim in outcome.claims]
-    ledger_clusters = [LedgerCluster(
-        key=c.key, base=c.base, layer=c.layer, layer_key=c.layer_key, decision=c.decision, status=c.status,
-        flagged=c.flagged, pick=c.pick, pick_key=c.pick_key, position=c.position, condition=c.condition,
-        label=c.label, summary=c.summary, sources=c.sources, shared_source=c.shared_source,
-        members=c.members, reports=c.reports, families=c.families, excluded_reports=c.excluded_reports,
-        batches=c.batches, unaligned=c.unaligned, divergence=c.divergence,
-        contradicts=sorted(by_index[i].key for i in c.contradicts), contrary_excluded=c.contrary_excluded)
-        for c in clusters]
-    ledger_divergences = [LedgerDivergence(
-        key=d.key, layer=d.layer, decision=d.decision, kind=d.kind, tie=d.tie, line=d.line,
-        positions=[LedgerSide(cluster=by_index[s.cluster].key, label=s.label, pick=s.pick, condition=s.condition,
-                              claims=s.claims, reports=s.reports, families=s.families, position=s.position,
-                              sources=s.sources, condition_reports=s.condition_reports) for s in d.sides],
-        ambivalent_reports=d.ambivalent_reports, weighed=sorted(by_index[i].key for i in d.weighed_clusters),
-        excluded_claims=d.excluded_claims)
-        for d in divergences]
-    ledger_batches = [LedgerBatch(
+    return {"extractor_model": syn.extractor_model, "extraction_prompt": extract.PROMPT_VERSION,
+            "judge_models": list(syn.judge_models), "judge_prompt": align.PROMPT_VERSION,
+            "citation_models": list(syn.citation_models), "citation_prompt": citations.PROMPT_VERSION,
+            "count_unverified": syn.count_unverified, "count_unsupported": syn.count_unsupported,
+            "batch_size": syn.batch_size, "similarity_threshold": syn.similarity_threshold,
+            "layers": list(syn.layers), "timeout_minutes": syn.timeout_minutes}
+
+
+def _ledger_claims(work: _Work) -> list[LedgerClaim]:
+    """Every claim with its cluster's key and where it stands with the counting rules."""
+    cluster_of = {key: c.key for c in work.clusters for key in c.members}
+    report_counting = {r.stem: r.counting for r in work.reports}
+    unsupported = work.settings.synthesis.count_unsupported
+    return [LedgerClaim(cluster=cluster_of[claim.key], key=claim.key, report=claim.report, layer_key=claim.layer_key,
+                        standing=counting.standing(claim, report_counting[claim.report], count_unsupported=unsupported),
+                        decision_key=claim.decision_key, pick_key=claim.pick_key, anchored=claim.anchored,
+                        citations=[LedgerCitation.of(c) for c in claim.citations], **claim.extracted())
+            for claim in work.claims]
+
+
+def _ledger_clusters(clusters: list[Cluster]) -> list[LedgerCluster]:
+    key_of = {c.index: c.key for c in clusters}
+    return [LedgerCluster.of(cluster, key_of) for cluster in clusters]
+
+
+def _ledger_divergences(divergences: list[Divergence], clusters: list[Cluster]) -> list[LedgerDivergence]:
+    key_of = {c.index: c.key for c in clusters}
+    return [LedgerDivergence.of(divergence, key_of) for divergence in divergences]
+
+
+def _ledger_batches(judged: list[_Judged]) -> list[LedgerBatch]:
+    """Each judge call: its anonymisation, its judge and its validated answer (or why it has none)."""
+    return [LedgerBatch(
         id=o.batch.id, key=o.batch.key,
         status="ok" if o.judgement is not None else "timed_out" if o.timed_out else "failed",
         judge_model=o.batch.judge_model, judge_is_author=o.batch.judge_is_author, labels=o.batch.labels,
         ids=o.batch.ids, anchors=o.batch.anchors, error=one_line(o.error, 500) if o.error else None,
         judgement=o.judgement.model_dump(mode="json") if o.judgement is not None else None, calls=o.calls)
         for o in judged]
-    statuses = {status: sum(1 for c in clusters if c.status == status) for status in STATUSES}
-    counts = {"reports": len(reports), "counted": sum(1 for r in reports if r.counted),
-              "excluded": sum(1 for r in reports if not r.counted),
-              "ignored": sum(1 for s in skipped if s.kind == "ignored"),
-              "failed": sum(1 for s in skipped if s.kind == "failed"),
-              "extracted": sum(1 for o in extracted if not o.error), "claims": len(ledger_claims),
-              "not_findings": sum(len(o.not_findings) for o in extracted),
-              "clusters": statuses,
-              "flagged": sum(1 for c in clusters if c.flagged and c.status == "single_source"),
-              "flagged_sides": sum(1 for c in clusters if c.flagged and c.status == "divergent"),
-              "checked": counting.Tally.of([claim for o in extracted for claim in o.claims],
-                                           frozenset(c.key for c in ledger_claims
-                                                     if c.standing is counting.Standing.COUNTED)).as_dict(),
-              "divergences": len(divergences), "ties": sum(1 for d in divergences if d.tie),
-              "batches": len(judged),
-              "anchored": sum(1 for o in extracted for c in o.claims if c.anchored),
-              "citations": {support.value: sum(1 for o in extracted for c in o.claims for x in c.citations
-                                               if x.support is support) for support in Support}}
-    return Ledger(
-        cycle=cycle, framework=settings.framework_name,
-        settings={"extractor_model": syn.extractor_model, "extraction_prompt": extract.PROMPT_VERSION,
-                  "judge_models": list(syn.judge_models), "judge_prompt": align.PROMPT_VERSION,
-                  "citation_models": list(syn.citation_models), "citation_prompt": citations.PROMPT_VERSION,
-                  "count_unverified": syn.count_unverified, "count_unsupported": syn.count_unsupported,
-                  "batch_size": syn.batch_size,
-                  "similarity_threshold": syn.similarity_threshold, "layers": list(syn.layers),
-                  "timeout_minutes": syn.timeout_minutes},
-        counts=counts,
-        reports=sorted((_ledger_report(o, settings) for o in extracted), key=lambda r: r.stem),
-        skipped=[LedgerSkipped(stem=s.stem, path=s.relpath, kind=s.kind, reason=one_line(s.reason, 500))
-                 for s in sorted(skipped, key=lambda s: s.stem)],
-        claims=sorted(ledger_claims, key=lambda c: c.key),
-        clusters=sorted(ledger_clusters, key=lambda c: c.key),
-        divergences=sorted(ledger_divergences, key=lambda d: d.key),
-        batches=sorted(ledger_batches, key=lambda b: b.id),
-        citation_checks=_ledger_checks(checks),
-        legs=[LedgerLeg(stem=leg.stem, topic=leg.topic, model=leg.model, state=leg.state.value,
-                        detail=one_line(leg.detail, 500), report=leg.report_relpath) for leg in legs],
-        limitations=limitations, incomplete=incomplete)
+
+
+def _ledger_counts(work: _Work, claims: list[LedgerClaim]) -> dict[str, Any]:
+    """The numbers the document's header and the PR read: reports, claims, findings by class, citations."""
+    reports, skipped, extracted, clusters = work.reports, work.skipped, work.extracted, work.clusters
+    every_claim = work.claims
+    counted = frozenset(c.key for c in claims if c.standing is counting.Standing.COUNTED)
+    return {"reports": len(reports), "counted": sum(1 for r in reports if r.counted),
+            "excluded": sum(1 for r in reports if not r.counted),
+            "ignored": sum(1 for s in skipped if s.kind == "ignored"),
+            "failed": sum(1 for s in skipped if s.kind == "failed"),
+            "extracted": sum(1 for o in extracted if not o.error), "claims": len(claims),
+            "not_findings": sum(len(o.not_findings) for o in extracted),
+            "clusters": {status: sum(1 for c in clusters if c.status == status) for status in STATUSES},
+            "flagged": sum(1 for c in clusters if c.flagged and c.status == "single_source"),
+            "flagged_only_one_asked": sum(1 for c in clusters if c.flagged and c.status == "single_source"
+                                          and asked.single_source_label(c.families, asked.recorded(c.topics, c.asked))
+                                          == asked.ONLY_ONE_ASKED),
+            "flagged_sides": sum(1 for c in clusters if c.flagged and c.status == "divergent"),
+            "checked": counting.Tally.of(every_claim, counted).as_dict(),
+            "divergences": len(work.divergences), "ties": sum(1 for d in work.divergences if d.tie),
+            "batches": len(work.judged), "anchored": sum(1 for c in every_claim if c.anchored),
+            "citations": {support.value: sum(1 for c in every_claim for x in c.citations if x.support is support)
+                          for support in Support}}
 
 
 def _calls_log(extracted: list[_Extracted], judged: list[_Judged], checks: list[_ReportChecks]) -> str:
@@ -761,7 +949,7 @@ def synthesize(repo: Path, settings: Settings, *, env: Mapping[str, str], cycle:
             raise SynthesisFailed(f"every extraction failed; nothing was written (first: {failures[0].error})")
         checks = _check_all(repo, reports, extracted, settings, cache, lazy, cycle, deadline)
         _with_citations(extracted, checks)
-        claims = extract.with_aliases([claim for outcome in extracted for claim in outcome.claims])
+        claims = picks.with_aliases([claim for outcome in extracted for claim in outcome.claims])
         by_key = {c.key: c for c in claims}
         for outcome in extracted:
             outcome.claims = [by_key[c.key] for c in outcome.claims]
@@ -771,18 +959,23 @@ def synthesize(repo: Path, settings: Settings, *, env: Mapping[str, str], cycle:
         batches = [align.build_batch(i + 1, plan, by_key, report_counting, settings) for i, plan in enumerate(plans)]
         judged = _judge_all(batches, settings, cache, lazy, cycle, deadline, reporter("judge"))
     finally:
-        lazy.close(in_use=time.monotonic() >= deadline)
+        lazy.close()
     warnings += cache.warnings
 
     counted = counting.counted_claims(claims, report_counting, count_unsupported=syn.count_unsupported)
     alignment = align.assemble(claims, batches, {o.batch.index: o.judgement for o in judged}, counted)
     clusters, divergences = classify(alignment, by_key, report_counting, counted)
+    asked.mark(clusters, divergences, asked.Asked.of((r.meta.topic, r.counting) for r in reports),
+               {c.key: c.report for c in claims})
     assign_cluster_keys(clusters, old, set(counted))
     assign_divergence_keys(divergences, clusters)
     incomplete = _incomplete(extracted, judged, syn.timeout_minutes, checks)
-    limitations = _limitations(cycle, reports, inputs.skipped, states, extracted, judged, incomplete, checks)
-    ledger = _build_ledger(cycle, settings, reports, inputs.skipped, states, extracted, judged, clusters, divergences,
-                           limitations, incomplete, checks)
+    dropped_claims = _claim_limitations(extracted, checks, report_counting, syn.count_unsupported)
+    limitations = _limitations(cycle, reports, inputs.skipped, states, extracted, judged, incomplete, checks) + \
+        dropped_claims
+    ledger = _build_ledger(_Work(cycle, settings, reports, inputs.skipped, states, extracted, judged, checks, clusters,
+                                 divergences, limitations, incomplete))
+    ledger.counts["dropped_claims"] = len(dropped_claims)  # each listed in `limitations` with its reason
     ledger_dict = ledger.to_dict()
     diff = diff_ledgers(old, ledger_dict)
 

@@ -84,6 +84,11 @@ class SearchProvider(Protocol):
 
     def extract(self, urls: list[str], *, bounds: CallBounds, timeout_s: float) -> Pages: ...
 
+    def close(self) -> None:
+        """Release the provider's connections. Its owner calls it when the leg ends: a leg is one of many
+        in a `run` (and a command one of many in a process), so a kept-alive socket per leg would pile up
+        until the process exits."""
+
 
 def _bound_error(exc: Exception, provider: str) -> SearchServiceError | None:
     if isinstance(exc, Interrupted):
@@ -139,6 +144,9 @@ class TavilyProvider:
             client = TavilyClient(api_key=api_key, api_base_url=base_url.rstrip("/"), session=self.session)
             # tavily-python only sets headers a caller's session lacks; ours has none of its own.
         self._client = client
+
+    def close(self) -> None:
+        self.session.close()
 
     def search(self, request: SearchQuery, *, bounds: CallBounds, timeout_s: float) -> list[Hit]:
         with self.session.within(bounds, "Tavily search"):
@@ -230,6 +238,9 @@ class ExaProvider:
     def __init__(self, *, api_key: str, base_url: str) -> None:
         self.session = BoundedSession()
         self._client = _exa_client_class()(api_key=api_key, base_url=base_url.rstrip("/"), session=self.session)
+
+    def close(self) -> None:
+        self.session.close()
 
     def search(self, request: SearchQuery, *, bounds: CallBounds, timeout_s: float) -> list[Hit]:
         with self.session.within(bounds, "Exa search"):

@@ -37,7 +37,7 @@ class StructuredResult(Generic[T]):
     records: list[CallRecord]
 
 
-def _problem(exc: ValidationError) -> str:
+def validation_problem(exc: ValidationError) -> str:
     """The first few validation errors, one line each, for the repair prompt and the error message."""
     lines = []
     for err in exc.errors()[:5]:
@@ -47,6 +47,20 @@ def _problem(exc: ValidationError) -> str:
     if more > 0:
         lines.append(f"... and {more} more")
     return "; ".join(lines)
+
+
+def every_id_once(answered: list[str], ids: set[str] | None) -> None:
+    """An answer that names items by the ids the question gave them names each exactly once (`ids`: the
+    question's, from the validation context; None: not checked). ValueError saying which id is wrong."""
+    seen: set[str] = set()
+    for ident in answered:
+        if ids is not None and ident not in ids:
+            raise ValueError(f"unknown id {ident!r}")
+        if ident in seen:
+            raise ValueError(f"id {ident!r} is answered more than once")
+        seen.add(ident)
+    if ids is not None and seen != ids:
+        raise ValueError(f"ids not answered: {', '.join(sorted(ids - seen))}")
 
 
 def parse(content: str, model: type[T], context: dict[str, Any] | None, finish_reason: str | None) -> T:
@@ -60,7 +74,7 @@ def parse(content: str, model: type[T], context: dict[str, Any] | None, finish_r
     try:
         return model.model_validate(data, context=context)
     except ValidationError as exc:
-        raise ValueError(f"the answer does not match the schema: {_problem(exc)}") from None
+        raise ValueError(f"the answer does not match the schema: {validation_problem(exc)}") from None
 
 
 def call_structured(gateway: ModelGateway, *, model: str, messages: list[dict[str, Any]], name: str,

@@ -1,10 +1,11 @@
 """The vocabulary of checked claims (docs/ARCHITECTURE.md, "Evidence and checked claims" — FIXED).
 
-A claim counts only when code has checked it: its `quote` must be a verbatim span of the report body
-(`anchored`), and each source it cites gets a `CitationCheck` whose `support` says what code could
-verify. `supported` / `contradicted` stand only when a judge of another family than the report's author
-said so AND code found the judge's quote verbatim in the stored passage (`passage_sha256`); a judge's
-say-so alone is `unsupported`. These names are written to `framework/claims.json` as they are here.
+A claim counts only when code has checked it: its `quote` is whole units of the report body that code
+located from the extractor's pointer (`anchored`), and each source it cites gets a `CitationCheck` whose
+`support` says what code could verify. `supported` / `contradicted` stand only when a judge of another
+family than the report's author said so, pointing at sentences of the stored passage (`passage_sha256`)
+that code took as the citation's `quote` and found addressing the claim; a judge's say-so alone is
+`unsupported`. These names are written to `framework/claims.json` as they are here.
 
 This module is the one place the names live, so that extraction, citation checking, counting,
 diffing and rendering agree on them.
@@ -27,15 +28,15 @@ class Position(str, enum.Enum):
 class Support(str, enum.Enum):
     """What code could verify about one citation of one claim."""
 
-    SUPPORTED = "supported"  # another family's judge said so, and its quote is in the stored passage
+    SUPPORTED = "supported"  # another family's judge said so, pointing at passage sentences that address the claim
     CONTRADICTED = "contradicted"  # as above, but the passage says the opposite
-    UNSUPPORTED = "unsupported"  # the judge said it does not address the claim, or its quote is not found
+    UNSUPPORTED = "unsupported"  # the judge found nothing, or pointed at no sentence that addresses the claim
     NO_EVIDENCE = "no_evidence"  # no stored passage for the cited url
     PHANTOM = "phantom"  # a citation marker that is not in the report's reference list (url null)
 
     @property
     def verified(self) -> bool:
-        """True when code found the judge's quote in the passage (the verdict stands)."""
+        """True when code took the judge's pointed sentences from the passage (the verdict stands)."""
         return self in (Support.SUPPORTED, Support.CONTRADICTED)
 
 

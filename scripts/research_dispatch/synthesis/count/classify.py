@@ -10,14 +10,16 @@ supported citation), and each report counts once however many of its claims a cl
   all its supported citations point to one url ("convergent — one shared source");
 * **same_family** — at least two counted reports, none independent of the others: agreement, but not
   independent evidence;
-* **single_source** — one counted report; flagged "single-source — may be model bias" when it is a
-  recommendation or high-confidence;
+* **single_source** — one counted report; flagged when it is a recommendation or high-confidence (and
+  labelled by `asked`: "single-source — may be model bias" only when another family was asked about its
+  topic, else "single-source — only one family was asked");
 * **unsupported** — no claim of it counts, but counted reports make it: not anchored in the report,
   or no citation a judge of another family confirmed (shown, with why, never silently dropped);
 * **excluded** — made only by reports excluded from support (unverified route, by default);
 * **divergent** — the cluster is a *side* of a divergence. A divergence exists only where the judge
-  put counted claims on opposite sides of one group (alternatives for one decision, or opposite
-  findings), where code split a judged position (for and against one pick, numbers that differ), or
+  put counted claims on opposite sides of one group (alternatives for one decision — the only way two
+  different picks diverge — or opposite findings), where code split a judged position (for and against
+  one pick, numbers that differ), or
   where one pick of a layer is held `for` by some and `against` by others — never because two picks
   merely share a layer — and only between sides with disjoint supporting reports: a report that holds
   two sides counts for neither (it is listed as weighing both), and a side left with no report of its
@@ -85,6 +87,8 @@ class Cluster:
     contrary_excluded: list[str] = field(default_factory=list)  # claims that do not count, set against it
     key: str = ""
     base: str = ""
+    topics: list[str] = field(default_factory=list)  # of the reports that hold it (`asked`)
+    asked: list[str] = field(default_factory=list)  # families with a counted report on those topics (`asked`)
 
 
 @dataclass
@@ -125,6 +129,8 @@ class Divergence:
     ambivalent_reports: list[str] = field(default_factory=list)  # hold more than one side: counted for none
     weighed_clusters: list[int] = field(default_factory=list)  # sides held only by such reports
     excluded_claims: list[str] = field(default_factory=list)  # uncounted claims against a side
+    topics: list[str] = field(default_factory=list)  # of the reports that hold its sides (`asked`)
+    asked: list[str] = field(default_factory=list)  # families with a counted report on those topics (`asked`)
 
     @property
     def clusters(self) -> list[int]:

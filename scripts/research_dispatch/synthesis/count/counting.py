@@ -4,10 +4,12 @@ docs/METHODOLOGY.md ("Counting") states these rules for readers; `classify` and 
 them and nothing else decides what counts.
 
 * **A claim counts** towards support only when its report counts (`inputs`: a planned leg, not
-  failed, a verified route or `count_unverified`), it is *anchored* (code found its quote in the
-  report body), and at least one of its citations is `supported` (a judge of another family said so
-  and code found the judge's quote in the stored passage). With `synthesis.count_unsupported = true`
-  an anchored claim counts without a supported citation — unless its own sources only contradict it.
+  failed, a verified route or `count_unverified`), it is *anchored* (code located its units in the
+  report body), its position is not contradicted by its own sentence (`extract/position`: a `for`
+  beside a negation is never counted), and at least one of its citations is `supported` (a judge of
+  another family said so, pointing at a passage sentence that code took and found addressing it).
+  With `synthesis.count_unsupported = true` an anchored claim counts without a supported citation —
+  unless its own sources only contradict it.
   A claim that is not anchored never counts. Claims that do not count are kept and shown, with why.
 * **Support** of a position is the independent families and the distinct sources (urls of
   `supported` citations) of the claims that count for it. Reports are never counted as such: a second
@@ -37,6 +39,7 @@ class Standing(str, enum.Enum):
     NOT_ANCHORED = "not_anchored"  # its quote is not in the report body
     CONTRADICTED = "contradicted"  # anchored; no citation supports it and one contradicts it
     UNSUPPORTED = "unsupported"  # anchored; no citation supports it (none cited, not addressed, no evidence, phantom)
+    POSITION_CONTRADICTED = "position_contradicted"  # its position is `for` beside a negation in its own sentence
 
     @property
     def reason(self) -> str:
@@ -50,6 +53,7 @@ _REASONS = {
     Standing.NOT_ANCHORED: "its quote is not in the report",
     Standing.CONTRADICTED: "its own source contradicts it",
     Standing.UNSUPPORTED: "no citation of it is supported by its source",
+    Standing.POSITION_CONTRADICTED: "its own sentence contradicts its position (a negation beside its pick)",
 }
 
 
@@ -73,6 +77,8 @@ def standing(claim: Claim, report: Counting, *, count_unsupported: bool) -> Stan
     """Does this claim count, and if not, why not."""
     if not report.counted:
         return Standing.EXCLUDED
+    if claim.anchored and claim.position_contradicted:
+        return Standing.POSITION_CONTRADICTED
     checked = evidence_standing(claim)
     if checked is Standing.UNSUPPORTED and count_unsupported:
         return Standing.COUNTED

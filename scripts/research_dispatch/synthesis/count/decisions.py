@@ -20,7 +20,7 @@ from typing import Any
 
 from research_dispatch.core.sanitize import for_pr_body, one_line
 from research_dispatch.synthesis.common.text import states_a_condition
-from research_dispatch.synthesis.count.classify import FLAG
+from research_dispatch.synthesis.count.asked import NO_SIDE, NOT_ASKED, recorded, single_source_label
 
 TABLE_STATUSES = ("convergent", "same_family", "single_source")  # a lone recommendation is a decision in these
 
@@ -35,6 +35,11 @@ def _text(value: Any) -> str:
 
 def _strings(value: Any) -> tuple[str, ...]:
     return tuple(sorted({v for v in _list(value) if isinstance(v, str)}))
+
+
+def _asked(item: Mapping[str, Any]) -> tuple[str, ...] | None:
+    """The families a cluster's or divergence's topics were asked of (None: not recorded)."""
+    return recorded(_strings(item.get("topics")), _strings(item.get("asked")))
 
 
 def _items(ledger: Any, name: str) -> list[dict[str, Any]]:
@@ -84,6 +89,7 @@ class Decision:
     kind: str  # of a divergence: alternatives | contradiction ("" for a lone recommendation)
     tie: bool
     sides: tuple[DecisionSide, ...]
+    asked: tuple[str, ...] | None = None  # the families asked about its topics (None: not recorded)
 
     @property
     def clusters(self) -> frozenset[str]:
@@ -137,7 +143,8 @@ def cluster_verdict(cluster: Mapping[str, Any]) -> str:
     elif status == "same_family":
         what = "same family only — not independent"
     elif status == "single_source":
-        what = FLAG if cluster.get("flagged") is True else "single-source"
+        what = single_source_label(_strings(cluster.get("families")), _asked(cluster)) \
+            if cluster.get("flagged") is True else "single-source"
     else:
         what = status.replace("_", "-") or "unknown"
     return f"{verb} {pick} ({what})"
@@ -155,7 +162,7 @@ def decisions(ledger: Any) -> list[Decision]:
         out.append(Decision(key=divergence["key"], layer=_text(divergence.get("layer")),
                             question=_text(divergence.get("decision")), verdict=_text(divergence.get("line")),
                             status="divergent", kind=_text(divergence.get("kind")), tie=divergence.get("tie") is True,
-                            sides=sides))
+                            sides=sides, asked=_asked(divergence)))
     for key, cluster in sorted(parts.clusters.items()):
         status = _text(cluster.get("status"))
         if key in in_divergence or status not in TABLE_STATUSES or not _text(cluster.get("pick")):
@@ -164,7 +171,8 @@ def decisions(ledger: Any) -> list[Decision]:
                    and _text(parts.claims.get(k, {}).get("standing")) == "counted"]
         side = parts.side(cluster, counted)
         out.append(Decision(key=key, layer=_text(cluster.get("layer")), question=_text(cluster.get("decision")),
-                            verdict=cluster_verdict(cluster), status=status, kind="", tie=False, sides=(side,)))
+                            verdict=cluster_verdict(cluster), status=status, kind="", tie=False, sides=(side,),
+                            asked=_asked(cluster)))
     return sorted(out, key=lambda d: (d.layer.casefold(), d.question.casefold(), d.key))
 
 
@@ -177,9 +185,11 @@ class Matrix:
 
 
 def cell(decision: Decision, family: str) -> str:
-    """`for`, `against`, `conditional` (for, and every claim of that family on it states a condition) or
-    `none`; on a decision of several sides, the label of the side the family holds ("Monarch
-    (conditional)"). A family whose reports hold more than one side of a divergence counts for none."""
+    """`for`, `against`, `conditional` (for, and every claim of that family on it states a condition); on a
+    decision of several sides, the label of the side the family holds ("Monarch (conditional)"). A
+    family that holds none: `not asked` (no counted report of it covers the decision's topics), `no side`
+    (asked, it took none — or holds more than one side of a divergence, which counts for none), or
+    `none` where the ledger does not record who was asked."""
     held = []
     for side in decision.sides:
         if family not in side.families:
@@ -189,7 +199,11 @@ def cell(decision: Decision, family: str) -> str:
             held.append("against" if side.against else "conditional" if conditional else "for")
         else:
             held.append(side.label + (" (conditional)" if conditional else ""))
-    return "; ".join(held) if held else "none"
+    if held:
+        return "; ".join(held)
+    if decision.asked is None:
+        return "none"
+    return NO_SIDE if family in decision.asked else NOT_ASKED
 
 
 def matrix(ledger: Any) -> Matrix:

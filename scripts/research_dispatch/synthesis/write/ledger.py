@@ -42,13 +42,16 @@ generated output and must not block a refresh.
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, Final, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from research_dispatch.synthesis.common.checked import CitationCheck, Position, Support
+from research_dispatch.synthesis.count.classify import Cluster, Divergence, Side
 from research_dispatch.synthesis.count.counting import Standing
+from research_dispatch.synthesis.extract.position import PositionCheck
 
 SCHEMA: Final = "research-dispatch/claims@3"
 UPGRADABLE_SCHEMA: Final = "research-dispatch/claims@2"  # read as @3 with every claim unchecked
@@ -83,6 +86,7 @@ class LedgerExtraction(_Model):
     truncated: bool = False
     dropped_citations: int = 0
     not_findings: list[LedgerNotFinding] = Field(default_factory=list)
+    malformed: list[LedgerNotFinding] = Field(default_factory=list)  # claims of the answer that did not fit
     calls: list[dict[str, Any]] = Field(default_factory=list)
 
 
@@ -163,6 +167,8 @@ class LedgerClaim(_Model):
     anchored: bool
     citations: list[LedgerCitation]
     standing: Standing = Standing.NOT_ANCHORED  # whether it counts, or why not (`counting`)
+    units: list[str] = Field(default_factory=list)  # the report units its quote is (`read/units`: "U12")
+    position_check: PositionCheck | None = None  # what checking its position against its sentence found
 
 
 class LedgerCluster(_Model):
@@ -190,6 +196,21 @@ class LedgerCluster(_Model):
     contrary_excluded: list[str]
     sources: list[str] = Field(default_factory=list)  # distinct urls of the counted claims' supported citations
     shared_source: bool = False  # convergent, but all those citations point to one url
+    topics: list[str] = Field(default_factory=list)  # the topics of the reports that hold it
+    asked: list[str] = Field(default_factory=list)  # the families with a counted report on those topics
+
+    @classmethod
+    def of(cls, cluster: Cluster, key_of: Mapping[int, str]) -> LedgerCluster:
+        """A classified cluster as written: the clusters it contradicts named by their keys (`key_of`)."""
+        return cls(
+            key=cluster.key, base=cluster.base, layer=cluster.layer, layer_key=cluster.layer_key,
+            decision=cluster.decision, status=cluster.status, flagged=cluster.flagged, pick=cluster.pick,
+            pick_key=cluster.pick_key, position=cluster.position, condition=cluster.condition, label=cluster.label,
+            summary=cluster.summary, members=cluster.members, reports=cluster.reports, families=cluster.families,
+            excluded_reports=cluster.excluded_reports, batches=cluster.batches, unaligned=cluster.unaligned,
+            divergence=cluster.divergence, contradicts=sorted(key_of[i] for i in cluster.contradicts),
+            contrary_excluded=cluster.contrary_excluded, sources=cluster.sources, shared_source=cluster.shared_source,
+            topics=cluster.topics, asked=cluster.asked)
 
 
 class LedgerSide(_Model):
@@ -204,6 +225,12 @@ class LedgerSide(_Model):
     sources: list[str] = Field(default_factory=list)
     condition_reports: list[str] = Field(default_factory=list)  # the reports whose own claims state `condition`
 
+    @classmethod
+    def of(cls, side: Side, key_of: Mapping[int, str]) -> LedgerSide:
+        return cls(cluster=key_of[side.cluster], label=side.label, pick=side.pick, condition=side.condition,
+                   claims=side.claims, reports=side.reports, families=side.families, position=side.position,
+                   sources=side.sources, condition_reports=side.condition_reports)
+
 
 class LedgerDivergence(_Model):
     key: str
@@ -216,6 +243,18 @@ class LedgerDivergence(_Model):
     ambivalent_reports: list[str]
     weighed: list[str]
     excluded_claims: list[str]
+    topics: list[str] = Field(default_factory=list)  # the topics of the reports that hold its sides
+    asked: list[str] = Field(default_factory=list)  # the families with a counted report on those topics
+
+    @classmethod
+    def of(cls, divergence: Divergence, key_of: Mapping[int, str]) -> LedgerDivergence:
+        """A divergence as written: its sides and the clusters weighed named by their keys (`key_of`)."""
+        return cls(key=divergence.key, layer=divergence.layer, decision=divergence.decision, kind=divergence.kind,
+                   tie=divergence.tie, line=divergence.line,
+                   positions=[LedgerSide.of(side, key_of) for side in divergence.sides],
+                   ambivalent_reports=divergence.ambivalent_reports,
+                   weighed=sorted(key_of[i] for i in divergence.weighed_clusters),
+                   excluded_claims=divergence.excluded_claims, topics=divergence.topics, asked=divergence.asked)
 
 
 class LedgerBatch(_Model):
@@ -243,7 +282,8 @@ class LedgerCheckItem(_Model):
     key: str | None  # the cache key of the judge's answer; None when decided without a judge
     judge_model: str | None
     passages: list[str]  # sha256 of the stored passages shown to the judge
-    answer: dict[str, Any] | None  # the judge's answer: {"verdict", "passage" (sha256), "quote"}
+    answer: dict[str, Any] | None  # the judge's answer: {"verdict", "passage" (sha256), "sentences", "quote",
+    #                                "recheck" (the second question's answer: true, the verdict stood)}
     calls: list[int]  # indices into the report's `calls`
 
 

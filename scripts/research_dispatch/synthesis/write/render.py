@@ -29,6 +29,7 @@ from research_dispatch.config.settings import Settings
 from research_dispatch.core.sanitize import one_line
 from research_dispatch.synthesis.common.checked import Support
 from research_dispatch.synthesis.count import decisions as decided
+from research_dispatch.synthesis.count.asked import NO_SIDE, NOT_ASKED, ONLY_ONE_ASKED, recorded, single_source_label
 from research_dispatch.synthesis.count.classify import FLAG
 from research_dispatch.synthesis.count.counting import Standing
 from research_dispatch.synthesis.write.ledger import Ledger, LedgerCitation, LedgerClaim, LedgerCluster
@@ -49,7 +50,8 @@ STATUS_TEXT = {
 }
 #: How the document words a citation that is not supported (the demo looks for the unsupported line).
 CITATION_TEXT = {
-    Support.UNSUPPORTED: "does not support it (the judge found nothing, or its quote is not in the passage)",
+    Support.UNSUPPORTED: "does not support it (the judge found nothing, or pointed at no sentence that addresses "
+                         "it)",
     Support.NO_EVIDENCE: "no stored passage of this source",
     Support.PHANTOM: "cited, but not in the report's references",
 }
@@ -134,10 +136,11 @@ class _Renderer:
         return f"{ref} {CITATION_TEXT[citation.support]}"
 
     def words(self, claim: LedgerClaim) -> str:
-        """What the report says: its own words when code found them, else the extractor's, marked."""
+        """What the report says: its own words when code located them; never the extractor's paraphrase (a claim
+        that could not be located is listed under Limitations with the reason)."""
         if claim.anchored and claim.quote:
             return f"“{md(claim.quote)}”"
-        return f"(extracted, not found in the report) “{md(claim.statement)}”"
+        return "(a claim that could not be located in the report: see Limitations)"
 
     def where(self, claim: LedgerClaim) -> str:
         """The report, linked to the section the quote is in."""
@@ -181,6 +184,18 @@ class _Renderer:
         what = cluster.pick if cluster.pick else cluster.summary
         return f"### {md(cluster.layer, 80)} — {md(what, 160)}"
 
+    def flag_counts(self) -> str:
+        """'2 flagged “… may be model bias”, 1 “… only one family was asked”' (the second only when some)."""
+        flagged = [c for c in self.ledger.clusters if c.status == "single_source" and c.flagged]
+        alone = sum(1 for c in flagged if self.flag(c) == ONLY_ONE_ASKED)
+        text = f"{len(flagged) - alone} flagged “{FLAG}”"
+        return text + (f", {alone} flagged “{ONLY_ONE_ASKED}”" if alone else "")
+
+    def flag(self, cluster: LedgerCluster) -> str:
+        """A consequential single-source finding's label: "may be model bias" only when another family was
+        asked about its topics."""
+        return single_source_label(cluster.families, recorded(cluster.topics, cluster.asked))
+
     def emit(self, *lines: str) -> None:
         self.lines.extend(lines)
 
@@ -215,12 +230,16 @@ class _Renderer:
                       + " Re-running `research-dispatch synthesize` replays what was done and continues.", "")
         checked = counts.get("checked") or {}
         if checked:
+            dropped = counts.get("dropped_claims", 0)
             self.emit(
                 f"**Claims.** {_plural(checked['claims'], 'claim')} from {_plural(checked['reports'], 'report')}: "
-                f"{checked['anchored']} anchored (found verbatim in their report; {checked['not_anchored']} not "
-                f"found), of which {checked['supported']} with a supported citation, {checked['unsupported']} "
-                f"unsupported, {checked['contradicted']} contradicted by their own source. "
-                f"{checked['counted']} count towards support.", "")
+                f"{checked['anchored']} anchored (located in their report, quoted as whole sentences; "
+                f"{checked['not_anchored']} not located), of which {checked['supported']} with a supported citation, "
+                f"{checked['unsupported']} unsupported, {checked['contradicted']} contradicted by their own source. "
+                f"{checked['counted']} count towards support; "
+                + (f"{_plural(dropped, 'claim')} extracted from counted reports could not be located, checked or "
+                   "counted, each listed under Limitations with its reason." if dropped else
+                   "every claim of a counted report was located, checked and counted."), "")
         made = self.decisions
         by_status = {status: sum(1 for d in made if d.status == status)
                      for status in ("convergent", "same_family", "divergent", "single_source")}
@@ -235,11 +254,12 @@ class _Renderer:
             f"{_plural(total, 'finding')}: {statuses['convergent']} convergent, {statuses['same_family']} "
             f"same-family, {statuses['divergent']} divergent (the sides of the "
             f"{_plural(counts.get('divergences', 0), 'divergence')}), {statuses['single_source']} single-source "
-            f"({counts['flagged']} flagged “{FLAG}”), {statuses.get('unsupported', 0)} not counted (no checked "
+            f"({self.flag_counts()}), {statuses.get('unsupported', 0)} not counted (no checked "
             f"support), {statuses['excluded']} made only by excluded reports.", "")
         self.emit(
-            "A claim counts only when code found its quote in the report and a judge of another family "
-            "confirmed at least one of its citations with words code found in the stored passage. A finding is "
+            "A claim counts only when code located the report sentence it points at (its quote is that whole "
+            "sentence) and a judge of another family confirmed at least one of its citations by pointing at "
+            "sentences of the stored passage that address it (the quote shown is the passage's own). A finding is "
             "**convergent** when counted reports from at least two independent model families support it "
             "(“one shared source” when all their supporting citations are one page); agreement within one family "
             "is shown separately because it is not independent. Positions are **divergent** when the judge found "
@@ -247,8 +267,10 @@ class _Renderer:
             "held for and against (or numbers that differ), and different counted reports hold them; a "
             "divergence reads “use X today, switch to Y when Z” when X has more independent families, and "
             "“no consensus” when families are equal (sources order the sides, report counts never do). A claim "
-            f"made by one counted report only is **single-source**, flagged “{FLAG}” when it is a recommendation "
-            "or high-confidence. Claims were extracted by a model; alignment and citation checks were judged "
+            f"made by one counted report only is **single-source**; a recommendation or a high-confidence one is "
+            f"flagged “{FLAG}” when another family was asked about its topic (had a counted report on it) and "
+            f"“{ONLY_ONE_ASKED}” when none was. Claims were extracted by a model; alignment and citation checks "
+            "were judged "
             "by models that saw anonymised reports; everything else is deterministic code over `claims.json`.",
             "")
 
@@ -271,7 +293,7 @@ class _Renderer:
                 cluster = self.clusters[decision.key]
                 support = self.support(cluster.reports, cluster.families, cluster.sources)
                 status = {"convergent": "**convergent**" + (" — one shared source" if cluster.shared_source else ""),
-                          "single_source": FLAG if cluster.flagged else STATUS_TEXT["single_source"]
+                          "single_source": self.flag(cluster) if cluster.flagged else STATUS_TEXT["single_source"]
                           }.get(cluster.status, STATUS_TEXT[cluster.status])
                 verdict = md(cluster.label, 100)
             self.emit(f"| {md(decision.layer, 80)} | {md(decision.question or '—', 80)} | {verdict} | {support} "
@@ -282,8 +304,10 @@ class _Renderer:
         grid = self.grid
         self.emit("## Agreement matrix", "",
                   "What each model family's counted reports hold on each decision: for, against, conditional (for, "
-                  "every claim stating a condition) or none; on a divergence, the side the family holds. A family "
-                  "whose reports hold more than one side of a divergence counts for none.", "")
+                  "every claim stating a condition); on a divergence, the side the family holds. "
+                  f"“{NOT_ASKED}”: no counted report of that family covers the decision's topics, so it was not "
+                  f"asked; “{NO_SIDE}”: it was asked and took no side (a family whose reports hold more than one "
+                  "side of a divergence counts for none).", "")
         if not grid.rows or not grid.families:
             self.emit("No decision this cycle.", "")
             return
@@ -367,16 +391,25 @@ class _Renderer:
         other = [c for c in clusters if not c.flagged]
         self.emit("## Single-source claims", "",
                   "Made by one counted report only. Kept, but not framework decisions until another family "
-                  "agrees.", "", f"### Flagged: {FLAG}", "")
-        if not flagged:
-            self.emit("None this cycle.", "")
-        for cluster in sorted(flagged, key=lambda c: (c.layer.casefold(), c.key)):
-            claim = self.members(c for c in cluster.members if self.claims[c].standing is Standing.COUNTED)[0]
-            what = f"**{md(cluster.pick, 100)}** — " if cluster.pick else ""
-            self.emit(f"- {md(cluster.layer, 80)}: {what}{self.statement_line(claim, indent='')} "
-                      f"({claim.stance}, {claim.confidence} confidence)")
-            self.contrary(cluster.contrary_excluded, indent="  - ")
-        self.emit("", "### Other single-source findings", "")
+                  "agrees.", "")
+        for label, intro in ((FLAG, "Recommendations and high-confidence findings that another family was "
+                                    "asked about (it had a counted report on the topic) and did not make."),
+                             (ONLY_ONE_ASKED, "Recommendations and high-confidence findings on a topic no other "
+                                              "family was asked about: not evidence of bias, and not confirmed.")):
+            mine = [c for c in flagged if self.flag(c) == label]
+            if label == ONLY_ONE_ASKED and not mine:
+                continue
+            self.emit(f"### Flagged: {label}", "", intro, "")
+            if not mine:
+                self.emit("None this cycle.", "")
+            for cluster in sorted(mine, key=lambda c: (c.layer.casefold(), c.key)):
+                claim = self.members(c for c in cluster.members if self.claims[c].standing is Standing.COUNTED)[0]
+                what = f"**{md(cluster.pick, 100)}** — " if cluster.pick else ""
+                self.emit(f"- {md(cluster.layer, 80)}: {what}{self.statement_line(claim, indent='')} "
+                          f"({claim.stance}, {claim.confidence} confidence)")
+                self.contrary(cluster.contrary_excluded, indent="  - ")
+            self.emit("")
+        self.emit("### Other single-source findings", "")
         if not other:
             self.emit("None this cycle.", "")
         ordered = sorted(other, key=lambda c: (c.layer.casefold(), c.key))
@@ -393,15 +426,18 @@ class _Renderer:
         clusters = sorted((c for c in self.ledger.clusters if c.status == "unsupported"),
                           key=lambda c: (c.layer.casefold(), c.key))
         self.emit("## Not counted: claims without checked support", "",
-                  "Claims of counted reports that count towards nothing: their quote is not in the report, or no "
-                  "citation of theirs was confirmed by a judge of another family with words found in the stored "
-                  "passage (`synthesis.count_unsupported = true` counts anchored ones without such a citation).",
-                  "")
+                  "Claims of counted reports that count towards nothing, shown by the report's own sentence: no "
+                  "citation of theirs was confirmed by a judge of another family pointing at a sentence of the "
+                  "stored passage that addresses them, or their own sentence contradicts their position "
+                  "(`synthesis.count_unsupported = true` counts located ones without such a citation). Claims that "
+                  "could not be located are listed under Limitations.", "")
+        clusters = [c for c in clusters if any(self.reports[m.report].counted and m.anchored
+                                               for m in self.members(c.members))]
         if not clusters:
             self.emit("None this cycle.", "")
             return
         for cluster in clusters[:MAX_NOT_COUNTED]:
-            mine = [c for c in self.members(cluster.members) if self.reports[c.report].counted]
+            mine = [c for c in self.members(cluster.members) if self.reports[c.report].counted and c.anchored]
             self.emit(f"- {md(cluster.layer, 80)}: {self.statement_line(mine[0], indent='')}")
             for claim in mine[1:]:
                 self.emit(self.statement_line(claim, indent="  - "))
@@ -464,11 +500,8 @@ class _Renderer:
         self.emit("## Limitations", "")
         if not self.ledger.limitations:
             self.emit("- None recorded: every planned leg has an ok report with a verified route, every report was "
-                      "extracted and every batch was judged by a model of another family.")
-        dropped = self.ledger.counts.get("not_findings", 0)
-        if dropped:
-            self.emit(f"- {_plural(dropped, 'extracted statement')} only described a source or asserted nothing "
-                      f"and {'was' if dropped == 1 else 'were'} dropped; `claims.json` lists them with the reason.")
+                      "extracted, every batch was judged by a model of another family, and every claim was located, "
+                      "checked and counted.")
         for item in self.ledger.limitations:
             self.emit(f"- {md(item, 900)}")
         self.emit("")
