@@ -10,6 +10,7 @@ cost no citation-check call).
 
 from __future__ import annotations
 
+import hashlib
 import json
 import shutil
 from pathlib import Path
@@ -19,6 +20,7 @@ from research_dispatch.synthesis.write.ledger import Ledger
 from research_dispatch_fakes.script_synthesis import MISQUOTE, OVERSTATEMENT
 from tests.synthesis.conftest import (
     SOURCES,
+    bind_evidence,
     statement,
     structured_calls,
     synthesize_cli,
@@ -190,7 +192,11 @@ def test_no_evidence_and_damaged_evidence_lines_are_said(tmp_path: Path, synth_e
     lines = path.read_text().splitlines()
     tampered = json.loads(lines[1])
     tampered["text"] += " (edited)"
-    path.write_text("\n".join([lines[0], json.dumps(tampered), "{not json"]) + "\n")
+    damaged = "\n".join([lines[0], json.dumps(tampered), "{not json"]) + "\n"
+    path.write_text(damaged)
+    # the report names this file (an edit after the report would make the whole file no evidence, issue 31.2):
+    # damaged lines in the file its report names are refused one by one
+    bind_evidence(repo / "research" / "01-alpha.md", hashlib.sha256(damaged.encode("utf-8")).hexdigest())
     data = run(repo, synth_env)
     stdout = data["_stdout"]
     assert "research/01-alpha.evidence.jsonl: line 2: damaged evidence line (sha256: not the sha256 of text" in stdout

@@ -37,8 +37,8 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator
 
 from research_dispatch.core import sanitize
-from research_dispatch.gateway.provenance import CallRecord
 from research_dispatch.gateway.protocol import ModelGateway
+from research_dispatch.gateway.provenance import CallRecord
 from research_dispatch.synthesis.common.calls import call_structured, every_id_once
 from research_dispatch.synthesis.common.checked import Position
 from research_dispatch.synthesis.common.text import pick_key
