@@ -508,18 +508,26 @@ def run(repo: Path, topic_ids: str | None, model_ids: str | None, jobs: int | No
     # lazy: `--help` must not import the stages (module docstring)
     from research_dispatch.run.refresh import run_command, run_refresh
 
-    topics, models = _split(topic_ids, "--topics"), _split(model_ids, "--models")
     if not as_json:
+        topics, models = _split(topic_ids, "--topics"), _split(model_ids, "--models")
         sys.exit(run_command(repo, topics=topics, models=models, jobs=jobs, publish=do_publish, push=push,
                              fresh=fresh, cycle=_cycle(cycle), env=os.environ, echo=_say,
                              allow_edited=allow_edited))
     # lazy: `--help` must not import the stages (module docstring)
     from research_dispatch.config.settings import load_settings
-    from research_dispatch.run.documents import run_document
+    from research_dispatch.core.errors import DispatchError
+    from research_dispatch.run.documents import refused_run_document, run_document
 
-    outcome = run_refresh(repo, topics=topics, models=models, jobs=jobs, publish=do_publish, push=push, fresh=fresh,
-                          cycle=_cycle(cycle), env=os.environ, echo=_narrate, live=False, allow_edited=allow_edited)
-    _print_document(run_document(outcome, repo, load_settings(repo)))
+    try:
+        topics, models = _split(topic_ids, "--topics"), _split(model_ids, "--models")
+        outcome = run_refresh(repo, topics=topics, models=models, jobs=jobs, publish=do_publish, push=push,
+                              fresh=fresh, cycle=_cycle(cycle), env=os.environ, echo=_narrate, live=False,
+                              allow_edited=allow_edited)
+        document = run_document(outcome, repo, load_settings(repo))
+    except DispatchError as exc:  # bad input (exit 2) or a held lock: still one document on stdout
+        _print_document(refused_run_document(str(exc), exc.exit_code, cycle))
+        raise
+    _print_document(document)
     sys.exit(outcome.exit_code)
 
 
