@@ -271,6 +271,34 @@ def test_unchanged_reports_cost_no_citation_check_call_and_a_changed_passage_is_
     assert first["counts"]["citations"] == third["counts"]["citations"]
 
 
+def test_a_verdict_edited_in_the_ledger_is_asked_again_not_replayed(tmp_path: Path, synth_env, gateway) -> None:
+    """Issue 31, finding 9: one judge answer rewritten inside the committed framework/claims.json (the
+    contradicting source's verdict turned to `supports`) was replayed with no check call. A replayed answer
+    must be named by one of its own call records (its hash): this one is not, so it is asked again."""
+    repo = two_reports(tmp_path)
+    opposite = GRPO_ALPHA.replace("is the RL algorithm to adopt", "is not the RL algorithm to adopt") + "."
+    write_evidence(repo, "01-alpha", [(URL1, f"An unrelated opening sentence about datasets. {opposite}"),
+                                      (URL2, f"{PRIME_ALPHA}.")])
+    honest = run(repo, synth_env)
+    assert claim_quoting(honest, GRPO_ALPHA)["citations"][0]["support"] == "contradicted"
+    ledger_path = repo / "framework" / "claims.json"
+    ledger = json.loads(ledger_path.read_text(encoding="utf-8"))
+    [item] = check_items(ledger, claim_quoting(ledger, GRPO_ALPHA)["key"])
+    assert item["answer"]["verdict"] == "contradicts"
+    item["answer"]["verdict"] = "supports"  # the edit: the rest of the ledger (and every call record) untouched
+    ledger_path.write_text(json.dumps(ledger, indent=2, sort_keys=True) + "\n", encoding="utf-8")
+    shutil.rmtree(repo / "build" / "synthesis-cache")  # a fresh checkout: only the committed ledger to replay
+    gateway.reset()
+    again = run(repo, synth_env)
+    [call] = structured_calls(gateway, "citation_check")  # the edited verdict alone is asked again
+    assert call["request"]["messages"][1]["content"].count('"id":"K') == 1
+    assert "1 citation check, 2 citations cached" in again["_stdout"]
+    assert "framework/claims.json: damaged synthesis cache entry (field answer: no call record of this entry " \
+           "produced this answer" in again["_stdout"]
+    assert claim_quoting(again, GRPO_ALPHA)["citations"][0]["support"] == "contradicted"
+    assert again["counts"]["citations"] == honest["counts"]["citations"]
+
+
 def test_the_fake_extractor_reads_negations_and_hedges(tmp_path: Path, synth_env) -> None:
     against = "We do not recommend PPO for long-horizon agent training on stale rollouts"
     hedged = "Tentatively, GRPO should be the default algorithm for maths only"

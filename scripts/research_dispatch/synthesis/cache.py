@@ -8,6 +8,14 @@ previous `framework/claims.json` holds the same answers with their request keys,
 checkout (CI) where `build/` is empty. Replayed answers are validated again exactly like fresh ones
 (a replayed citation verdict is decided again by code against the passage).
 
+**An answer replays only with the call that produced it.** When an answer is kept, the hash of its
+request key and its answer (`answer_sha256`) is written onto the call records it came from
+(`ANSWERS_FIELD`, in place, so the ledger written from the same records carries it too). A replayed
+answer must be named so by one of its own call records; an answer edited in `framework/claims.json` (a
+judge's verdict rewritten to flip a citation to `supported`) no longer is, and it is asked again — a
+warning names where, never a silent replay with no call behind it. A ledger written before this rule has
+no such hashes: its answers are asked again once.
+
 A damaged entry (not JSON, wrong types, truncated, answers that no longer validate, calls that are not
 call records) is a miss, never an error: the cache only saves money. It is reported once as a warning
 naming the file and the field, and the answer is asked for again. So is an entry that is not a regular
@@ -19,6 +27,7 @@ answer is in the ledger the synthesis writes, and the next run replays it from t
 
 from __future__ import annotations
 
+import hashlib
 import json
 import re
 from collections.abc import Callable
@@ -38,6 +47,9 @@ from research_dispatch.synthesis.extract.claims import Extraction, Malformed, No
 from research_dispatch.synthesis.write.ledger import REPLAYABLE_SCHEMAS, SCHEMA
 
 _KEY = re.compile(r"^[0-9a-f]{64}$")
+ANSWERS_FIELD = "answers_sha256"
+"""The key, on a call record kept with an answer (cache entry, ledger), of the sorted hashes of the answers
+that call produced (`answer_sha256`)."""
 MAX_ENTRY_BYTES = 16 * 1024 * 1024
 """The largest cache entry read: an answer and its call records are tens of kilobytes; anything near this
 is damage, refused without reading it."""
@@ -96,6 +108,26 @@ def _valid_calls(calls: list[dict[str, Any]]) -> None:
             CallRecord.from_dict(call)
         except (TypeError, ValueError) as exc:
             raise ValueError(f"field calls.{number}: not a call record ({type(exc).__name__})") from None
+
+
+def answer_sha256(key: str, answer: dict[str, Any]) -> str:
+    """The hash that binds an answer to its request: the key and the answer as kept, canonical JSON."""
+    text = json.dumps({"answer": answer, "key": key}, sort_keys=True, ensure_ascii=False, separators=(",", ":"))
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()
+
+
+def _bind(calls: list[dict[str, Any]], key: str, answer: dict[str, Any]) -> None:
+    """Write the answer's hash onto each call record it came from (in place: see the module docstring)."""
+    digest = answer_sha256(key, answer)
+    for call in calls:
+        known = call.get(ANSWERS_FIELD)
+        call[ANSWERS_FIELD] = sorted({*(known if isinstance(known, list) else []), digest})
+
+
+def _produced(calls: list[dict[str, Any]], key: str, answer: dict[str, Any]) -> bool:
+    """Does one of these call records say it produced this answer to this request?"""
+    digest = answer_sha256(key, answer)
+    return any(isinstance(call.get(ANSWERS_FIELD), list) and digest in call[ANSWERS_FIELD] for call in calls)
 
 
 class SynthesisCache:
@@ -189,6 +221,9 @@ class SynthesisCache:
                     raise ValueError("field key: another request's answer")
                 answer = answer_of(entry)
                 _valid_calls(entry.calls)
+                if not _produced(entry.calls, key, entry.answer):
+                    raise ValueError("field answer: no call record of this entry produced this answer (edited, "
+                                     "or written before answers were bound to their calls)")
             except ValidationError as exc:
                 self._damaged(kind, key, _problem(exc), where=where)
                 continue
@@ -215,6 +250,7 @@ class SynthesisCache:
                          calls: list[dict[str, Any]], malformed: list[Malformed]) -> None:
         """Keep the *cleaned* claims (and the claims dropped as malformed), so a replay from here or from the
         ledger is the same."""
+        _bind(calls, key, {"claims": claims})
         self._write("extract", key, {"answer": {"claims": claims}, "calls": calls, "dropped_citations": dropped,
                                      "not_findings": [{"statement": n.statement, "reason": n.reason}
                                                       for n in not_findings],
@@ -228,7 +264,9 @@ class SynthesisCache:
         return None if found is None else (found[1], list(found[0].calls))
 
     def store_judgement(self, key: str, judgement: Judgement, calls: list[dict[str, Any]]) -> None:
-        self._write("judge", key, {"answer": judgement.model_dump(mode="json"), "calls": calls})
+        answer = judgement.model_dump(mode="json")
+        _bind(calls, key, answer)
+        self._write("judge", key, {"answer": answer, "calls": calls})
 
     # -- citation checks ---------------------------------------------------------------------------
     def citation(self, key: str) -> tuple[Verdicted, list[dict[str, Any]]] | None:
@@ -237,5 +275,12 @@ class SynthesisCache:
                                lambda entry: Verdicted.from_dict(entry.answer))
         return None if found is None else (found[1], list(found[0].calls))
 
-    def store_citation(self, key: str, answer: Verdicted, calls: list[dict[str, Any]]) -> None:
-        self._write("cite", key, {"answer": answer.to_dict(), "calls": calls})
+    def store_citations(self, answers: dict[str, tuple[Verdicted, list[dict[str, Any]]]]) -> None:
+        """Keep each citation judge's answer (call-independent form) with the calls it came from. One call
+        answers several citations, so every answer is bound to its calls before any entry is written: each
+        entry then holds its calls as the ledger does, and a replay writes the same bytes."""
+        kept = {key: (answer.to_dict(), calls) for key, (answer, calls) in sorted(answers.items())}
+        for key, (answer, calls) in kept.items():
+            _bind(calls, key, answer)
+        for key, (answer, calls) in kept.items():
+            self._write("cite", key, {"answer": answer, "calls": calls})

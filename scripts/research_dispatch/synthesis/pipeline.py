@@ -477,8 +477,8 @@ def _check_all(repo: Path, reports: list[ReportInput], extracted: list[_Extracte
     for second in _recheck_all(checks, answered, settings, lazy, cycle, deadline):
         rechecked.setdefault(second.batch.report, []).append(second)
         fresh |= {q.key for q in second.batch.items.values()}
-    for key in sorted(fresh):  # each answer is kept once it is complete (with its second question's answer)
-        cache.store_citation(key, *answered[key])
+    # each answer is kept once it is complete (with its second question's answer)
+    cache.store_citations({key: answered[key] for key in fresh})
     for report_checks in checks:
         stem = report_checks.plan.report
         _decide_report(report_checks, answered, failed, by_report.get(stem, []), rechecked.get(stem, []))
