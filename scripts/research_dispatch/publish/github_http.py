@@ -21,6 +21,7 @@ from __future__ import annotations
 
 from typing import Any
 
+import requests
 from github.Requester import HTTPRequestsConnectionClass, HTTPSRequestsConnectionClass, Requester, RequestsResponse
 
 from research_dispatch.core.bounds import CallBounds
@@ -30,41 +31,36 @@ DEFAULT_TIMEOUT_S = 30.0
 """The whole-call deadline when PyGithub is given no timeout (the product always gives `pr.api_timeout_s`)."""
 
 
-def _bounded_session() -> BoundedSession:
-    session = BoundedSession()
-    session.auth = Requester.noopAuth  # as PyGithub's own session: never fall back to a .netrc file
-    return session
+class _Bounded:
+    """What both connection classes add to PyGithub's: the bounded session, and each request sent within a
+    `CallBounds` of the connection's timeout (`pr.api_timeout_s`). Listed first, so its methods wrap
+    PyGithub's own."""
+
+    timeout: int | None
+    verb: str
+    session: requests.Session
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        pygithub: Any = super()
+        pygithub.__init__(*args, **kwargs)
+        self.bounded = BoundedSession()
+        self.bounded.auth = Requester.noopAuth  # as PyGithub's own session: never fall back to a .netrc file
+        self.session = self.bounded
+
+    def getresponse(self) -> RequestsResponse:
+        pygithub: Any = super()
+        bounds = CallBounds.within(float(self.timeout or DEFAULT_TIMEOUT_S))
+        with self.bounded.within(bounds, f"GitHub API {self.verb}"):
+            response: RequestsResponse = pygithub.getresponse()
+            return response
 
 
-def _send_bounded(session: BoundedSession, timeout: float | None, verb: str, send: Any) -> RequestsResponse:
-    bounds = CallBounds.within(float(timeout or DEFAULT_TIMEOUT_S))
-    with session.within(bounds, f"GitHub API {verb}"):
-        response: RequestsResponse = send()
-        return response
-
-
-class BoundedHTTPConnection(HTTPRequestsConnectionClass):
+class BoundedHTTPConnection(_Bounded, HTTPRequestsConnectionClass):
     """PyGithub's plain-HTTP connection (a loopback API in tests and the demo), read under call bounds."""
 
-    def __init__(self, *args: Any, **kwargs: Any) -> None:
-        super().__init__(*args, **kwargs)
-        self.bounded = _bounded_session()
-        self.session = self.bounded
 
-    def getresponse(self) -> RequestsResponse:
-        return _send_bounded(self.bounded, self.timeout, self.verb, super().getresponse)
-
-
-class BoundedHTTPSConnection(HTTPSRequestsConnectionClass):
+class BoundedHTTPSConnection(_Bounded, HTTPSRequestsConnectionClass):
     """PyGithub's HTTPS connection (api.github.com, GitHub Enterprise), read under call bounds."""
-
-    def __init__(self, *args: Any, **kwargs: Any) -> None:
-        super().__init__(*args, **kwargs)
-        self.bounded = _bounded_session()
-        self.session = self.bounded
-
-    def getresponse(self) -> RequestsResponse:
-        return _send_bounded(self.bounded, self.timeout, self.verb, super().getresponse)
 
 
 def use_bounded_connections() -> None:
