@@ -163,9 +163,10 @@ class ScriptedGateway:
     """
 
     def __init__(self, *steps: Step, prices: Pricing | None = None, settings: GatewaySettings | None = None,
-                 otherwise: Responder | None = None) -> None:
+                 otherwise: Responder | None = None, context_tokens: int | None = None) -> None:
         self.settings = settings or GatewaySettings()
         self.prices = prices
+        self.context_tokens = context_tokens
         self.otherwise = otherwise
         self.sent: list[Sent] = []
         self.records: list[CallRecord] = []
@@ -240,6 +241,9 @@ class ScriptedGateway:
 
     def pricing(self, model: str, provider_slug: str | None = None) -> Pricing | None:
         return self.prices
+
+    def context_window(self, model: str, provider_slug: str | None = None) -> int | None:
+        return self.context_tokens
 
     def close(self) -> None:
         return None
@@ -370,9 +374,9 @@ PAGES: tuple[Page, ...] = (
     Page("https://github.com/PrimeIntellect-ai/OpenDiLoCo", "OpenDiLoCo",
          _paragraphs("OpenDiLoCo", ["reproduces DiLoCo at billion-parameter scale",
                                     "runs across two continents with 90 percent compute utilisation"])),
-    Page("https://www.primeintellect.ai/blog/intellect-1", "INTELLECT-1 technical report",
-         _paragraphs("INTELLECT-1", ["was trained with DiLoCo across 30 independent compute providers",
-                                     "shows that decentralised pre-training reaches 10B parameters"])),
+    Page("https://www.primeintellect.ai/blog/intellect-2", "INTELLECT-2 technical report",
+         _paragraphs("INTELLECT-2", ["was trained with GRPO across a permissionless pool of compute providers",
+                                     "shows that decentralised reinforcement learning reaches 32B parameters"])),
 )
 
 
@@ -441,9 +445,30 @@ def report(words: int, cite: Iterable[str] = ("S1", "S2", "S3"), *, title: str =
 URLS = tuple(page.url for page in PAGES)
 
 
+PLAN = ("1. How much communication DiLoCo saves, and at what quality cost — https://arxiv.org/abs/2311.08105\n"
+        "2. Which systems ran it at production scale — https://www.primeintellect.ai/blog/intellect-2")
+"""The plan a researcher states in its first turn: the brief's sub-questions, numbered, each with its source."""
+DONE = "I have the evidence: each sub-question has a source read in full."
+"""A reply without tool calls in the research conversation: research is over."""
+COVERED = "1: S1, S2\n2: S4"
+"""The gap check's answer when every sub-question rests on pages read in full (`extract(*URLS[:3])` reads S1,
+S2 and S4 of the diloco-family leg, whose brief's URLs are S1–S3)."""
+
+
+def planned_search(query: str = "DiLoCo low-communication training") -> Reply:
+    """The first turn: the plan, and a first search."""
+    return calls(tool("web_search", {"query": query}), content=PLAN)
+
+
+def research_turns() -> tuple[Reply, ...]:
+    """A researcher that states its plan, searches, reads three pages, says it is done and answers the gap
+    check with every sub-question covered: what comes next is the writing call."""
+    return planned_search(), extract(*URLS[:3]), text(DONE), text(COVERED)
+
+
 def good_leg(words: int = 2200) -> tuple[Reply, ...]:
-    """A researcher that searches, reads three pages and writes a report in the default band citing them."""
-    return search(), extract(*URLS[:3]), text(report(words))
+    """`research_turns`, then a report in the default band citing S1–S3, written from the dossier."""
+    return *research_turns(), text(report(words))
 
 
 def split(document: str, *shares: float) -> list[str]:

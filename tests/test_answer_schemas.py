@@ -12,8 +12,9 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from research_dispatch.gateway.structured import answer_schema
 from research_dispatch.synthesis.align.judge import JUDGE_SCHEMA, Judgement
-from research_dispatch.synthesis.check.citations import CHECK_SCHEMA, CheckAnswers
+from research_dispatch.synthesis.check.citations import CHECK_SCHEMA, RECHECK_SCHEMA, CheckAnswers, RecheckAnswers
 from research_dispatch.synthesis.extract.claims import EXTRACTION_SCHEMA, ExtractionAnswer
+from research_dispatch.synthesis.extract.position import POSITION_SCHEMA, PositionAnswers
 
 
 class Colour(str, enum.Enum):
@@ -76,10 +77,13 @@ ANSWERS: list[tuple[dict[str, Any], type[BaseModel], dict[str, Any]]] = [
                                               "sentences": ["S2"], "quote": "GRPO suits maths."},
                                              {"id": "k2", "verdict": "does_not_address", "passage": None,
                                               "sentences": [], "quote": None}]}),
+    (RECHECK_SCHEMA, RecheckAnswers, {"checks": [{"id": "k1", "answer": "no"}]}),
+    (POSITION_SCHEMA, PositionAnswers, {"checks": [{"id": "p1", "position": "against", "condition": None}]}),
 ]
 
 
-@pytest.mark.parametrize(("schema", "model", "answer"), ANSWERS, ids=["extraction", "judgement", "citation check"])
+@pytest.mark.parametrize(("schema", "model", "answer"), ANSWERS,
+                         ids=["extraction", "judgement", "citation check", "recheck", "position"])
 def test_each_answer_schema_is_its_model_in_strict_form(schema: dict[str, Any], model: type[BaseModel],
                                                         answer: dict[str, Any]) -> None:
     assert schema == answer_schema(model)

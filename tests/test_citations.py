@@ -7,10 +7,22 @@ from research_dispatch.tools.sources import SourceRegistry, normalise_url
 
 
 def registry(n: int) -> SourceRegistry:
+    """`n` sources, each shown to the model (a search result or a reading): citable."""
     reg = SourceRegistry()
     for i in range(1, n + 1):
-        reg.add(f"https://example.org/paper-{i}", f"Paper {i}")
+        reg.add(f"https://example.org/paper-{i}", f"Paper {i}").shown = True
     return reg
+
+
+def test_a_source_registered_but_never_shown_is_not_citable() -> None:
+    """A URL the brief names is registered before the first call (readable at once), but the model was
+    never shown a word of it until it is read: a citation to it is dropped, a link to it removed, as for
+    an id never handed out (its evidence would be empty)."""
+    reg = registry(1)
+    reg.add("https://arxiv.org/abs/2311.08105", "https://arxiv.org/abs/2311.08105")
+    final = finalize_citations("Read [S1]. Named only [S2], see https://arxiv.org/abs/2311.08105 too.", reg)
+    assert final.body.startswith("Read [1]. Named only, see (link removed")
+    assert final.unknown_ids == ["S2"] and final.unlinked_urls == 1 and len(final.sources) == 1
 
 
 def test_renumbered_by_first_use_and_unknown_dropped() -> None:

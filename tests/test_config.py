@@ -80,7 +80,7 @@ def test_bad_topic_file_exits_2_with_one_line_naming_the_file(repo: Path, case: 
     write_topic(repo, name, content)
     result = run_cli("check", "--repo", str(repo))
     assert result.code == 2, result.output
-    lines = [line for line in result.stderr.splitlines() if line.strip()]
+    lines = [line for line in result.stderr.splitlines() if line.startswith("error: ")]
     assert len(lines) == 1, lines
     assert f"topics/{name}" in lines[0]
     assert fragment in lines[0]
@@ -100,8 +100,8 @@ def test_several_bad_files_give_one_line_each(repo: Path) -> None:
     write_topic(repo, "11-b.yaml", GOOD.replace("id: tiny", "id: b") + "zzz: 1\n")
     result = run_cli("check", "--repo", str(repo))
     assert result.code == 2
-    assert [line.split(":")[1].strip() for line in result.stderr.splitlines()] == ["topics/10-a.yaml",
-                                                                                   "topics/11-b.yaml"]
+    assert [line.split(":")[1].strip() for line in result.stderr.splitlines()
+            if line.startswith("error: ")] == ["topics/10-a.yaml", "topics/11-b.yaml"]
 
 
 @pytest.mark.slow
@@ -111,7 +111,8 @@ def test_bad_input_through_the_real_console_script(repo: Path) -> None:
     proc = subprocess.run([sys.executable, "-m", "research_dispatch", "check", "--repo", str(repo)],
                           capture_output=True, text=True, timeout=60)
     assert proc.returncode == 2
-    assert proc.stderr.count("\n") == 1 and "topics/01-tiny.yaml" in proc.stderr
+    errors = [line for line in proc.stderr.splitlines() if line.startswith("error: ")]
+    assert len(errors) == 1 and "topics/01-tiny.yaml" in errors[0]
     assert "Traceback" not in proc.stderr
 
 
@@ -166,4 +167,6 @@ def test_family_mapping_from_config(repo: Path) -> None:
 def test_the_repository_itself_checks_clean() -> None:
     result = run_cli("check", "--repo", str(ROOT))
     assert result.code == 0, result.output
+    # its own alignment judge, x-ai/grok-4, is not in the bundled price list by that name, but it is the base
+    # name of listed models (x-ai/grok-4.5, x-ai/grok-4-fast): no did-you-mean to a different model
     assert result.output.strip() == "ok: 5 topic(s), 5 leg(s)"

@@ -19,10 +19,12 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from research_dispatch.config.settings import Budget, WordBand
+from research_dispatch.config.settings import Budget, SearchSettings, WordBand
 from research_dispatch.leg import contract, report, researcher
 from research_dispatch.leg.researcher import LegSpec, Researcher
+from research_dispatch.tools.search import SearchTools
 from research_dispatch_fakes import script_researcher
+from tests.seam import ScriptedSearch
 
 LEG = Path(researcher.__file__).parent
 FAKES = LEG.parent.parent / "research_dispatch_fakes"
@@ -63,7 +65,8 @@ def test_every_follow_up_the_researcher_sends_is_declared_in_the_contract() -> N
 def test_no_user_message_is_written_outside_the_brief_and_the_follow_ups() -> None:
     """A user message built anywhere else (a literal dict, another helper) would bypass the contract."""
     functions = _functions(_tree(LEG / "researcher.py"))
-    allowed = {functions["__init__"], functions["_say"]}  # the brief; the follow-ups
+    # the research brief; the writing call's brief, plan and dossier; the follow-ups
+    allowed = {functions["__init__"], functions["writing_conversation"], functions["_say"]}
     for function in functions.values():
         for node in ast.walk(function):
             if isinstance(node, ast.Dict) and any(
@@ -122,32 +125,51 @@ def test_the_fakes_import_nothing_of_the_product_but_the_contract() -> None:
 # both sides read the same strings
 
 
-def _researcher_messages() -> list[dict[str, Any]]:
-    spec = LegSpec(topic_id="diloco-family", title="DiLoCo: low-communication training", scope="  The brief.\n",
+def _researcher(scope: str = "  The brief.\n") -> Researcher:
+    spec = LegSpec(topic_id="diloco-family", title="DiLoCo: low-communication training", scope=scope,
                    model="a/b", provider=None, session_id="c:s", words=WordBand(min=1200, max=1500),
-                   budget=Budget(max_steps=9))
-    return Researcher(None, None, spec).messages  # type: ignore[arg-type]  # the brief needs neither
+                   budget=Budget(max_steps=9), today="2026-12-04")
+    tools = SearchTools(providers=[ScriptedSearch()], settings=SearchSettings())
+    return Researcher(None, tools, spec)  # type: ignore[arg-type]  # the opening messages need no gateway
+
+
+def _researcher_messages() -> list[dict[str, Any]]:
+    return _researcher().messages
 
 
 def test_the_fake_reads_the_researchers_brief() -> None:
     conversation = script_researcher.parse_conversation(_researcher_messages())
     assert (conversation.topic_id, conversation.title) == ("diloco-family", "DiLoCo: low-communication training")
-    assert conversation.brief.startswith("The brief.\n")  # the brief and what follows it
-    assert conversation.band == (1200, 1500)
-    assert contract.BAND_SENTENCE.format(min_words=1200, max_words=1500) in _researcher_messages()[0]["content"]
+    assert conversation.brief == "The brief."  # the brief alone: the date and what follows are not part of it
+    assert f"{contract.DATE_LABEL} 2026-12-04" in _researcher_messages()[1]["content"]
+
+
+def test_the_fake_reads_the_writing_call() -> None:
+    """The writing call: the band in its system prompt, the brief, the plan and the dossier's sources."""
+    dossier = ('[Plan item 1: how much it saves]\n<source id="S2" url="https://arxiv.org/abs/2311.08105" '
+               'title="DiLoCo">\nDiLoCo communicates 500 times less.\n\nIt uses Nesterov momentum.\n</source>')
+    messages = _researcher().writing_conversation("1. how much it saves\n2. who runs it", dossier)
+    conversation = script_researcher.parse_conversation(messages)
+    assert conversation.band == (1200, 1500) and conversation.brief == "The brief."
+    assert contract.BAND_SENTENCE.format(min_words=1200, max_words=1500) in messages[0]["content"]
+    assert conversation.plan == ["how much it saves", "who runs it"] and conversation.groups == {1: [2]}
+    assert [(s.id, s.url) for s in conversation.sources] == [(2, "https://arxiv.org/abs/2311.08105")]
+    assert script_researcher.classify({"messages": messages}) == "write"  # no tools offered: the write
 
 
 @pytest.mark.parametrize(("follow_up", "kind"), [
     (contract.CONTINUE, "continue"),
     (contract.REVISE.format(words=300, min_words=1200, max_words=1500, verb="Expand"), "revise"),
-    (contract.STOP_RESEARCHING.format(cap="step budget"), "write"),  # with the tools closed
+    (contract.GAP_CHECK.format(stalled="", plan="1. a sub-question", read="S1", snippets="none"), "gap_answer"),
+    (contract.GAPS.format(gaps="1. a sub-question — no source yet", turns=1), "gap_research"),
+    (contract.START_RESEARCH, "search"),  # the plan was stated: the script searches
     (contract.EMPTY_REPLY, "search"),  # nothing special: the script goes on where it stands
 ])
 def test_the_fake_recognises_each_follow_up(follow_up: str, kind: str) -> None:
-    messages = [*_researcher_messages(), {"role": "assistant", "content": "Draft so far."},
+    messages = [*_researcher_messages(), {"role": "assistant", "content": "1. A sub-question."},
                 {"role": "user", "content": follow_up}]
     tools = [{"type": "function", "function": {"name": "web_search", "parameters": {}}}]
-    body = {"messages": messages, "tools": tools, "tool_choice": "none" if kind == "write" else "auto"}
+    body = {"messages": messages, "tools": tools, "tool_choice": "none" if kind == "gap_answer" else "auto"}
     assert script_researcher.classify(body) == kind
 
 

@@ -31,16 +31,16 @@ BAND = WordBand(min=100, max=200)
 def test_input_hash_is_byte_identical_to_what_existing_reports_carry() -> None:
     """Reports written before the hash moved to leg.py carry these values; a change would make every
     existing report of the cycle look stale and run its leg again."""
-    assert PROMPT_VERSION == "researcher@1+06d7038a"
+    assert PROMPT_VERSION == "researcher@2+ff215cd6"  # the research leg of issue 32: plan, gap check, dossier
     base = dict(topic_sha256="ab" * 32, model="deepseek/deepseek-v3.2", provider=None, words=WordBand(),
                 budget=Budget(), search=SearchSettings())
-    assert input_hash(**base) == "37d8b50ed24cd7f5"  # type: ignore[arg-type]
+    assert input_hash(**base) == "fa07c0e55134a8d6"  # type: ignore[arg-type]
     mcp = {"docs": McpServerSettings(url="https://mcp.example.org/mcp", tools=("read_docs",)).model_dump(
         mode="json", exclude={"egress_proxy"})}  # as `_leg_hash` dumps it: `egress_proxy` only when off
     toolset = {**base, "provider": "deepseek", "words": WordBand(min=600, max=800),
                "budget": Budget(max_steps=12, max_cost_usd=0.5, timeout_minutes=5),
                "search": SearchSettings(providers=("tavily", "exa")), "mcp": mcp}
-    assert input_hash(**toolset) == "52a484841ee69291"  # type: ignore[arg-type]
+    assert input_hash(**toolset) == "507585e8f6f1dbfa"  # type: ignore[arg-type]
 
 
 # ----------------------------------------------------------------------------------------------

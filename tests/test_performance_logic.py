@@ -19,6 +19,7 @@ from research_dispatch.gateway import client
 from research_dispatch.leg.researcher import LegSpec, Researcher, compact_tool_result
 from research_dispatch.tools.chunks import chunk_key, lead, link_share, select_chunks
 from research_dispatch.tools.search import UNTRUSTED_NOTE, SearchTools
+from tests.seam import ScriptedSearch
 
 SOURCE = re.compile(r'<source id="(S\d+)"[^>]*>\n(.*?)\n</source>', re.DOTALL)
 
@@ -174,7 +175,8 @@ class _NoGateway:
 def researcher(budget: int, compact_to: float = 0.5) -> Researcher:
     spec = LegSpec(topic_id="t", title="T", scope="s", model="a/b", provider=None, session_id="c:t",
                    words=WordBand(min=2000, max=2500), budget=Budget())
-    return Researcher(_NoGateway(), None, spec, context_budget_chars=budget,  # type: ignore[arg-type]
+    tools = SearchTools(providers=[ScriptedSearch()], settings=SearchSettings())
+    return Researcher(_NoGateway(), tools, spec, context_budget_chars=budget,  # type: ignore[arg-type]
                       compact_to=compact_to)
 
 

@@ -138,7 +138,15 @@ def test_a_claude_leg_reads_most_of_its_prompt_from_the_cache(repo: Path, fake_e
     assert leg.status["status"] == "ok" and len(leg.calls) >= 10
     prompt = sum(c["prompt_tokens"] for c in leg.calls)
     read = sum(c["cached_tokens"] for c in leg.calls)
-    assert read / prompt > 0.6, (read, prompt)
-    assert all(c["cached_tokens"] > 0 for c in leg.calls[2:])  # once the prompt reaches 1,024 tokens, every
-    # later step reads what the step before it wrote
+    research = [c for c in leg.calls if c["purpose"] == "research"]
+    # the research conversation reads most of its prompt from the cache; the writing call is a fresh
+    # prompt (the dossier), written to the cache once
+    research_read = sum(c["cached_tokens"] for c in research) / sum(c["prompt_tokens"] for c in research)
+    assert research_read > 0.6 and read / prompt > 0.5, (research_read, read, prompt)
+    compacted = any(e.get("event") == "compact" for e in leg.trace)
+    misses = [c for c in research[2:] if c["cached_tokens"] == 0]
+    # once the prompt reaches 1,024 tokens, every later research step reads what the step before it wrote —
+    # but the one step that compacts the history (in one go, rarely) rewrites it; the writing call is a
+    # fresh prompt: it writes its own
+    assert len(misses) <= int(compacted), misses
     assert leg.meta is not None and leg.meta["usage"]["cached_tokens"] == read

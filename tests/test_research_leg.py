@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 import yaml
 
+from research_dispatch.leg import contract
 from research_dispatch.leg.report import load_report
 from tests.clirun import CliRun, run_cli
 from tests.conftest import CANARY, fast_retries, write_topic
@@ -203,3 +204,36 @@ def test_retryable_errors_are_retried_and_the_leg_completes(repo: Path, fake_env
     # the attempt answered with an error inside its HTTP 200 had a generation: it is in the books, at its cost
     (given_up,) = [c for c in calls if c["aborted"]]
     assert given_up["verdict"] == "aborted" and given_up["cost_usd"] == 0.0 and not given_up["cost_estimated"]
+
+
+@pytest.mark.slow
+def test_a_leg_through_the_cli_plans_checks_its_gaps_and_writes_from_its_dossier(repo: Path, fake_env: dict,
+                                                                                gateway, tavily) -> None:
+    """Issue 32's mechanisms end to end, the real clients over HTTP: the plan in the first turn, the brief's
+    URLs read at once beside the first searches, the stop carrying its coverage, one turn for the gaps, then
+    one writing call without tools from a dossier of every passage shown, recommendations in the contract's
+    forms; search spend counted in the front matter and the status."""
+    result = research(repo, "diloco-family")
+    assert result.exit_code == 0, result.output + result.stderr
+    calls = gateway.completions
+    assert [c["kind"] for c in calls] == ["plan", "extract", "done", "gap_research", "write"]
+    first = calls[0]["request"]
+    assert "Named in the brief and readable now with web_extract: S1 https://arxiv.org/abs/2311.08105" in \
+        first["messages"][1]["content"] and "Today's date: " in first["messages"][1]["content"]
+    write = calls[-1]["request"]
+    assert "tools" not in write and "tool_choice" not in write
+    dossier = write["messages"][1]["content"]
+    evidence = [json.loads(line) for line in (repo / "research" / "02-diloco-family.evidence.jsonl")
+                .read_text().splitlines()]
+    assert evidence and all(line["text"] in dossier for line in evidence)  # the writer saw every cited passage
+    assert sorted(request.path for request, _ in tavily.requests[:3]) == ["/extract", "/search", "/search"]
+    meta = front_matter(repo / "research" / "02-diloco-family.md")
+    assert meta["status"] == "ok" and meta["research"]["plan_items"] >= 3
+    assert meta["research"]["gap_check"] == "answered" and meta["research"]["gaps_researched"] >= 1
+    assert meta["search"]["cost_usd"] > 0 and meta["search"]["pages_read"] >= 3
+    status = json.loads((repo / "build" / "legs" / "02-diloco-family.json").read_text())
+    assert status["cost_usd"] == pytest.approx(meta["usage"]["cost_usd"] + meta["search"]["cost_usd"], abs=1e-6)
+    body = load_report(repo / "research" / "02-diloco-family.md", repo=repo).body
+    lines = [line for line in body.split("## Recommendations\n", 1)[1].split("\n## ", 1)[0].splitlines() if line]
+    assert lines and all(contract.RECOMMENDATION_RE.match(line) or contract.NOT_RECOMMENDED_RE.match(line)
+                         for line in lines)

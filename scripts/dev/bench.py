@@ -2,7 +2,7 @@
 
     .venv/bin/python scripts/dev/bench.py                 all figures (about a minute on 2 cores)
     .venv/bin/python scripts/dev/bench.py --quick         fewer repeats, synthesis up to 50 reports
-    .venv/bin/python scripts/dev/bench.py --only 4,7      some figures (1-11)
+    .venv/bin/python scripts/dev/bench.py --only 4,7      some figures (1-12, and `leg`: issue 32's L1-L6)
     .venv/bin/python scripts/dev/bench.py --write-doc     also regenerate docs/PERFORMANCE.md
     .venv/bin/python scripts/dev/bench.py --doc-only      regenerate docs/PERFORMANCE.md from build/bench.json
 
@@ -69,7 +69,6 @@ RETENTION_GOAL = 0.95  # figure 10: kept under slips, relative to perfect answer
 OTHER_EXTRACTOR = "anthropic/claude-haiku-4.5"  # figure 12: the extractor model a later cycle re-extracts with
 REEXTRACTION_SEEDS = 5
 REEXTRACTION_SEED_OFFSET = 1000  # figure 12: the other extractor's slips are drawn from another seed
-FIGURE_IDS = {str(n) for n in range(1, 13)}
 MATRIX_MODELS = ("google/gemini-3.1-pro-preview", "deepseek/deepseek-v4-pro", "openai/gpt-5",
                  "anthropic/claude-sonnet-4.6")
 
@@ -1143,37 +1142,24 @@ def write_doc(data: dict[str, Any], path: Path) -> None:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--quick", action="store_true", help="fewer repeats; synthesis up to 50 reports")
-    parser.add_argument("--only", default="", help="comma-separated figure numbers (1-12)")
+    parser.add_argument("--only", default="", help="comma-separated figure numbers (1-12, leg)")
     parser.add_argument("--write-doc", action="store_true", help="also regenerate docs/PERFORMANCE.md")
     parser.add_argument("--doc-only", action="store_true", help="regenerate docs/PERFORMANCE.md from build/bench.json")
     args = parser.parse_args(argv)
+    steps = _steps(args.quick)
+    names = [number for number, _, _ in steps]
     if args.doc_only:
         data = json.loads(BUILD_JSON.read_text(encoding="utf-8"))
-        if {f["id"].rstrip("ab") for f in data["figures"]} != FIGURE_IDS:
+        if set(data.get("steps") or ()) != set(names):
             parser.error(f"{BUILD_JSON.relative_to(ROOT)} holds a partial run (--only): run every figure first")
         write_doc(data, DOC)
         say(f"wrote {DOC.relative_to(ROOT)}")
         return 0
     only = {part.strip() for part in args.only.split(",") if part.strip()}
-    if only - FIGURE_IDS:
-        parser.error("--only takes figure numbers 1-12")
+    if only - set(names):
+        parser.error(f"--only takes figure numbers: {', '.join(names)}")
     if args.write_doc and only:
         parser.error("--write-doc needs every figure: run without --only")
-    quick = args.quick
-    steps: list[tuple[str, str, Callable[[], dict[str, Any] | list[dict[str, Any]]]]] = [
-        ("1", "parallel efficiency", lambda: bench_parallel(2 if quick else 3)),
-        ("2", "per-call overhead", lambda: bench_overhead(150 if quick else 400)),
-        ("3", "CLI and command start", lambda: bench_cli_start(8 if quick else 15)),
-        ("4", "token amplification", bench_amplification),
-        ("5", "synthesis scaling", lambda: bench_synthesis([5, 50] if quick else [5, 50, 300])),
-        ("6", "matrix scale", lambda: bench_matrix(3)),
-        ("7", "tokens per report", bench_tokens_per_report),
-        ("8", "citation checks", bench_verification),
-        ("9", "prompt cache", bench_prompt_cache),
-        ("10", "synthesis under slips", lambda: bench_realism(10 if quick else REALISM_SEEDS)),
-        ("11", "false support", bench_false_support),
-        ("12", "re-extraction", lambda: bench_reextraction(3 if quick else REEXTRACTION_SEEDS)),
-    ]
     started = time.perf_counter()
     figures: list[dict[str, Any]] = []
     for number, label, run in steps:
@@ -1187,9 +1173,9 @@ def main(argv: list[str] | None = None) -> int:
             figures.append(item)
             say(f"    {item['display']}  (goal {item['goal']}: {'met' if item['met'] else 'MISSED'})")
     elapsed = time.perf_counter() - started
-    command = COMMAND + (" --quick" if quick else "") + (f" --only {args.only}" if only else "")
-    data = {"schema": "research-dispatch/bench@1", "command": command, "quick": quick, "machine": machine(),
-            "elapsed_s": round(elapsed, 1), "figures": figures}
+    command = COMMAND + (" --quick" if args.quick else "") + (f" --only {args.only}" if only else "")
+    data = {"schema": "research-dispatch/bench@1", "command": command, "quick": args.quick, "machine": machine(),
+            "elapsed_s": round(elapsed, 1), "figures": figures, "steps": sorted(only or names)}
     BUILD_JSON.parent.mkdir(parents=True, exist_ok=True)
     BUILD_JSON.write_text(json.dumps(data, indent=2, sort_keys=True) + "\n", encoding="utf-8")
     say("")
@@ -1202,6 +1188,27 @@ def main(argv: list[str] | None = None) -> int:
         write_doc(data, DOC)
         say(f"wrote {DOC.relative_to(ROOT)}")
     return 0
+
+
+def _steps(quick: bool) -> list[tuple[str, str, Callable[[], dict[str, Any] | list[dict[str, Any]]]]]:
+    """The bench's steps: (the number `--only` takes, a label, the function that measures its figures)."""
+    from bench_leg import bench_leg
+
+    return [
+        ("1", "parallel efficiency", lambda: bench_parallel(2 if quick else 3)),
+        ("2", "per-call overhead", lambda: bench_overhead(150 if quick else 400)),
+        ("3", "CLI and command start", lambda: bench_cli_start(8 if quick else 15)),
+        ("4", "token amplification", bench_amplification),
+        ("5", "synthesis scaling", lambda: bench_synthesis([5, 50] if quick else [5, 50, 300])),
+        ("6", "matrix scale", lambda: bench_matrix(3)),
+        ("7", "tokens per report", bench_tokens_per_report),
+        ("8", "citation checks", bench_verification),
+        ("9", "prompt cache", bench_prompt_cache),
+        ("10", "synthesis under slips", lambda: bench_realism(10 if quick else REALISM_SEEDS)),
+        ("11", "false support", bench_false_support),
+        ("12", "re-extraction", lambda: bench_reextraction(3 if quick else REEXTRACTION_SEEDS)),
+        ("leg", "the research leg (issue 32)", bench_leg),
+    ]
 
 
 if __name__ == "__main__":

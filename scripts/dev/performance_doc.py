@@ -6,7 +6,12 @@ explains a missed goal is written only when that goal was missed on the run bein
 
 from __future__ import annotations
 
+import sys
+from pathlib import Path
 from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from bench_leg import SECTIONS as LEG_SECTIONS  # the research leg's figures (issue 32)
 
 REPRODUCE = ".venv/bin/python scripts/dev/bench.py --write-doc"
 
@@ -179,34 +184,32 @@ SECTIONS = {"parallel": _section_parallel, "overhead": _section_overhead, "cli_s
             "synthesis": _section_synthesis, "matrix": _section_matrix, "tokens_per_report": _section_tokens,
             "verification": _section_verification, "prompt_cache": _section_prompt_cache,
             "realism": _section_realism, "false_support": _section_false_support,
-            "reextraction": _section_reextraction}
+            "reextraction": _section_reextraction, **LEG_SECTIONS}
 
 
 def _what_it_would_take(f: dict[str, Any]) -> str:
     key, d = f["key"], f["details"]
-    if key == "amplification_searching":
+    if key in ("amplification_searching", "amplification_reading"):
         ours, naive = d["ours"], d["naive"]
         fixed = d["fixed_prompt_tokens"]
         fixed_share = fixed * ours["calls"] / ours["distinct_tokens"]
-        return (
-            f"This leg spends 26 of its {ours['calls']} calls searching, and after the first two searches almost "
-            f"every result is a source already shown: listed by id, a step adds "
-            f"{ours['median_new_tokens_per_step']:.0f} tokens of new content (median). The denominator is small "
-            f"({_n(ours['distinct_tokens'])} tokens) while every call still sends the fixed prompt ({_n(fixed)} "
-            f"tokens: system prompt, brief and tool schemas), the model's own earlier tool calls, and the header "
-            f"of every source found so far. The fixed prompt alone comes to {fixed_share:.1f}× the distinct "
-            f"content; if every earlier tool result were cut to its wrapper and source headers — the least that "
-            f"keeps every id citable — this leg would still measure {ours['floor_amplification']:.2f}. No "
-            f"compaction of tool results can reach 4 here. What the economy does buy: "
-            f"{naive['prompt_tokens'] / ours['prompt_tokens']:.1f}× fewer prompt tokens than the naive loop "
+        write = ours["per_call_prompt_tokens"][-1]
+        research = (ours["prompt_tokens"] - write) / ours["distinct_tokens"]
+        text = (
+            f"Since issue 32 the report is written in one last call from a dossier of every passage the leg was "
+            f"shown ({_n(write)} prompt tokens here): by construction that call sends the leg's tool content a "
+            f"second time, which this ratio counts as amplification; without it the leg measures "
+            f"{research:.2f}. The fixed prompt ({_n(fixed)} tokens: system prompt, brief and tool schemas) comes "
+            f"to {fixed_share:.1f}× the distinct content over the leg's {ours['calls']} calls. What the economy "
+            f"buys: {naive['prompt_tokens'] / ours['prompt_tokens']:.1f}× fewer prompt tokens than the naive loop "
             f"({_n(ours['prompt_tokens'])} vs {_n(naive['prompt_tokens'])}), "
-            f"{_pct(ours['cached_tokens'], ours['prompt_tokens'])} of them a stable prefix the provider caches. "
-            "The ratio would fall only if the leg stopped spinning — close the tools after a few consecutive "
-            "searches that find no new source — or if searching moved into a sub-call that returns a digest "
-            "instead of growing the writer's context. Neither is shipped: new sources per search on this leg "
-            f"were {ours['new_sources_per_search']}, so a stall rule would trade sources for tokens, and only "
-            "traces of real legs can say how often real models spin. The reading leg (4a), where every step "
-            "brings new text, meets the goal.")
+            f"{_pct(ours['cached_tokens'], ours['prompt_tokens'])} of them read from the provider's cache.")
+        if key == "amplification_searching":
+            text += (f" The stall rule ends this leg's searching after three searches in a row find nothing new "
+                     f"(new sources per search: {ours['new_sources_per_search']}); figure L4 compares it with main. "
+                     "The naive loop, whose searches show every result in full, finds and cites more of the "
+                     "corpus's other topics' pages.")
+        return text
     generic = {
         "parallel": "Profile the legs' CPU under `--jobs 8` (per-leg client set-up, report parsing for the route "
                     "table, trace writing) and move what remains into worker processes if threads cannot hide it.",
@@ -276,7 +279,8 @@ def render(data: dict[str, Any]) -> str:
         "* **Distinct content** of a leg is each piece of content counted once: the tool schemas, the system "
         "prompt and the brief, each tool result as first returned, each model output (text and tool-call "
         "arguments), each follow-up the product sends (band corrections, continuations), and the last model "
-        "output — characters / 4, as billed. **Token amplification** is prompt tokens ÷ distinct content: "
+        "output — characters / 4, as billed. **Token amplification** is prompt tokens ÷ distinct content (the "
+        "writing call's dossier resends the passages once more, and counts): "
         "1 would mean nothing is ever sent twice; a loop that resends its whole history pays about "
         "(steps − 1) / 2.",
         "* **The naive loop** (figure 4's reference) is the same leg through the same classes "
@@ -300,10 +304,12 @@ def render(data: dict[str, Any]) -> str:
         "sentence end; a source already shown is listed by id, not sent again; the query is echoed only when "
         "it was changed. A page is read as its passages most relevant to the question (BM25 over paragraph "
         "chunks, link lists discounted), at most 2,400 characters a page and 6,000 a call, and reading it "
-        "again returns its next passages, never the same ones. Once tool results in the history pass 24,000 "
+        "again returns its next passages, never the same ones. Once tool results in the history pass 10,000 "
         "characters, the oldest outside the last two tool turns are compacted — search leads first — in one "
-        "go down to half the budget, so the prompt prefix (and the provider's cache of it) changes rarely; a "
-        "compacted result keeps every source id citable.",
+        "go down to half the budget, so the prompt prefix (and the provider's cache of it) changes seldom; a "
+        "compacted result keeps every source id citable. The report does not read the compacted history: it is "
+        "written in one call, without tools, from a dossier of every passage shown (issue 32). Searching stops "
+        "when three searches in a row find no new source.",
         "* Synthesis: one structured extraction per report (cached by content), one judge call per batch of "
         "claims; classification in code.",
         "* Scale: more than 256 legs are packed into at most 256 matrix entries, each run by `research` as a "

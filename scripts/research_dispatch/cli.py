@@ -165,42 +165,27 @@ def main() -> None:
 
 @main.command()
 @repo_option
-@click.option("--online", is_flag=True, help="Also ask the services: the gateway key works, every model exists and "
-              "lists what its calls need (with did-you-mean), MCP servers start and list their tools.")
+@click.option("--online", is_flag=True, help="Also ask the services, spending nothing: every key (the gateway's and "
+              "its credit, Tavily's through its free GET /usage), every model and what its calls need (with "
+              "did-you-mean), MCP servers, and with GITHUB_TOKEN and GITHUB_REPOSITORY the schedule's state.")
+@click.option("--github-summary", is_flag=True, help="Append the report to $GITHUB_STEP_SUMMARY.")
+@click.option("--github-output", is_flag=True, help="Append the JSON document as `check=` to $GITHUB_OUTPUT (the "
+              "workflow's notify job reads it).")
 @json_option
 @guarded
-def check(repo: Path, online: bool, as_json: bool) -> None:
+def check(repo: Path, online: bool, github_summary: bool, github_output: bool, as_json: bool) -> None:
     """Validate [tool.research-dispatch] and every topic file; print one line per problem, all at once."""
     # lazy: `--help` must not import the stages (module docstring)
-    from research_dispatch.config.plan import plan_problems
-    from research_dispatch.config.settings import load_settings
-    from research_dispatch.config.topics import check_topics
-    from research_dispatch.core.errors import BadInput
-    from research_dispatch.run.documents import check_document
+    from research_dispatch.run.check import check_command
 
-    try:
-        settings = load_settings(repo)
-    except BadInput as exc:
-        if as_json:
-            _print_document(check_document(topics=0, legs=0, online=online, problems=[str(exc)]))
-        _fail(str(exc), ExitCode.BAD_INPUT)
-        return
-    topics, problems = check_topics(repo, settings)
-    legs, across = plan_problems(topics, settings)  # the valid topics' legs: every problem at once
-    lines = [line for problem in [*problems, *across] for line in str(problem).splitlines()]  # one line each
-    if online:  # the valid topics' legs are checked too, so one run lists every problem
-        # lazy: `--help` must not import the stages (module docstring)
-        from research_dispatch.run.online import online_problems
+    report: Any = None
+    if online:
+        # lazy: only --online loads the gateway, search and MCP clients
+        from research_dispatch.run.online import online_report as report
 
-        lines += online_problems(settings, legs, os.environ)
-    for line in lines:
-        _say(f"error: {line}", err=True)
-    if as_json:
-        _print_document(check_document(topics=len(topics), legs=len(legs), online=online, problems=lines))
-    if lines:
-        sys.exit(ExitCode.BAD_INPUT)
-    if not as_json:
-        click.echo(f"ok: {len(topics)} topic(s), {len(legs)} leg(s)" + (", checked online" if online else ""))
+    sys.exit(check_command(repo, online=report, as_json=as_json, github_summary=github_summary,
+                           github_output=github_output, env=os.environ, say=_say,
+                           err=lambda line: _say(line, err=True), print_document=_print_document))
 
 
 @main.command()
@@ -209,14 +194,16 @@ def check(repo: Path, online: bool, as_json: bool) -> None:
 @click.option("--models", "model_ids", default=None, help="Comma-separated model slugs to keep.")
 @click.option("--github-output", is_flag=True, help="Also append matrix=, count=, cycle= and the jobs' timeouts "
               "(research-minutes=, synthesize-minutes=) to $GITHUB_OUTPUT.")
+@click.option("--github-summary", is_flag=True, help="Also append the plan for people (legs, caps, worst case, "
+              "estimate) to $GITHUB_STEP_SUMMARY.")
 @click.option("--json", "as_json", is_flag=True, help="Print the matrix JSON even on a terminal.")
 @click.option("--publishing", type=click.BOOL, default=False, show_default=True,
               help="This refresh will publish: also refuse a cycle whose PR was closed without merging (needs "
               "GITHUB_TOKEN, GITHUB_REPOSITORY), before any leg is paid for.")
 @cycle_option
 @guarded
-def plan(repo: Path, topic_ids: str | None, model_ids: str | None, github_output: bool, as_json: bool,
-         publishing: bool, cycle: str | None) -> None:
+def plan(repo: Path, topic_ids: str | None, model_ids: str | None, github_output: bool, github_summary: bool,
+         as_json: bool, publishing: bool, cycle: str | None) -> None:
     """On a terminal: the legs, their caps, the worst-case spend and an estimate. Piped or with --json:
     the matrix JSON {"include": [{"leg", "topic", "model"}, ...]}.
 
@@ -237,6 +224,8 @@ def plan(repo: Path, topic_ids: str | None, model_ids: str | None, github_output
     from research_dispatch.config.topics import select_topics  # lazy: as the block above
 
     target = _runner_file("GITHUB_OUTPUT") if github_output else None
+    if github_summary:
+        _runner_file("GITHUB_STEP_SUMMARY")
     settings, topics = _load(repo)
     legs = plan_legs(select_topics(topics, _split(topic_ids, "--topics")), settings, _split(model_ids, "--models"))
     cycle_id = _cycle(cycle)
@@ -260,6 +249,12 @@ def plan(repo: Path, topic_ids: str | None, model_ids: str | None, github_output
 
         for line in plan_lines(settings, legs, cycle_id):
             click.echo(line)
+    if github_summary:
+        # lazy: `--help` must not import the stages (module docstring)
+        from research_dispatch.config.estimate import plan_markdown
+        from research_dispatch.core.ghactions import append_step_summary
+
+        append_step_summary(os.environ, plan_markdown(settings, legs, cycle_id))
     if target is not None:
         write_github_output(target, {"matrix": text, "count": str(len(matrix(legs)["include"])),
                                      "legs": str(len(legs)), "cycle": cycle_id,
@@ -550,6 +545,21 @@ def demo(repo: Path | None, directory: Path | None, verbose: bool, as_json: bool
     if as_json:
         _print_document(outcome.document())
     sys.exit(outcome.exit_code)
+
+
+@main.command()
+@repo_option
+@click.option("--check", "check_json", envvar="RESEARCH_DISPATCH_CHECK", default="", show_envvar=True,
+              help="The `check --json` document of the plan job (the workflow passes its `check` output).")
+@click.option("--plan-result", type=click.Choice(["success", "failure", "cancelled", "skipped"]), required=True,
+              help="The plan job's result: success closes the cannot-start issue, failure opens or updates it.")
+@guarded
+def notify(repo: Path, check_json: str, plan_result: str) -> None:
+    """Open, update or close the one issue that says a refresh cannot start (CI: the notify job, after plan)."""
+    # lazy: `--help` must not import the stages (module docstring)
+    from research_dispatch.run.notify import notify_command
+
+    sys.exit(notify_command(repo, check=check_json, plan_result=plan_result, env=os.environ, echo=_say))
 
 
 @main.command()

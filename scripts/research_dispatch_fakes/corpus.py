@@ -20,6 +20,7 @@ from __future__ import annotations
 import functools
 import hashlib
 import json
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 from importlib import resources
@@ -58,11 +59,19 @@ class Page:
     published: str | None = None
     hostile: bool = False
     key_points: tuple[str, ...] = ()
+    abstract_page: str | None = None  # an arXiv paper's abstract page (`/abs/`); `content` is its full text
 
     @property
     def host(self) -> str:
         """Lower-case host name, used for domain filters."""
         return (urlsplit(self.url).hostname or "").lower()
+
+    def text_at(self, url: str) -> str:
+        """What reading the page at `url` returns: for an arXiv paper, its abstract page at `/abs/` and the
+        full paper at `/pdf/` (as arXiv serves them); for any other page, the page."""
+        if self.abstract_page is not None and "/pdf/" not in urlsplit(url.strip()).path:
+            return self.abstract_page
+        return self.content
 
 
 # --------------------------------------------------------------------------------------------
@@ -134,8 +143,14 @@ def _by_url(include_hostile: bool) -> dict[str, Page]:
 
 
 def page_by_url(url: str, include_hostile: bool = False) -> Page | None:
-    """Look a page up by URL, comparing normalised forms (see `normalize_url`)."""
-    return _by_url(include_hostile).get(normalize_url(url))
+    """Look a page up by URL, comparing normalised forms (see `normalize_url`); an arXiv paper by either of
+    its URLs (`/abs/<id>`, `/pdf/<id>`, with or without `.pdf`)."""
+    return _by_url(include_hostile).get(normalize_url(arxiv_abs(url)))
+
+
+def arxiv_abs(url: str) -> str:
+    """An arXiv paper's PDF URL as its abstract-page URL (the corpus's key); any other URL unchanged."""
+    return re.sub(r"^(https?://arxiv\.org/)pdf/([^/?#]+?)(\.pdf)?$", r"\1abs/\2", url.strip())
 
 
 # --------------------------------------------------------------------------------------------
@@ -671,14 +686,14 @@ class _Composer:
         body: list[str] = []
         fillers: list[str] = []
         tail: list[str] = []
+        abstract_page = None
         if kind == "paper":
-            head += [
-                _ARXIV_HEADER.format(**fmt),
-                f"# {title}",
-                f"Submitted on {published_human}" if published else "Submission date: see submission history",
-                f"## Abstract\n\n{synopsis}",
-                _ARXIV_META.format(**fmt),
-            ]
+            submitted = f"Submitted on {published_human}" if published else "Submission date: see submission history"
+            # The abstract page is what arXiv serves at /abs/: the abstract and the site's chrome, no paper.
+            abstract_page = "\n\n".join([_ARXIV_HEADER.format(**fmt), f"# {title}", submitted,
+                                          f"## Abstract\n\n{synopsis}", _ARXIV_META.format(**fmt),
+                                          _ARXIV_TAIL.format(**fmt)]) + "\n"
+            head += [f"# {title}", submitted, f"## Abstract\n\n{synopsis}"]
             body += ["## 1 Introduction", background[0], *facts(intro_pts), conn[0]]
             body += ["## 2 Method", *facts(core_pts[:half]), conn[1]]
             body += ["## 3 Results", *facts(core_pts[half:]), conn[2]]
@@ -686,7 +701,7 @@ class _Composer:
             fillers += ["## 5 Extended background\n\n" + "\n\n".join(background[1:3]), conn[3]]
             fillers += [_ARXIV_FILLERS[0], conn[4], _ARXIV_FILLERS[1], _ARXIV_FILLERS[2]]
             fillers += ["\n\n".join(background[3:]), conn[5], *_ARXIV_FILLERS[3:], *_GENERIC_FILLERS]
-            tail += [f"## Related work\n\n{fmt['related']}", references, _ARXIV_TAIL.format(**fmt)]
+            tail += [f"## Related work\n\n{fmt['related']}", references, _ARXIV_META.format(**fmt)]
         elif kind == "repo":
             head += [
                 _GITHUB_HEADER.format(**fmt),
@@ -749,6 +764,7 @@ class _Composer:
             published=str(published) if published else None,
             hostile=hostile,
             key_points=key_points,
+            abstract_page=abstract_page,
         )
 
 

@@ -261,14 +261,17 @@ class FakeExa(FakeServer):
                                  "error": {"tag": "CRAWL_NOT_FOUND", "httpStatusCode": 404}})
                 continue
             statuses.append({"id": url, "status": "success"})
-            result = self._result(page, None, contents, "")
+            result = self._result(page, None, contents, "", read_at=url)
             if "text" in result:  # a page read in full is read from its PDF, with the PDF's artefacts
-                result["text"] = pdf_artefacts(result["text"], Realism.parse(self._raw.get("realism")), page.url)
+                result["text"] = pdf_artefacts(result["text"], Realism.parse(self._raw.get("realism")), url)
             result["id"] = url
             results.append(result)
         return {"results": results, "statuses": statuses, "costDollars": {"total": 0.001 * len(results)}}
 
-    def _result(self, page: Page, score: float | None, contents: dict[str, Any] | None, query: str) -> dict[str, Any]:
+    def _result(self, page: Page, score: float | None, contents: dict[str, Any] | None, query: str, *,
+                read_at: str | None = None) -> dict[str, Any]:
+        """One result; its text is the page as read at `read_at` (a /contents URL: an arXiv abstract page at
+        `/abs/`), else as indexed (arXiv papers by their PDF: the full text)."""
         url = exa_url(page.url)
         result: dict[str, Any] = {"id": url, "url": url, "title": page.title,
                                   "publishedDate": f"{page.published}T00:00:00.000Z" if page.published else None,
@@ -281,7 +284,7 @@ class FakeExa(FakeServer):
         if text_option:
             limit = text_option.get("maxCharacters", DEFAULT_TEXT_CHARS) if isinstance(text_option, dict) \
                 else DEFAULT_TEXT_CHARS
-            result["text"] = page.content[:limit]
+            result["text"] = page.text_at(read_at or url)[:limit]
         highlights = contents.get("highlights")
         if highlights:
             limit = highlights.get("maxCharacters", DEFAULT_HIGHLIGHT_CHARS) if isinstance(highlights, dict) \

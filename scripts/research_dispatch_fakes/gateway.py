@@ -78,6 +78,11 @@ Scenario format (constructor `scenario=`, `set_scenario()`, or `POST /__fake__/s
                                      "supported_parameters": ["max_tokens", "tools"]}]},
      "byok": false,
      "models": ["x-ai/grok-4"],              # more ids for `GET /models` to list (besides KNOWN_MODELS)
+     "retired": ["google/gemini-3.1-pro-preview"],  # no longer listed: `GET /models` omits them, their
+                                             # endpoints listing is a 404 and a chat call a 400 "not a valid
+                                             # model ID", as OpenRouter answers for a model it has withdrawn
+     "key": {"limit": 20.0, "usage": 19.5},  # `GET /key`: the key's credit limit (null: none) and what it had
+                                             # spent before this server's own calls (which add to it)
      "response_formats": ["text", "json_object"],  # a local server: other response_format types are 422
      "realism": {"rate": 0.3, "seed": 7},    # the synthesis answers slip as real models' do (`realism`)
      "rules": [{"match": {"model": "<glob>", "session": "<glob>", "kind": "<glob>", "schema": "<glob>"},
@@ -477,6 +482,9 @@ class FakeGateway(FakeServer):
                 listed = [self._model_entry(m) for m in self._listed_models()]
                 return FakeResponse.json({"data": listed, "total_count": len(listed), "links": {"next": None}})
             match = _ENDPOINTS_PATH.match(path)
+            if match and f"{match.group(1)}/{match.group(2)}" in self._retired():
+                return FakeResponse.json(error_envelope(404, f"Model {match.group(1)}/{match.group(2)} not found"),
+                                         404)
             if match:
                 return FakeResponse.json({"data": self._endpoints_entry(f"{match.group(1)}/{match.group(2)}")})
             if path == "/api/v1/providers":
@@ -550,7 +558,7 @@ class FakeGateway(FakeServer):
                                      400)
         model = body.get("model")
         if not isinstance(model, str) or not re.fullmatch(r"[a-z0-9][\w.-]*/[\w.:-]+", model, re.IGNORECASE) \
-                or model.startswith("openrouter/"):
+                or model.startswith("openrouter/") or model.split(":", 1)[0] in self._retired():
             envelope = error_envelope(400, f"{model!r} is not a valid model ID (the fake takes author/name slugs "
                                            "only; no aliases or routers)")
             envelope["error"]["availability"] = {"code": "model_not_found", "retryable": False,
@@ -1066,10 +1074,15 @@ class FakeGateway(FakeServer):
 
     # -- catalogue endpoints ---------------------------------------------------------------
     def _listed_models(self) -> list[str]:
-        """`GET /models`: the known models, the scenario's `models` (more ids to list) and any model served."""
+        """`GET /models`: the known models, the scenario's `models` (more ids to list) and any model served,
+        less the scenario's `retired` ones."""
         with self._state:
             extra = {str(m) for m in self.scenario.get("models") or []}
-            return sorted(set(KNOWN_MODELS) | extra | self._seen_models)
+            return sorted((set(KNOWN_MODELS) | extra | self._seen_models) - self._retired())
+
+    def _retired(self) -> set[str]:
+        with self._state:
+            return {str(m) for m in self.scenario.get("retired") or []}
 
     @staticmethod
     def _usd_per_token(per_million: float) -> str:
@@ -1138,8 +1151,13 @@ class FakeGateway(FakeServer):
                  "status_page_url": None} for slug, name in sorted(seen.items())]
 
     def _key_info(self, request: FakeRequest) -> dict[str, Any]:
+        """`GET /key`: the key's record (OpenRouter's `data` of it): its limit, usage and what is left."""
         with self._state:
             used = round(sum(g["total_cost"] for g in self.generations.values()), 8)
-        return {"label": "fake-key-" + self._bearer(request)[-4:], "limit": None, "usage": used,
-                "limit_remaining": None, "limit_reset": None, "is_free_tier": False,
+            key = dict(self.scenario.get("key") or {})
+        limit = key.get("limit")
+        usage = round(float(key.get("usage") or 0.0) + used, 8)
+        remaining = None if limit is None else round(max(0.0, float(limit) - usage), 8)
+        return {"label": "fake-key-" + self._bearer(request)[-4:], "limit": limit, "usage": usage,
+                "limit_remaining": remaining, "limit_reset": None, "is_free_tier": False,
                 "is_provisioning_key": False}

@@ -24,6 +24,18 @@ What it serves (paths relative to `base_url`, which has no path prefix, like git
   `DELETE .../issues/{n}/labels/{name}`, `GET|POST .../issues/{n}/comments`,
   `GET|PATCH|DELETE .../issues/comments/{id}`; repo labels `GET|POST .../labels`,
   `GET|PATCH|DELETE .../labels/{name}`. Adding an unknown label to an issue creates it (as GitHub does).
+* Issues that are not pull requests, numbered with the pull requests as on GitHub: `POST .../issues`
+  (`title` required: 422 missing_field; unknown labels are created, which needs `issues: write`),
+  `GET .../issues` (GitHub's list holds pull requests too, each with a `pull_request` key; filters
+  `state`, `labels` — comma-separated, every one must be on the item, case-blind — `sort`, `direction`,
+  `per_page`, `page`), `GET|PATCH .../issues/{n}` (`state` open or closed, `state_reason` completed,
+  not_planned or reopened, else 422; `labels` replaces them), and their comments and labels as above.
+* Actions workflows: `GET .../actions/workflows` and `GET .../actions/workflows/{id or file name}` (404
+  for a file the default branch does not have), `PUT .../actions/workflows/{id}/enable|disable` (204).
+  With `git_dir` the workflows are the `.github/workflows/*.yml` files of the default branch, read live;
+  without, the `workflows=` given. Each has a `state` (`active` by default; `set_workflow_state()` or
+  the seed's `workflows` sets `disabled_inactivity`, ...): one of GitHub's documented `active`, `deleted`,
+  `disabled_fork`, `disabled_inactivity`, `disabled_manually`, anything else a ValueError.
 * `POST /graphql`: the `convertPullRequestToDraft` and `markPullRequestReadyForReview` mutations that
   `PullRequest.convert_to_draft()` / `mark_ready_for_review()` send, keyed on the PR `node_id`.
 * `GET|POST .../pulls/{n}/requested_reviewers`: a review may be requested only from collaborators
@@ -45,6 +57,10 @@ scenario's `settings`):
 * `read_tokens=(...)` — tokens of jobs granted only read access (the Actions `GITHUB_TOKEN` of a job with
   `pull-requests: read`): they may `GET` (and `HEAD`), and anything else answers 403 "Resource not
   accessible by integration", as GitHub answers a token without write permission.
+* `issue_tokens=(...)` — tokens of jobs granted only `issues: write`: they may read, and write issues that
+  are not pull requests (create, edit, label, comment) and labels; any other write answers 403.
+* `actions_read=False` — a token without `actions: read`: every `.../actions/...` request answers 403
+  "Resource not accessible by integration" (what a job whose `permissions:` omit `actions` sees).
 * Test hooks (no auth, never scripted): `GET /__fake__/state`, `POST /__fake__/scenario`,
   `POST /__fake__/reset`.
 
@@ -79,6 +95,7 @@ Scenario format (constructor `scenario=`, `set_scenario()`, or `POST /__fake__/s
                                            # answer is delayed instead of replaced
      }],
      "seed": {"next_number": 40,           # optional: first PR number
+              "workflows": {"research-refresh-schedule.yml": "disabled_inactivity"},
               "labels": [{"name": "research", "color": "0e8a16", "description": "..."}],
               "pulls": [{"head": "research-refresh/2026-H1", "base": "main", "title": "...",
                          "body": "...", "draft": false, "state": "open", "labels": ["research"]}]}}
@@ -137,7 +154,10 @@ _RULE_KEYS = frozenset({
     "method", "path", "on_call", "calls", "every", "times", "status", "message", "errors", "rate_limit",
     "secondary_rate_limit", "retry_after", "create_then_fail", "drop", "delay_s",
 })
-_SETTING_KEYS = frozenset({"drafts_supported", "token_kind", "issues_write", "collaborators"})
+_SETTING_KEYS = frozenset({"drafts_supported", "token_kind", "issues_write", "collaborators", "actions_read"})
+WORKFLOW_STATES = ("active", "deleted", "disabled_fork", "disabled_inactivity", "disabled_manually")
+STATE_REASONS = ("completed", "not_planned", "reopened")
+WORKFLOWS_DIR = ".github/workflows"
 DRAFTS_UNSUPPORTED = "Draft pull requests are not supported in this repository."
 NOT_ACCESSIBLE = "Resource not accessible by integration"
 NOT_COLLABORATOR = ("Reviews may only be requested from collaborators. One or more of the users or teams you "
@@ -376,6 +396,18 @@ class _GitStore:
     def delete_ref(self, ref: str) -> bool:
         return self._git("update-ref", "-d", ref).returncode == 0
 
+    def workflow_files(self, branch: str) -> dict[str, str]:
+        """{file name: the workflow's `name:`} of the `.github/workflows` files on `branch`."""
+        out = self._git("ls-tree", "--name-only", f"refs/heads/{branch}", f"{WORKFLOWS_DIR}/")
+        found: dict[str, str] = {}
+        for path in out.stdout.splitlines():
+            if not path.endswith((".yml", ".yaml")):
+                continue
+            text = self._git("show", f"refs/heads/{branch}:{path}").stdout
+            match = re.search(r"^name:\s*[\"']?(.+?)[\"']?\s*$", text, re.MULTILINE)
+            found[path.rsplit("/", 1)[-1]] = match.group(1) if match else path
+        return found
+
 
 class _MemoryStore:
     """The stand-in when no repository is given: a ref table plus synthetic commits."""
@@ -428,6 +460,9 @@ class _MemoryStore:
     def delete_ref(self, ref: str) -> bool:
         return self._refs.pop(ref, None) is not None
 
+    def workflow_files(self, branch: str) -> dict[str, str]:
+        return {}  # no files in memory: the server's `workflows=` stand in
+
 
 def _comment_body(request: FakeRequest) -> str:
     """A comment body, validated as GitHub does on create and edit."""
@@ -453,9 +488,15 @@ class FakeGitHub(FakeServer):
                  scenario: dict[str, Any] | None = None, host: str = "127.0.0.1", port: int = 0, *,
                  drafts_supported: bool = True, token_kind: str = "app", issues_write: bool = True,
                  collaborators: tuple[str, ...] | list[str] = ("mia-maintainer", "octocat"),
-                 read_tokens: tuple[str, ...] | list[str] = ()) -> None:
+                 read_tokens: tuple[str, ...] | list[str] = (), issue_tokens: tuple[str, ...] | list[str] = (),
+                 actions_read: bool = True, workflows: dict[str, str] | None = None) -> None:
         super().__init__(host, port)
         self.read_tokens = frozenset(read_tokens)
+        self.issue_tokens = frozenset(issue_tokens)
+        self._memory_workflows = {name: name.rsplit(".", 1)[0] for name in (workflows or {})}
+        self._initial_workflow_states = dict(workflows or {})
+        for state in self._initial_workflow_states.values():
+            _workflow_state(state)
         self.owner = owner
         self.name = name
         self.default_branch = default_branch
@@ -466,8 +507,9 @@ class FakeGitHub(FakeServer):
         self.token_kind = "app"
         self.issues_write = True
         self.collaborators: tuple[str, ...] = ()
+        self.actions_read = True
         self.configure(drafts_supported=drafts_supported, token_kind=token_kind, issues_write=issues_write,
-                       collaborators=collaborators)
+                       collaborators=collaborators, actions_read=actions_read)
         self._rules: list[_Rule] = []
         self.fired: list[dict[str, Any]] = []
         self._reset_state()
@@ -491,6 +533,21 @@ class FakeGitHub(FakeServer):
             self._refs_cache = None
             return [self._pr_json(pr, full=True) for _, pr in sorted(self._pulls.items())]
 
+    @property
+    def issues(self) -> list[dict[str, Any]]:
+        """Every issue that is not a pull request, as its REST JSON, by number (a snapshot)."""
+        with self._state_lock:
+            return [self._issue_json(issue) for _, issue in sorted(self._issues.items())]
+
+    def workflow_state(self, file_name: str) -> str:
+        with self._state_lock:
+            return self._workflow_states.get(file_name, "active")
+
+    def set_workflow_state(self, file_name: str, state: str) -> None:
+        """Set a workflow's `state` as GitHub would (`disabled_inactivity` after 60 quiet days, ...)."""
+        with self._state_lock:
+            self._workflow_states[file_name] = _workflow_state(state)
+
     def pull(self, number: int) -> dict[str, Any]:
         with self._state_lock:
             self._refs_cache = None
@@ -500,7 +557,7 @@ class FakeGitHub(FakeServer):
     def comments(self) -> dict[int, list[dict[str, Any]]]:
         """Issue comments by PR number, oldest first."""
         with self._state_lock:
-            result: dict[int, list[dict[str, Any]]] = {n: [] for n in sorted(self._pulls)}
+            result: dict[int, list[dict[str, Any]]] = {n: [] for n in sorted([*self._pulls, *self._issues])}
             for comment in self._comments.values():
                 result.setdefault(comment["number"], []).append(self._comment_json(comment))
             return result
@@ -518,7 +575,9 @@ class FakeGitHub(FakeServer):
             return {
                 "repository": self.full_name,
                 "pulls": self.pulls,
+                "issues": self.issues,
                 "comments": {str(n): c for n, c in self.comments.items()},
+                "workflows": dict(sorted(self._workflow_states.items())),
                 "labels": self.labels,
                 "refs": {name: sha for name, (sha, _) in self._all_refs().items()},
                 "fired": copy.deepcopy(self.fired),
@@ -540,6 +599,8 @@ class FakeGitHub(FakeServer):
                 self.issues_write = bool(settings["issues_write"])
             if "collaborators" in settings:
                 self.collaborators = tuple(str(c) for c in settings["collaborators"])
+            if "actions_read" in settings:
+                self.actions_read = bool(settings["actions_read"])
 
     def set_scenario(self, scenario: dict[str, Any]) -> None:
         """Replace the rules (counters restart) and apply any `seed`; raises ValueError if malformed."""
@@ -591,6 +652,8 @@ class FakeGitHub(FakeServer):
         self._next_id = 1000
         self._request_count = 0
         self._pulls: dict[int, dict[str, Any]] = {}
+        self._issues: dict[int, dict[str, Any]] = {}  # issues that are not pull requests, numbered with them
+        self._workflow_states: dict[str, str] = dict(self._initial_workflow_states)
         self._labels: dict[str, dict[str, Any]] = {}  # keyed by lower-cased name: GitHub is case-blind
         self._comments: dict[int, dict[str, Any]] = {}
         self._store: _GitStore | _MemoryStore = (
@@ -609,11 +672,13 @@ class FakeGitHub(FakeServer):
     def _apply_seed(self, seed: Any) -> None:
         if not isinstance(seed, dict):
             raise ValueError("scenario: 'seed' must be an object")
-        unknown = set(seed) - {"next_number", "labels", "pulls"}
+        unknown = set(seed) - {"next_number", "labels", "pulls", "workflows"}
         if unknown:
             raise ValueError(f"scenario seed: unknown keys {sorted(unknown)}")
         if seed.get("next_number") is not None:
             self._next_number = int(seed["next_number"])
+        for file_name, state in (seed.get("workflows") or {}).items():
+            self._workflow_states[str(file_name)] = _workflow_state(state)
         for raw in seed.get("labels") or []:
             self._create_label(str(raw["name"]), raw.get("color"), raw.get("description"))
         for raw in seed.get("pulls") or []:
@@ -674,11 +739,24 @@ class FakeGitHub(FakeServer):
             return FakeResponse.json(_error_body("Bad credentials"), 401)
         if value.strip() == self.token:
             return None
-        if value.strip() in self.read_tokens:
-            if request.method in ("GET", "HEAD"):
+        if value.strip() in self.read_tokens | self.issue_tokens:
+            if request.method in ("GET", "HEAD") or (value.strip() in self.issue_tokens
+                                                     and self._issue_write(request.path)):
                 return None
-            return FakeResponse.json(_error_body("Resource not accessible by integration"), 403)
+            return FakeResponse.json(_error_body(NOT_ACCESSIBLE), 403)
         return FakeResponse.json(_error_body("Bad credentials"), 401)
+
+    def _issue_write(self, path: str) -> bool:
+        """A write an `issues: write` token may make: issues that are not pull requests, and labels."""
+        rest = [unquote(s) for s in path.split("?", 1)[0].split("/")[4:]]
+        if rest[:1] == ["labels"] or rest == ["issues"]:
+            return True
+        if rest[:1] == ["issues"] and len(rest) >= 2:
+            if rest[1] == "comments":
+                comment = self._comments.get(int(rest[2])) if len(rest) > 2 and rest[2].isdigit() else None
+                return comment is not None and comment["number"] in self._issues
+            return rest[1].isdigit() and int(rest[1]) in self._issues
+        return False
 
     def _pick_rule(self, method: str, path: str) -> _Rule | None:
         chosen: _Rule | None = None
@@ -787,7 +865,49 @@ class FakeGitHub(FakeServer):
             return self._route_issues(request, rest[1:])
         if head == "labels":
             return self._route_labels(request, rest[1:])
+        if head == "actions":
+            return self._route_actions(request, rest[1:])
         raise _HTTPError(404)
+
+    # -- actions workflows ----------------------------------------------------------------------
+    def _workflows(self) -> dict[str, str]:
+        """{file name: workflow name} of the default branch (or the `workflows=` given)."""
+        return self._store.workflow_files(self.default_branch) if self._store.live else dict(self._memory_workflows)
+
+    def _route_actions(self, request: FakeRequest, rest: list[str]) -> FakeResponse:
+        if not self.actions_read:
+            raise _HTTPError(403, NOT_ACCESSIBLE)
+        if rest[:1] != ["workflows"]:
+            raise _HTTPError(404)
+        files = self._workflows()
+        ids = {self._workflow_id(name): name for name in files}
+        if len(rest) == 1 and request.method == "GET":
+            items = [self._workflow_json(name, files[name]) for name in sorted(files)]
+            return FakeResponse.json({"total_count": len(items), "workflows": items})
+        key = rest[1] if len(rest) >= 2 else ""
+        name = ids.get(int(key)) if key.isdigit() else (key if key in files else None)
+        if name is None:
+            raise _HTTPError(404)
+        if len(rest) == 2 and request.method == "GET":
+            return FakeResponse.json(self._workflow_json(name, files[name]))
+        if len(rest) == 3 and request.method == "PUT" and rest[2] in ("enable", "disable"):
+            self._workflow_states[name] = "active" if rest[2] == "enable" else "disabled_manually"
+            self._tick()
+            return FakeResponse(status=204)
+        raise _HTTPError(404)
+
+    @staticmethod
+    def _workflow_id(file_name: str) -> int:
+        return 10_000 + int(hashlib.sha1(file_name.encode("utf-8")).hexdigest()[:6], 16)
+
+    def _workflow_json(self, file_name: str, name: str) -> dict[str, Any]:
+        number = self._workflow_id(file_name)
+        path = f"{WORKFLOWS_DIR}/{file_name}"
+        return {"id": number, "node_id": f"W_kwFAKE{number}", "name": name, "path": path,
+                "state": self._workflow_states.get(file_name, "active"), "created_at": _iso(0),
+                "updated_at": _iso(self._clock), "url": f"{self._repo_url}/actions/workflows/{number}",
+                "html_url": f"{self._html_repo}/blob/{self.default_branch}/{path}",
+                "badge_url": f"{self._html_repo}/workflows/{quote(name)}/badge.svg"}
 
     # -- git data -------------------------------------------------------------------------------
     def _route_git(self, request: FakeRequest, rest: list[str]) -> FakeResponse:
@@ -1049,7 +1169,13 @@ class FakeGitHub(FakeServer):
         if rest[:1] == ["comments"] and len(rest) == 2:
             return self._route_comment(request, rest[1])
         if not rest:
+            if method == "GET":
+                return self._list_issues(request)
+            if method == "POST":
+                return self._create_issue(request)
             raise _HTTPError(404)
+        if rest[0].isdigit() and int(rest[0]) in self._issues:
+            return self._route_plain_issue(request, self._issues[int(rest[0])], rest[1:])
         pr = self._get_pull(rest[0])
         sub = rest[1] if len(rest) > 1 else None
         if sub is None:
@@ -1067,18 +1193,100 @@ class FakeGitHub(FakeServer):
         if sub == "labels":
             return self._route_issue_labels(request, pr, rest[2:])
         if sub == "comments" and len(rest) == 2:
+            return self._route_issue_comments(request, pr)
+        raise _HTTPError(404)
+
+    def _list_issues(self, request: FakeRequest) -> FakeResponse:
+        """GitHub's issue list: issues and pull requests alike (a pull request carries `pull_request`)."""
+        state = request.param("state", "open")
+        if state not in ("open", "closed", "all"):
+            raise _invalid("Issue", "state")
+        wanted = [name.strip().lower() for name in (request.param("labels") or "").split(",") if name.strip()]
+        items = [(item, False) for item in self._issues.values()] + [(pr, True) for pr in self._pulls.values()]
+        items = [(item, is_pr) for item, is_pr in items if (state == "all" or item["state"] == state)
+                 and all(name in [n.lower() for n in item["labels"]] for name in wanted)]
+        sort = request.param("sort", "created")
+        if sort not in ("created", "updated", "comments"):
+            raise _invalid("Issue", "sort")
+        direction = request.param("direction", "desc")
+        key = "updated_clock" if sort == "updated" else "number"
+        items.sort(key=lambda pair: (pair[0][key], pair[0]["number"]), reverse=direction == "desc")
+        return self._paginate(request, [self._issue_json(item, as_pull=is_pr) for item, is_pr in items])
+
+    def _create_issue(self, request: FakeRequest) -> FakeResponse:
+        if not self.issues_write:
+            raise _HTTPError(403, NOT_ACCESSIBLE)
+        data = _json_object(request)
+        title = data.get("title")
+        if not isinstance(title, str | int) or not str(title).strip():
+            raise _invalid("Issue", "title", code="missing_field")
+        self._check_body(data.get("body"), "Issue")
+        names = self._label_names_from(data["labels"]) if data.get("labels") is not None else []
+        number = self._next_number
+        self._next_number += 1
+        now = self._tick()
+        issue: dict[str, Any] = {"number": number, "issue_id": self._new_id(), "title": str(title),
+                                 "body": data.get("body"), "state": "open", "state_reason": None, "labels": [],
+                                 "created_at": now, "updated_at": now, "updated_clock": self._clock,
+                                 "closed_at": None}
+        self._issues[number] = issue
+        for name in names:
+            self._attach_label(issue, name)
+        return FakeResponse.json(self._issue_json(issue), 201, headers={"Location": self._issue_url(issue)})
+
+    def _route_plain_issue(self, request: FakeRequest, issue: dict[str, Any], rest: list[str]) -> FakeResponse:
+        method = request.method
+        if not rest:
             if method == "GET":
-                items = [self._comment_json(c) for c in self._comments.values()
-                         if c["number"] == pr["number"]]
-                return self._paginate(request, items)
-            if method == "POST":
-                body = _comment_body(request)
-                now = self._tick()
-                comment = {"id": self._new_id(), "number": pr["number"], "body": body,
-                           "created_at": now, "updated_at": now}
-                self._comments[comment["id"]] = comment
-                return FakeResponse.json(self._comment_json(comment), 201,
-                                         headers={"Location": self._comment_url(comment)})
+                return FakeResponse.json(self._issue_json(issue))
+            if method == "PATCH":
+                self._edit_issue(issue, _json_object(request))
+                return FakeResponse.json(self._issue_json(issue))
+            raise _HTTPError(404)
+        if rest[0] == "labels":
+            return self._route_issue_labels(request, issue, rest[1:])
+        if rest == ["comments"]:
+            return self._route_issue_comments(request, issue)
+        raise _HTTPError(404)
+
+    def _edit_issue(self, issue: dict[str, Any], data: dict[str, Any]) -> None:
+        """PATCH /issues/{n} of an issue: validate everything, then apply (GitHub changes nothing on a 422)."""
+        if "title" in data and (not isinstance(data["title"], str) or not data["title"].strip()):
+            raise _invalid("Issue", "title", code="missing_field")
+        if "body" in data:
+            self._check_body(data["body"], "Issue")
+        state = data.get("state")
+        if state is not None and state not in ("open", "closed"):
+            raise _invalid("Issue", "state")
+        reason = data.get("state_reason")
+        if reason is not None and reason not in STATE_REASONS:
+            raise _invalid("Issue", "state_reason")
+        names = self._label_names_from(data["labels"]) if data.get("labels") is not None else None
+        for key in ("title", "body"):
+            if key in data:
+                issue[key] = data[key]
+        if names is not None:
+            issue["labels"] = []
+            self._add_labels(issue, names)
+        self._touch(issue)
+        if state is not None and state != issue["state"]:
+            issue["state"] = state
+            issue["closed_at"] = issue["updated_at"] if state == "closed" else None
+            issue["state_reason"] = (reason or "completed") if state == "closed" else "reopened"
+        elif reason is not None:
+            issue["state_reason"] = reason
+
+    def _route_issue_comments(self, request: FakeRequest, item: dict[str, Any]) -> FakeResponse:
+        if request.method == "GET":
+            return self._paginate(request, [self._comment_json(c) for c in self._comments.values()
+                                            if c["number"] == item["number"]])
+        if request.method == "POST":
+            body = _comment_body(request)
+            now = self._tick()
+            comment = {"id": self._new_id(), "number": item["number"], "body": body, "created_at": now,
+                       "updated_at": now}
+            self._comments[comment["id"]] = comment
+            return FakeResponse.json(self._comment_json(comment), 201, headers={"Location": self._comment_url(comment)})
         raise _HTTPError(404)
 
     def _route_comment(self, request: FakeRequest, raw_id: str) -> FakeResponse:
@@ -1404,11 +1612,12 @@ class FakeGitHub(FakeServer):
                 "default": False, "description": label["description"]}
 
     def _comment_json(self, comment: dict[str, Any]) -> dict[str, Any]:
-        pr = self._pulls[comment["number"]]
+        number = comment["number"]
+        kind = "issues" if number in self._issues else "pull"
         return {"id": comment["id"], "node_id": f"IC_kwFAKE{comment['id']}",
                 "url": self._comment_url(comment),
-                "html_url": f"{self._html_repo}/pull/{pr['number']}#issuecomment-{comment['id']}",
-                "issue_url": self._issue_url(pr), "body": comment["body"], "user": self._bot_json(),
+                "html_url": f"{self._html_repo}/{kind}/{number}#issuecomment-{comment['id']}",
+                "issue_url": f"{self._repo_url}/issues/{number}", "body": comment["body"], "user": self._bot_json(),
                 "created_at": comment["created_at"], "updated_at": comment["updated_at"],
                 "author_association": "NONE", "performed_via_github_app": None}
 
@@ -1457,24 +1666,28 @@ class FakeGitHub(FakeServer):
             })
         return data
 
-    def _issue_json(self, pr: dict[str, Any]) -> dict[str, Any]:
-        issue_url = self._issue_url(pr)
-        html = f"{self._html_repo}/pull/{pr['number']}"
-        return {
+    def _issue_json(self, item: dict[str, Any], as_pull: bool | None = None) -> dict[str, Any]:
+        """The issue shape of an issue, or of a pull request (then with `pull_request` and `draft`)."""
+        is_pull = item["number"] in self._pulls if as_pull is None else as_pull
+        issue_url = self._issue_url(item)
+        html = f"{self._html_repo}/{'pull' if is_pull else 'issues'}/{item['number']}"
+        data: dict[str, Any] = {
             "url": issue_url, "repository_url": self._repo_url,
             "labels_url": f"{issue_url}/labels{{/name}}", "comments_url": f"{issue_url}/comments",
-            "events_url": f"{issue_url}/events", "html_url": html, "id": pr["issue_id"],
-            "node_id": f"I_kwFAKE{pr['issue_id']}", "number": pr["number"], "title": pr["title"],
-            "user": self._bot_json(), "labels": self._pr_labels(pr), "state": pr["state"],
-            "state_reason": "completed" if pr["state"] == "closed" else None, "locked": False,
-            "assignee": None, "assignees": [], "milestone": None,
-            "comments": sum(1 for c in self._comments.values() if c["number"] == pr["number"]),
-            "created_at": pr["created_at"], "updated_at": pr["updated_at"], "closed_at": pr["closed_at"],
-            "author_association": "NONE", "active_lock_reason": None, "draft": pr["draft"],
-            "pull_request": {"url": self._pull_url(pr), "html_url": html, "diff_url": f"{html}.diff",
-                             "patch_url": f"{html}.patch", "merged_at": None},
-            "body": pr["body"], "closed_by": None,
+            "events_url": f"{issue_url}/events", "html_url": html, "id": item["issue_id"],
+            "node_id": f"I_kwFAKE{item['issue_id']}", "number": item["number"], "title": item["title"],
+            "user": self._bot_json(), "labels": self._pr_labels(item), "state": item["state"],
+            "state_reason": item.get("state_reason", "completed" if item["state"] == "closed" else None),
+            "locked": False, "assignee": None, "assignees": [], "milestone": None,
+            "comments": sum(1 for c in self._comments.values() if c["number"] == item["number"]),
+            "created_at": item["created_at"], "updated_at": item["updated_at"], "closed_at": item["closed_at"],
+            "author_association": "NONE", "active_lock_reason": None, "body": item["body"], "closed_by": None,
         }
+        if is_pull:
+            data["draft"] = item["draft"]
+            data["pull_request"] = {"url": self._pull_url(item), "html_url": html, "diff_url": f"{html}.diff",
+                                    "patch_url": f"{html}.patch", "merged_at": None}
+        return data
 
     def _rate_limit_json(self) -> dict[str, Any]:
         used = min(self._request_count, RATE_LIMIT)
@@ -1488,7 +1701,13 @@ class FakeGitHub(FakeServer):
                 "rate": core}
 
 
-__all__ = ["BODY_LIMIT", "BOT_LOGIN", "FakeGitHub"]
+def _workflow_state(state: Any) -> str:
+    if state not in WORKFLOW_STATES:
+        raise ValueError(f"workflow state {state!r} is not one of GitHub's: {', '.join(WORKFLOW_STATES)}")
+    return str(state)
+
+
+__all__ = ["BODY_LIMIT", "BOT_LOGIN", "WORKFLOW_STATES", "FakeGitHub"]
 
 
 def _main() -> None:  # pragma: no cover - manual poking: `python -m research_dispatch_fakes.github`

@@ -70,6 +70,13 @@ from research_dispatch.leg.contract import (
     BAND_SENTENCE,
     BRIEF_LABEL,
     CONTINUE_PREFIX,
+    DATE_LABEL,
+    DOSSIER_LABEL,
+    GAP_CHECK_PREFIX,
+    GAPS_PREFIX,
+    NOT_RECOMMENDED,
+    PLAN_LABEL,
+    RECOMMENDATION,
     REVISE_PREFIX,
     TITLE_LABEL,
     TOPIC_ID_LABEL,
@@ -92,7 +99,11 @@ CLAIMS_PATH = Path(__file__).with_name("corpus") / "claims.json"
 _BAND_RE = re.compile(re.sub(r"\\\{\w+\\\}", lambda _: r"([\d,]+)", re.escape(BAND_SENTENCE)), re.IGNORECASE)
 _TOPIC_RE = re.compile(re.escape(TOPIC_ID_LABEL) + r"\s*(\S+)")
 _TITLE_RE = re.compile(r"^\s*" + re.escape(TITLE_LABEL) + r"\s*(.+?)\s*$", re.MULTILINE)
-_BRIEF_RE = re.compile(re.escape(BRIEF_LABEL) + r"\s*(.*)", re.DOTALL)
+_BRIEF_RE = re.compile(re.escape(BRIEF_LABEL) + r"\s*(.*?)(?=\n\s*" + re.escape(DATE_LABEL) + r"|\Z)", re.DOTALL)
+_PLAN_LINE_RE = re.compile(r"^\s*(\d{1,2})[.)]\s+(.+?)\s*$", re.MULTILINE)
+_ITEM_MARK_RE = re.compile(r"^\[Plan item (\d+): .*\]$", re.MULTILINE)
+_GAP_LINE_RE = re.compile(r"^(\d{1,2})\. (.+?) \u2014 (.+)$", re.MULTILINE)
+_ID_RE = re.compile(r"\bS(\d+)\b")
 _SOURCE_RE = re.compile(r"<source\s+([^>]*)>(.*?)</source>", re.DOTALL)  # the preamble mentions a bare <source>
 _ATTR_RE = re.compile(r'([A-Za-z_][-\w.]*)\s*=\s*"([^"]*)"')
 _SENTENCE_SPLIT_RE = re.compile(r"(?<=[.!?])\s+(?=[A-Za-z0-9\"'(])")
@@ -163,6 +174,14 @@ class Conversation:
     partials: list[str] = field(default_factory=list)  # truncated drafts awaiting continuation
     untrusted_ids: list[int] = field(default_factory=list)  # retrieved but ignored (injection pages)
     untrusted: list[Source] = field(default_factory=list)  # the same sources (quoted only when gullible)
+    reads: list[str] = field(default_factory=list)  # every URL asked of `web_extract` so far, as asked
+    links: list[str] = field(default_factory=list)  # URLs linked from passages shown, not (yet) retrieved
+    followed: bool = False  # links of passages shown were followed once
+    gap_check: str = ""  # the product's gap-check message (research has ended once)
+    gaps: str = ""  # the product's message sending the model back for gaps
+    turns_after_gaps: int = 0  # assistant turns since that message
+    plan: list[str] = field(default_factory=list)  # the writing call's plan (the sub-questions, in order)
+    groups: dict[int, list[int]] = field(default_factory=dict)  # the dossier's plan items -> source ids
 
     @property
     def midpoint(self) -> int:
@@ -239,47 +258,127 @@ def _tool_calls_of(message: dict[str, Any]) -> list[tuple[str, str]]:
     return calls
 
 
+_LINK_RE = re.compile(r"\]\((https?://[^)\s]+)\)")
+
+
+def _urls_of(arguments: str) -> list[str]:
+    try:
+        data = json.loads(arguments)
+    except ValueError:
+        return []
+    urls = data.get("urls") if isinstance(data, dict) else None
+    return [str(u) for u in urls] if isinstance(urls, list) else []
+
+
+def _plan_of(text: str) -> list[str]:
+    """The sub-questions of the writing call's plan (the lines after `PLAN_LABEL`, to the blank line)."""
+    block = text.split(PLAN_LABEL, 1)[-1].split(DOSSIER_LABEL, 1)[0] if PLAN_LABEL in text else ""
+    return [m.group(2) for m in _PLAN_LINE_RE.finditer(block)]
+
+
+def _groups_of(text: str) -> dict[int, list[int]]:
+    """The dossier's sources under each `[Plan item n: ...]` line."""
+    dossier = text.split(DOSSIER_LABEL, 1)[-1]
+    groups: dict[int, list[int]] = {}
+    marks = list(_ITEM_MARK_RE.finditer(dossier))
+    for index, mark in enumerate(marks):
+        end = marks[index + 1].start() if index + 1 < len(marks) else len(dossier)
+        groups[int(mark.group(1))] = [s.id for s in parse_sources(dossier[mark.end():end])]
+    return groups
+
+
 def parse_conversation(messages: list[dict[str, Any]]) -> Conversation:
     """Topic, band, retrieved sources and progress of the tool loop, from the messages alone."""
     conv = Conversation()
     by_id: dict[int, Source] = {}
-    first_user_seen = False
     for message in messages:
         if not isinstance(message, dict):
             continue
         role = message.get("role")
         text = content_text(message.get("content"))
         if role in ("system", "developer"):
-            band = _BAND_RE.search(text)
-            if band:
-                low, high = (int(v.replace(",", "")) for v in band.groups())
-                if 0 < low < high:
-                    conv.band = (low, high)
-        elif role == "user" and not first_user_seen and (topic := _TOPIC_RE.search(text)):
-            first_user_seen = True
-            conv.topic_id = topic.group(1)
-            title = _TITLE_RE.search(text)
-            conv.title = title.group(1) if title else conv.topic_id
-            brief = _BRIEF_RE.search(text)
-            conv.brief = brief.group(1).strip() if brief else ""
+            _read_band(conv, text)
+        elif role == "user":
+            _read_user(conv, text)
         elif role == "assistant":
-            conv.assistant_turns += 1
-            names = [name for name, _args in _tool_calls_of(message)]
-            conv.searches_done += names.count("web_search")
-            conv.extracts_done += "web_extract" in names  # reading turns (one may read pages in several calls)
-            conv.mcp_done += sum("__" in name for name in names)
-        elif role == "tool":
-            # a model reads PDF text through its artefacts (ligatures, hyphenated words), and writes clean words
-            for source in parse_sources(read_pdf(text)):
-                known = by_id.get(source.id)
-                if known is None:
-                    by_id[source.id] = source
-                elif source.text and source.text not in known.text:
-                    # search snippet first, extracted page later: keep both, longest first
-                    # (a blank line apart, so each stays its own passage: see `shown_passages`)
-                    texts = sorted([known.text, source.text], key=len, reverse=True)
-                    by_id[source.id] = Source(known.id, known.url or source.url, known.title or source.title,
-                                              "\n\n".join(texts))
+            _read_assistant(conv, message)
+        if role == "tool" or (role == "user" and DOSSIER_LABEL in text):
+            _read_sources(text, by_id)
+    _sort_sources(conv, by_id)
+    if not conv.title:
+        conv.title = conv.topic_id or "Research report"
+    if messages and isinstance(messages[-1], dict):
+        conv.last_message_role = str(messages[-1].get("role") or "")
+        conv.last_message_text = content_text(messages[-1].get("content"))
+    conv.partials = _partials(messages)
+    return conv
+
+
+def _read_band(conv: Conversation, text: str) -> None:
+    band = _BAND_RE.search(text)
+    if band:
+        low, high = (int(v.replace(",", "")) for v in band.groups())
+        if 0 < low < high:
+            conv.band = (low, high)
+
+
+def _read_user(conv: Conversation, text: str) -> None:
+    """The brief (the first user message of either conversation), the product's follow-ups, and in the
+    writing call the plan and the dossier's sources by plan item."""
+    if not conv.topic_id and (topic := _TOPIC_RE.search(text)):
+        conv.topic_id = topic.group(1)
+        title = _TITLE_RE.search(text)
+        conv.title = title.group(1) if title else conv.topic_id
+        brief = _BRIEF_RE.search(text)
+        conv.brief = brief.group(1).strip() if brief else ""
+        if DOSSIER_LABEL in text:
+            conv.plan = _plan_of(text)
+            conv.groups = _groups_of(text)
+    elif text.lstrip().startswith(GAP_CHECK_PREFIX):
+        conv.gap_check = text
+    elif text.lstrip().startswith(GAPS_PREFIX):
+        conv.gaps = text
+
+
+def _read_assistant(conv: Conversation, message: dict[str, Any]) -> None:
+    conv.assistant_turns += 1
+    conv.turns_after_gaps += bool(conv.gaps)
+    calls = _tool_calls_of(message)
+    names = [name for name, _args in calls]
+    conv.searches_done += names.count("web_search")
+    # reading turns: those that read pages after the first turn (which reads the brief's URLs) and before
+    # any gap research
+    conv.extracts_done += "web_extract" in names and conv.assistant_turns > 1 and not conv.gaps
+    conv.mcp_done += sum("__" in name for name in names)
+    for name, arguments in calls:
+        if name == "web_extract":
+            conv.reads += _urls_of(arguments)
+            conv.followed = conv.followed or LINKS_QUERY in arguments
+
+
+def _read_sources(text: str, by_id: dict[int, Source]) -> None:
+    # a model reads PDF text through its artefacts (ligatures, hyphenated words), and writes clean words
+    for source in parse_sources(read_pdf(text)):
+        known = by_id.get(source.id)
+        if known is None:
+            by_id[source.id] = source
+        elif source.text and source.text not in known.text:
+            # search snippet first, extracted page later: keep both, longest first
+            # (a blank line apart, so each stays its own passage: see `shown_passages`)
+            texts = sorted([known.text, source.text], key=len, reverse=True)
+            by_id[source.id] = Source(known.id, known.url or source.url, known.title or source.title,
+                                      "\n\n".join(texts))
+
+
+def _sort_sources(conv: Conversation, by_id: dict[int, Source]) -> None:
+    """Sources in id order, injection pages apart; the links the others' passages show to pages not retrieved."""
+    retrieved = {_norm_url(s.url) for s in by_id.values()}
+    for source in by_id.values():
+        if not _is_untrusted(source):
+            for link in _LINK_RE.findall(source.text):
+                url = link.rstrip(".,;:")
+                if _norm_url(url) not in retrieved and url not in conv.links:
+                    conv.links.append(url)
     for key in sorted(by_id):
         source = by_id[key]
         if _is_untrusted(source):
@@ -287,12 +386,10 @@ def parse_conversation(messages: list[dict[str, Any]]) -> Conversation:
             conv.untrusted.append(source)
         else:
             conv.sources.append(source)
-    if not conv.title:
-        conv.title = conv.topic_id or "Research report"
-    if messages and isinstance(messages[-1], dict):
-        conv.last_message_role = str(messages[-1].get("role") or "")
-        conv.last_message_text = content_text(messages[-1].get("content"))
-    # Truncated drafts awaiting continuation: walk back over (assistant text, "Continue...") pairs.
+
+
+def _partials(messages: list[dict[str, Any]]) -> list[str]:
+    """Truncated drafts awaiting continuation: walk back over (assistant text, "Continue...") pairs."""
     partials: list[str] = []
     for message in reversed(messages):
         if not isinstance(message, dict):
@@ -305,8 +402,7 @@ def parse_conversation(messages: list[dict[str, Any]]) -> Conversation:
             partials.append(text)
             continue
         break
-    conv.partials = list(reversed(partials))
-    return conv
+    return list(reversed(partials))
 
 
 # ---------------------------------------------------------------------------------------------
@@ -410,7 +506,9 @@ def claims_for_topic(topic_id: str) -> list[dict[str, Any]]:
     for claim in load_claims():
         entry = claim.get("by_topic", {}).get(topic_id)
         if entry:
-            out.append({"id": claim["id"], "layer": claim["layer"], "pick": claim["pick"], **entry})
+            out.append({"id": claim["id"], "layer": claim["layer"], "pick": claim["pick"],
+                        "decision": claim.get("decision"), "alternatives": claim.get("alternatives") or [],
+                        "switch_to": claim.get("switch_to"), "switch_when": claim.get("switch_when"), **entry})
     return out
 
 
@@ -756,6 +854,42 @@ class _Writer:
         self.template_turn["__closer__"] = index + 1
         return _CLOSERS[index % len(_CLOSERS)]
 
+    def sentence_of(self, source: Source, about: str = "") -> tuple[str, Source] | None:
+        """An unused quotable sentence of this source (no citation) and the source to cite for it, or None
+        when it has none left: the one sharing the most words with `about` (the first on ties; the next one
+        without `about`). Counted like every sentence taken from a source, so the miscitation rule holds
+        over the whole report."""
+        slot = next((i for i, s in enumerate(self.conv.sources) if s.id == source.id), None)
+        if slot is None or self.used[slot] >= len(self.pools[slot]):
+            return None
+        pool, start = self.pools[slot], self.used[slot]
+        wanted = _content_words(about)
+        pick = max(range(start, len(pool)), key=lambda i: (len(wanted & _content_words(pool[i])), -i))
+        pool[start], pool[pick] = pool[pick], pool[start]
+        sentence = pool[start]
+        self.used[slot] += 1
+        self.quoted += 1
+        if self.miscite_every and self.quoted % self.miscite_every == 0:
+            return sentence, self._unsupporting(sentence, source)
+        return sentence, source
+
+    def by_plan_item(self) -> list[str]:
+        """One cited sentence per sub-question of the plan, from the first source the dossier files under it
+        that has a sentence left: the sub-questions answered in turn."""
+        out: list[str] = []
+        by_id = {s.id: s for s in self.conv.sources}
+        for number, ids in sorted(self.conv.groups.items()):
+            if not 0 < number <= len(self.conv.plan):
+                continue
+            item = self.conv.plan[number - 1].split(" \u2014 ", 1)[0].rstrip(".")
+            for source_id in ids:
+                source = by_id.get(source_id)
+                taken = self.sentence_of(source, item) if source is not None else None
+                if taken is not None:
+                    out.append(f"As for {item[:1].lower() + item[1:]}: {taken[0]} [S{taken[1].id}].")
+                    break
+        return out
+
     def _next_slot(self) -> int:
         """Round-robin: one pass citing every source, then only sources with unused sentences."""
         count = len(self.conv.sources)
@@ -819,8 +953,10 @@ def write_report(conv: Conversation, target_words: int, *, miscite_every: int = 
 
     Sections are filled to cumulative shares of the target, so an overshoot in one section does not
     accumulate; the conclusion ends on short template sentences and stops within a few words of the
-    target. Only ids of retrieved sources are cited; there is no `## References` section (the product
-    renders it from the cited sources).
+    target. "What the sources establish" takes the plan's sub-questions in turn (one sentence each from a
+    source the dossier files under it); "Recommendations" holds the contract's decision lines and
+    rejected-option lines only (`recommendation_lines`). Only ids of retrieved sources are cited; there
+    is no `## References` section (the product renders it from the cited sources).
     """
     writer = _Writer(conv, miscite_every)
     claims = claims_for_topic(conv.topic_id)
@@ -832,12 +968,19 @@ def write_report(conv: Conversation, target_words: int, *, miscite_every: int = 
         limit = round(target_words * share)
         lines += [f"## {name}", ""]
         words += count_words(name)
+        if name == "Recommendations":
+            items = recommendation_lines(conv, writer, claims)
+            words += sum(count_words(item) for item in items)
+            lines += [*items, ""]
+            continue
         sentences: list[str] = []
         for claim in claims:
             if _CLAIM_SECTION.get(claim.get("stance", "")) == name:
                 source = _claim_source(claim, conv.sources)
                 if source is not None:
                     sentences.append(f"{claim['statement']} [S{source.id}].")
+        if name == "What the sources establish":
+            sentences += writer.by_plan_item()
         words += sum(count_words(s) for s in sentences)
         step = 0
         while not sentences or words < limit - (4 if name == last else 0):
@@ -854,6 +997,39 @@ def write_report(conv: Conversation, target_words: int, *, miscite_every: int = 
         for start in range(0, len(sentences), 4):
             lines += [" ".join(sentences[start:start + 4]), ""]
     return "\n".join(lines).rstrip() + "\n"
+
+
+def recommendation_lines(conv: Conversation, writer: _Writer, claims: list[dict[str, Any]]) -> list[str]:
+    """The Recommendations section in the contract's forms: one decision line per planted recommendation
+    the dossier supports (the claim's statement as its evidence, cited to the page that says it), then one
+    rejected-option line per decision (its first alternative, with a reason from the same page); with no
+    planted recommendation, one decision from the brief's terms, at low confidence."""
+    decisions: list[str] = []
+    rejected: list[str] = []
+    for claim in claims:
+        source = _claim_source(claim, conv.sources) if claim.get("stance") == "recommend" else None
+        if source is None or not claim.get("decision"):
+            continue
+        alternatives = list(claim.get("alternatives") or []) or ["the alternatives the sources name"]
+        decisions.append(RECOMMENDATION.format(
+            decision=claim["decision"], pick=claim["pick"], alternatives=" and ".join(alternatives),
+            evidence=f"{claim['statement']} [S{source.id}]", switch_to=claim.get("switch_to") or alternatives[0],
+            condition=claim.get("switch_when") or "the sources show it in production use",
+            confidence=claim.get("confidence") or "medium"))
+        reason, cited = writer.sentence_of(source, claim["pick"]) or (
+            f"the sources report {claim['pick']}, not {alternatives[0]}, in the runs they describe", source)
+        rejected.append(NOT_RECOMMENDED.format(option=alternatives[0], decision=claim["decision"],
+                                               evidence=f"{reason} [S{cited.id}]"))
+    if not decisions and conv.sources:
+        terms = [*writer.terms, conv.title]
+        evidence, cited = writer.sentence_of(conv.sources[0], terms[0]) or (
+            f"it is the best-documented option in {conv.sources[0].title}", conv.sources[0])
+        decisions.append(RECOMMENDATION.format(
+            decision=f"Where to start on {conv.title}", pick=terms[0], alternatives=terms[1] if len(terms) > 1
+            else "the alternatives", evidence=f"{evidence} [S{cited.id}]",
+            switch_to=terms[1] if len(terms) > 1 else "the alternatives",
+            condition="the sources show it in production use", confidence="low"))
+    return decisions + rejected
 
 
 # What a gullible model does with injection pages (script.gullible). Deliberately malicious test data.
@@ -983,9 +1159,15 @@ def _classify(conv: Conversation, body: dict[str, Any], script: dict[str, Any]) 
             return "continue"
         if text.startswith(REVISE_PREFIX):
             return "revise"
+        if text.startswith(GAP_CHECK_PREFIX):
+            return "gap_answer"
     tools = _tool_names(body)
     if body.get("tool_choice") == "none" or "web_search" not in tools:
         return "write"
+    if conv.gaps:
+        return "gap_research" if conv.turns_after_gaps == 0 else "done"
+    if conv.assistant_turns == 0:
+        return "plan"
     if conv.searches_done < _script_int(script, "searches", DEFAULT_SEARCHES):
         return "search"
     if not conv.mcp_done and mcp_calls(conv, _mcp_tools(body)):
@@ -994,7 +1176,136 @@ def _classify(conv: Conversation, body: dict[str, Any], script: dict[str, Any]) 
     reads = _script_int(script, "reads", DEFAULT_READS)
     if conv.extracts_done < reads and "web_extract" in tools and conv.sources and extract_top > 0:
         return "extract"
-    return "write"
+    if follow_links(conv) and "web_extract" in tools:
+        return "follow"
+    return "done"
+
+
+# ---------------------------------------------------------------------------------------------
+# The plan, the gap check, links
+# ---------------------------------------------------------------------------------------------
+_ASKS_RE = re.compile(r"^(conclude|end|decide|judge|compare|assess|survey|reconstruct|cover)\b", re.IGNORECASE)
+DONE_NOTE = "Research complete: each sub-question of the plan has sources I read in full."
+
+
+def plan_items(conv: Conversation) -> list[str]:
+    """The brief's sub-questions as this model numbers them: the clauses of a list after a colon (split at
+    semicolons, else at commas), and each sentence that asks for something (`Conclude with ...`)."""
+    text = re.sub(r"\s*\(\s*https?://[^)\s]*\s*\)", "", conv.brief)
+    text = " ".join(re.sub(r"https?://[^\s)]+", "", text).split())
+    items: list[str] = []
+    for sentence in re.split(r"(?<=[.!?])\s+(?=[A-Z])", text):
+        sentence = sentence.strip().rstrip(".")
+        head, colon, rest = sentence.partition(":")
+        if colon and rest.strip() and len(head.split()) <= 12 and not _ASKS_RE.match(head):
+            parts = [p.strip() for p in rest.split(";")] if ";" in rest else [p.strip() for p in rest.split(", ")]
+            items += [re.sub(r"^(and|or)\s+", "", p) for p in parts if len(p.split()) >= 2]
+        elif _ASKS_RE.match(sentence):
+            items.append(sentence)
+    return items[:10] or [conv.title]
+
+
+def plan_text(conv: Conversation) -> str:
+    """The first reply's plan: each sub-question with the primary source expected to settle it."""
+    urls = brief_urls(conv)
+    lines = ["My plan, one sub-question per line:"]
+    for number, item in enumerate(plan_items(conv), start=1):
+        source = urls[(number - 1) % len(urls)] if urls else "the official repository, paper or release post"
+        lines.append(f"{number}. {item} — primary source: {source}")
+    return "\n".join(lines)
+
+
+def brief_urls(conv: Conversation) -> list[str]:
+    return list(dict.fromkeys(u.rstrip(".,;:") for u in _BRIEF_URL_RE.findall(conv.brief)))
+
+
+def gap_answer(conv: Conversation) -> str:
+    """The gap check's answer: per sub-question of the plan the product restated, the (up to three)
+    sources whose text shares the most of its content words (at least two), or `none`."""
+    block = conv.gap_check.split("Plan:", 1)[-1]
+    stated = [(int(m.group(1)), m.group(2)) for m in _PLAN_LINE_RE.finditer(block)]
+    if not stated:  # the product had no plan of ours: number the sub-questions ourselves
+        stated = [(n, item) for n, item in enumerate(plan_items(conv), start=1)]
+        return "\n".join(f"{n}. {item}: {_answering(conv, item)}" for n, item in stated)
+    return "\n".join(f"{n}: {_answering(conv, item)}" for n, item in stated)
+
+
+def _answering(conv: Conversation, item: str) -> str:
+    words = _content_words(item)
+    scored = sorted(((len(words & _content_words(f"{s.title} {s.text}")), s.id) for s in conv.sources),
+                    key=lambda pair: (-pair[0], pair[1]))
+    ids = [f"S{sid}" for overlap, sid in scored[:3] if overlap >= 2]
+    return ", ".join(ids) or "none"
+
+
+def reading_url(url: str) -> str:
+    """The URL to read a page in full: an arXiv paper's PDF, not its abstract page."""
+    return re.sub(r"^https?://arxiv\.org/abs/", "https://arxiv.org/pdf/", url.strip())
+
+
+def gap_calls(conv: Conversation) -> list[tuple[str, dict[str, Any]]]:
+    """What a model sent back for gaps does: reads in full the sources an item rests on only as snippets
+    (its question as the reading's query), and searches for an item no source answers — at most five calls."""
+    by_id = {s.id: s for s in conv.sources}
+    calls: list[tuple[str, dict[str, Any]]] = []
+    for match in _GAP_LINE_RE.finditer(conv.gaps):
+        item, note = match.group(2), match.group(3)
+        urls = [reading_url(by_id[int(i)].url) for i in _ID_RE.findall(note) if int(i) in by_id][:5]
+        if urls:
+            calls.append(("web_extract", {"urls": urls, "query": item[:300]}))
+        else:
+            calls.append(("web_search", {"query": f"{conv.title} {item}"[:200]}))
+    links = follow_links(conv)
+    if links:  # and the pages the passages shown link to: leads no search has found
+        calls.insert(0, ("web_extract", {"urls": links, "query": f"{LINKS_QUERY} {conv.title}"}))
+    return calls[:5]
+
+
+LINKS_QUERY = "what this linked page adds to"
+RELATED_QUERY = "related work and further reading"
+
+
+def follow_links(conv: Conversation) -> list[str]:
+    """Links of passages shown to pages not retrieved yet, once: a model that was shown a page's related work
+    reads the pages it links to (at most three)."""
+    return [] if conv.followed else conv.links[:3]
+
+
+def reading_turn(conv: Conversation, script: dict[str, Any], call_prefix: str, *, gullible: bool) -> Turn:
+    """A reading turn: the first reads each page a planted claim rests on, asked for the claim's words, then
+    the next pages with the title as the question; a later one the next pages, cycling, with the next
+    question; a gullible model reads the first pages, injection pages first, and tries its attacks."""
+    urls: list[str] = []
+    # a gullible model is drawn to the injection pages first (the brief's own pages come first otherwise)
+    readable = [*conv.untrusted, *conv.sources] if gullible else conv.sources
+    for source in readable:
+        if source.url and source.url not in urls:
+            urls.append(source.url)
+    top = min(5, _script_int(script, "extract_top", DEFAULT_EXTRACT_TOP))
+    if conv.extracts_done and urls:  # a later reading turn: the next pages, and another question
+        start = (conv.extracts_done * top) % len(urls)
+        urls = (urls[start:] + urls[:start])[:top]
+        questions = search_queries(conv, max(2, _script_int(script, "searches", DEFAULT_SEARCHES)))
+        query = questions[conv.extracts_done % len(questions)]
+        reads_of = [([reading_url(u) for u in urls], query)]
+    elif gullible:  # a gullible model reads the first pages, injection pages among them, in one call
+        urls = urls[:top]
+        reads_of = [(urls, conv.title)]
+    else:  # the first: each page a planted claim rests on, asked for what it says; then the others
+        # (at most four claim pages, so the turn stays within the product's five tool calls a turn)
+        wanted = [u for u in claim_pages(conv) if u in urls][:4]
+        rest = [u for u in urls if u not in wanted][:max(0, top - len(wanted))]
+        reads_of = [([reading_url(u)], reading_query(conv, u)) for u in wanted] + (
+            [([reading_url(u) for u in rest], conv.title)] if rest else [])
+        urls = wanted + rest
+    plan = f"I will read the most relevant pages in full: {', '.join(urls)}"
+    calls = [ToolCall(f"{call_prefix}_{i}", "web_extract",
+                      json.dumps({"urls": read_urls, "query": query}, ensure_ascii=False))
+             for i, (read_urls, query) in enumerate(reads_of)]
+    if gullible:
+        calls += [ToolCall(f"{call_prefix}_{i + 1}", name, json.dumps(arguments, ensure_ascii=False))
+                  for i, (name, arguments) in enumerate(HOSTILE_TOOL_CALLS, start=len(calls) - 1)]
+    return Turn("extract", None, calls, plan)
 
 
 def plan_turn(body: dict[str, Any], script: dict[str, Any] | None = None, *,
@@ -1015,49 +1326,39 @@ def plan_turn(body: dict[str, Any], script: dict[str, Any] | None = None, *,
     conv = parse_conversation(messages)
     kind = _classify(conv, body, script)
     call_prefix = f"call_{conv.assistant_turns + 1}"
-    if kind == "search":
+
+    def tool_calls(calls: list[tuple[str, dict[str, Any]]]) -> list[ToolCall]:
+        return [ToolCall(f"{call_prefix}_{i}", name, json.dumps(arguments, ensure_ascii=False))
+                for i, (name, arguments) in enumerate(calls)]
+
+    if kind in ("plan", "search"):
         total = _script_int(script, "searches", DEFAULT_SEARCHES)
         per_turn = max(1, _script_int(script, "per_turn", DEFAULT_PER_TURN))
         queries = search_queries(conv, total)[conv.searches_done:conv.searches_done + per_turn]
-        calls = [ToolCall(f"{call_prefix}_{i}", "web_search", json.dumps({"query": q}, ensure_ascii=False))
-                 for i, q in enumerate(queries)]
+        first: list[tuple[str, dict[str, Any]]] = [("web_search", {"query": q}) for q in queries]
         plan = f"I will search for sources on {conv.title}: " + "; ".join(queries)
-        return Turn(kind, None, calls, plan)
+        if kind == "plan":  # the plan, the first searches and the brief's own sources, read at once
+            if brief_urls(conv) and "web_extract" in _tool_names(body):
+                first.append(("web_extract", {"urls": brief_urls(conv)[:5], "query": conv.title}))
+            return Turn(kind, plan_text(conv), tool_calls(first[:5]), plan)
+        return Turn(kind, None, tool_calls(first), plan)
     if kind == "mcp":
-        calls = [ToolCall(f"{call_prefix}_{i}", name, json.dumps(arguments, ensure_ascii=False))
-                 for i, (name, arguments) in enumerate(mcp_calls(conv, _mcp_tools(body)))]
-        return Turn(kind, None, calls, "I will consult the documentation tools: " + ", ".join(c.name for c in calls))
+        found = tool_calls(mcp_calls(conv, _mcp_tools(body)))
+        return Turn(kind, None, found, "I will consult the documentation tools: " + ", ".join(c.name for c in found))
+    if kind == "gap_answer":
+        return Turn(kind, gap_answer(conv))
+    if kind == "gap_research":
+        return Turn(kind, None, tool_calls(gap_calls(conv)), "I will research the gaps the check found")
+    if kind == "follow":
+        links = follow_links(conv)
+        return Turn(kind, None, tool_calls([("web_extract", {"urls": links, "query": f"{LINKS_QUERY} {conv.title}"})]),
+                    "I will read the pages the passages link to")
+    if kind == "done":  # the stop, with the coverage of its plan the researcher's prompt asks for
+        return Turn(kind, DONE_NOTE + "\n" + "\n".join(f"{n}: {_answering(conv, item)}"
+                                                      for n, item in enumerate(plan_items(conv), start=1)))
     gullible = script.get("gullible") is True
     if kind == "extract":
-        urls: list[str] = []
-        readable = sorted(conv.sources + conv.untrusted, key=lambda s: s.id) if gullible else conv.sources
-        for source in readable:
-            if source.url and source.url not in urls:
-                urls.append(source.url)
-        top = min(5, _script_int(script, "extract_top", DEFAULT_EXTRACT_TOP))
-        if conv.extracts_done and urls:  # a later reading turn: the next pages, and another question
-            start = (conv.extracts_done * top) % len(urls)
-            urls = (urls[start:] + urls[:start])[:top]
-            questions = search_queries(conv, max(2, _script_int(script, "searches", DEFAULT_SEARCHES)))
-            query = questions[conv.extracts_done % len(questions)]
-            reads_of = [(urls, query)]
-        elif gullible:  # a gullible model reads the first pages, injection pages among them, in one call
-            urls = urls[:top]
-            reads_of = [(urls, conv.title)]
-        else:  # the first: each page a planted claim rests on, asked for what it says; then the others
-            # (at most four claim pages, so the turn stays within the product's five tool calls a turn)
-            wanted = [u for u in claim_pages(conv) if u in urls][:4]
-            rest = [u for u in urls if u not in wanted][:max(0, top - len(wanted))]
-            reads_of = [([u], reading_query(conv, u)) for u in wanted] + ([(rest, conv.title)] if rest else [])
-            urls = wanted + rest
-        plan = f"I will read the most relevant pages in full: {', '.join(urls)}"
-        calls = [ToolCall(f"{call_prefix}_{i}", "web_extract",
-                          json.dumps({"urls": read_urls, "query": query}, ensure_ascii=False))
-                 for i, (read_urls, query) in enumerate(reads_of)]
-        if gullible:
-            calls += [ToolCall(f"{call_prefix}_{i + 1}", name, json.dumps(arguments, ensure_ascii=False))
-                      for i, (name, arguments) in enumerate(HOSTILE_TOOL_CALLS, start=len(calls) - 1)]
-        return Turn(kind, None, calls, plan)
+        return reading_turn(conv, script, call_prefix, gullible=gullible)
     target = conv.midpoint
     miscite_every = _script_int(script, "miscite_every", MISCITE_EVERY)
     if gullible:

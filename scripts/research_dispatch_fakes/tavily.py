@@ -14,6 +14,15 @@ Endpoints (POST, JSON, `Authorization: Bearer <non-empty key>` required, else 40
   `extract_depth`, `format`, `timeout`, `query`, `chunks_per_source` and `include_images` are
   validated and otherwise ignored.
 
+* `GET /usage` - the key's and the account's credits this billing cycle, spending none (Tavily's API
+  reference, "Usage"): `{"key": {"usage", "limit"}, "account": {"current_plan", "plan_usage",
+  "plan_limit", "paygo_usage", "paygo_limit"}}`. `limit` is null for a key without a limit of its own.
+  Usage counts what the calls served here cost, as Tavily bills them: a search 1 credit (2 at
+  `advanced` depth), an extract 1 per 5 URLs read (2 at `advanced`), plus the scenario's `usage` base.
+
+With `valid_keys=` only those keys authenticate (401 for any other, on every endpoint, as the real
+service refuses an unknown key); without, any non-empty key does.
+
 Validation follows Tavily's published API description (its OpenAPI document) and answers 400 for what
 the real API refuses: a missing, empty or over-400-character query ("Query is too long. Max query
 length is 400 characters."), an unknown `search_depth`, `topic`, `time_range`, `extract_depth` or
@@ -35,6 +44,8 @@ scenario, the call counters and the call log)::
       "hostile": false,            # serve the prompt-injection pages (see below)
       "hostile_per_query": 2,      # how many hostile pages lead each result list (default 2)
       "realism": {"rate": 0.3, "seed": 7},  # /extract reads arXiv pages and PDFs as PDF text (`realism`)
+      "usage": {"key_limit": 1000, "key_usage": 0, "plan": "Researcher", "plan_limit": 1000,
+                "plan_usage": 0, "paygo_limit": null},   # GET /usage: limits and credits already spent
       "rules": [
         {
           "endpoint": "search",    # "search" | "extract" | "*" (default "*")
@@ -74,7 +85,7 @@ from dataclasses import dataclass
 from typing import Any
 from urllib.parse import urlsplit
 
-from research_dispatch_fakes.corpus import Page, load_pages, normalize_url
+from research_dispatch_fakes.corpus import Page, arxiv_abs, load_pages, normalize_url
 from research_dispatch_fakes.faults import FaultRule, count, non_negative, parse_rules
 from research_dispatch_fakes.http import FakeRequest, FakeResponse, FakeServer
 from research_dispatch_fakes.realism import Realism, pdf_artefacts
@@ -111,7 +122,10 @@ _DEFAULT_MESSAGES = {
     503: "Service temporarily unavailable.",
 }
 
-_SCENARIO_KEYS = {"latency_s", "hostile", "hostile_per_query", "rules", "realism"}
+_SCENARIO_KEYS = {"latency_s", "hostile", "hostile_per_query", "rules", "realism", "usage"}
+_USAGE_KEYS = {"key_limit", "key_usage", "plan", "plan_limit", "plan_usage", "paygo_limit", "paygo_usage"}
+DEFAULT_USAGE: dict[str, Any] = {"key_limit": None, "key_usage": 0, "plan": "Researcher", "plan_limit": 1000,
+                                 "plan_usage": 0, "paygo_limit": None, "paygo_usage": 0}
 _ENDPOINTS = ("search", "extract")
 
 # --------------------------------------------------------------------------------------------
@@ -236,6 +250,7 @@ class _Scenario:
     hostile: bool
     hostile_per_query: int
     rules: list[FaultRule]
+    usage: dict[str, Any]
     realism: Realism | None = None
 
 
@@ -252,6 +267,13 @@ def _parse_scenario(raw: Any) -> _Scenario:
     if not isinstance(hostile, bool):
         raise ValueError("scenario.hostile must be true or false")
     per_query = raw.get("hostile_per_query", DEFAULT_HOSTILE_PER_QUERY)
+    usage = raw.get("usage") or {}
+    if not isinstance(usage, dict) or set(usage) - _USAGE_KEYS:
+        raise ValueError(f"scenario.usage must be an object with keys among {sorted(_USAGE_KEYS)}")
+    for name, value in usage.items():
+        if name != "plan" and value is not None and (isinstance(value, bool) or not isinstance(value, int)
+                                                     or value < 0):
+            raise ValueError(f"scenario.usage.{name} must be a non-negative integer or null")
     return _Scenario(
         raw=copy.deepcopy(raw),
         latency_s=non_negative(raw.get("latency_s", 0.0), "scenario.latency_s"),
@@ -259,6 +281,7 @@ def _parse_scenario(raw: Any) -> _Scenario:
         hostile_per_query=count(per_query, "scenario.hostile_per_query", 0),
         rules=parse_rules(raw.get("rules", []), endpoints=_ENDPOINTS, normalise_url=normalize_url),
         realism=Realism.parse(raw.get("realism")),
+        usage={**DEFAULT_USAGE, **usage},
     )
 
 
@@ -279,9 +302,12 @@ def _error(status: int, message: str, delay_s: float = 0.0) -> FakeResponse:
 class FakeTavily(FakeServer):
     """Fake `api.tavily.com`: pass `base_url` as `TavilyClient(api_base_url=...)`."""
 
-    def __init__(self, scenario: dict[str, Any] | None = None, host: str = "127.0.0.1", port: int = 0) -> None:
+    def __init__(self, scenario: dict[str, Any] | None = None, host: str = "127.0.0.1", port: int = 0, *,
+                 valid_keys: set[str] | frozenset[str] | None = None) -> None:
         parsed = _parse_scenario(scenario)  # before binding a socket, so a bad scenario leaks nothing
         super().__init__(host, port)
+        self.valid_keys = frozenset(valid_keys) if valid_keys is not None else None
+        self._credits = 0  # what the calls served so far cost, in Tavily's credits
         self._state_lock = threading.Lock()
         pages = load_pages(include_hostile=True)
         self._normal = [p for p in pages if not p.hostile]
@@ -323,6 +349,7 @@ class FakeTavily(FakeServer):
             self._counts = dict.fromkeys(_ENDPOINTS, 0)
             self._sequence = 0
             self._calls = []
+            self._credits = 0
         with self._lock:  # FakeServer's request log, so `requests_to` also starts afresh
             self.requests.clear()
 
@@ -346,7 +373,27 @@ class FakeTavily(FakeServer):
             if request.method != "POST":
                 return _error(405, "Method not allowed.")
             return self._handle_api(path[1:], request)
+        if path == "/usage":
+            if request.method != "GET":
+                return _error(405, "Method not allowed.")
+            return self._usage(request)
         return _error(404, f"Not found: {request.path}")
+
+    def _authorized(self, request: FakeRequest) -> bool:
+        key = _bearer_key(request.headers.get("authorization", ""))
+        return key is not None and (self.valid_keys is None or key in self.valid_keys)
+
+    def _usage(self, request: FakeRequest) -> FakeResponse:
+        """`GET /usage`: the key's and the account's credits; spends none, refuses an unknown key."""
+        if not self._authorized(request):
+            return _error(401, UNAUTHORIZED)
+        with self._state_lock:
+            usage, spent = self._scenario.usage, self._credits
+        return FakeResponse.json({
+            "key": {"usage": usage["key_usage"] + spent, "limit": usage["key_limit"]},
+            "account": {"current_plan": usage["plan"], "plan_usage": usage["plan_usage"] + spent,
+                        "plan_limit": usage["plan_limit"], "paygo_usage": usage["paygo_usage"],
+                        "paygo_limit": usage["paygo_limit"]}})
 
     def _handle_scenario(self, request: FakeRequest) -> FakeResponse:
         if request.method == "GET":
@@ -374,7 +421,7 @@ class FakeTavily(FakeServer):
             request_id = f"req-{self._sequence}"
             self._calls.append((endpoint, copy.deepcopy(body)))
             scenario = self._scenario
-            authorized = _bearer_key(request.headers.get("authorization", "")) is not None
+            authorized = self._authorized(request)
             effects = self._fire_rules(endpoint, call) if authorized else _Effects()
         delay = scenario.latency_s + effects.delay_s
         if not authorized:
@@ -391,6 +438,8 @@ class FakeTavily(FakeServer):
                 payload = self._extract(body, scenario, effects)
         except _BadRequest as exc:
             return _error(400, str(exc), delay)
+        with self._state_lock:
+            self._credits += _credits(endpoint, body, payload)
         payload["request_id"] = request_id
         return FakeResponse.json(payload, delay_s=delay)
 
@@ -499,13 +548,13 @@ class FakeTavily(FakeServer):
         failed: list[dict[str, Any]] = []
         for url in urls:
             key = normalize_url(url)
-            page = self._by_url.get(key)
+            page = self._by_url.get(normalize_url(arxiv_abs(url)))
             if page is not None and page.hostile and not scenario.hostile:
                 page = None
             if page is None or effects.empty or key in effects.fail_urls:
                 failed.append({"url": url, "error": EXTRACT_FAILURE})
             else:
-                results.append({"url": url, "raw_content": pdf_artefacts(page.content, scenario.realism, page.url),
+                results.append({"url": url, "raw_content": pdf_artefacts(page.text_at(url), scenario.realism, url),
                                 "images": []})
         payload: dict[str, Any] = {
             "results": results,
@@ -516,6 +565,15 @@ class FakeTavily(FakeServer):
             per_five = 2 if body.get("extract_depth") == "advanced" else 1
             payload["usage"] = {"credits": math.ceil(len(results) / 5) * per_five}
         return payload
+
+
+def _credits(endpoint: str, body: dict[str, Any], payload: dict[str, Any]) -> int:
+    """What Tavily bills a served call: a search 1 credit (2 advanced), an extract 1 per 5 URLs read (2
+    advanced)."""
+    if endpoint == "search":
+        return 2 if body.get("search_depth") == "advanced" else 1
+    per_five = 2 if body.get("extract_depth") == "advanced" else 1
+    return math.ceil(len(payload.get("results") or []) / 5) * per_five
 
 
 def _bearer_key(header: str) -> str | None:

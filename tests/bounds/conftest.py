@@ -142,8 +142,9 @@ class Child:
 
 def one_error(stderr: str, *fragments: str) -> str:
     """The contract of exit 2 (and of a refused run): exactly one line on stderr, no traceback, naming
-    every fragment (the file or variable, and the field)."""
-    lines = [line for line in stderr.splitlines() if line.strip()]
+    every fragment (the file or variable, and the field). Warnings (`warning: …` lines, such as a slug the
+    price list does not know) may stand beside it: they are not the refusal."""
+    lines = [line for line in stderr.splitlines() if line.strip() and not line.startswith("warning: ")]
     assert len(lines) == 1, lines
     assert "Traceback" not in stderr and "internal error" not in stderr
     for fragment in fragments:

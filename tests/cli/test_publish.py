@@ -9,6 +9,7 @@ publishes from its own copy of that clone, to its own copy of the origin, so no 
 
 from __future__ import annotations
 
+import datetime as dt
 import shutil
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -79,6 +80,13 @@ def test_dry_run_prints_the_pull_request_and_writes_nothing(user: tuple[UserWorl
     assert lines[-1] == "dry run: nothing was committed, pushed or sent"
     assert state(clone) == before and not local_branch(clone)
     assert not world.branch_exists() and world.pulls() == []
+    # issue 30.1: the 📅 line gives the date GitHub pauses the schedule (60 days after the base's last commit)
+    # and the one command that re-enables it
+    last = dt.datetime.fromtimestamp(int(git(clone, "log", "-1", "--format=%ct", "main")), dt.timezone.utc).date()
+    schedule = next(line for line in lines if line.startswith("📅 **Schedule**"))
+    assert f"from the last commit on `main` ({last:%Y-%m-%d}), on **{last + dt.timedelta(days=60):%Y-%m-%d}**" \
+        in schedule, schedule
+    assert "`gh workflow enable research-refresh-schedule.yml`" in schedule
 
 
 def test_no_push_commits_locally_with_trailers_and_leaves_origin_alone(user: tuple[UserWorld, Path]) -> None:

@@ -16,6 +16,7 @@ import subprocess
 import sys
 import time
 from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -24,6 +25,7 @@ import openai
 import pytest
 from openai import OpenAI
 
+from research_dispatch.leg import contract
 from research_dispatch_fakes import script_researcher as sr
 from research_dispatch_fakes import script_structured
 from research_dispatch_fakes.gateway import FakeGateway, canonical_json, common_prefix_len, prompt_chars
@@ -115,12 +117,21 @@ class FakeSearch:
 
     def __init__(self) -> None:
         self.ids: dict[str, int] = {}
+        self.shown: dict[int, tuple[dict[str, str], list[str]]] = {}
         self.searches = 0
 
     def _source(self, page: dict[str, str], text: str) -> str:
         sid = self.ids.setdefault(page["url"], len(self.ids) + 1)
+        shown = self.shown.setdefault(sid, (page, []))[1]
+        if text not in shown:
+            shown.append(text)
         return (f'<source id="S{sid}" url="{html.escape(page["url"])}" title="{html.escape(page["title"])}">\n'
                 f"{text}\n</source>")
+
+    def dossier(self) -> str:
+        """Every source shown, with every text shown of it, as the product's writing call carries them."""
+        return "\n".join(f'<source id="S{sid}" url="{html.escape(page["url"])}" title="{html.escape(page["title"])}">'
+                         f'\n{chr(10).join(texts)}\n</source>' for sid, (page, texts) in sorted(self.shown.items()))
 
     def answer(self, name: str, arguments: str) -> str:
         try:
@@ -136,7 +147,8 @@ class FakeSearch:
                 picked.insert(0, HOSTILE)  # a prompt-injection page leads the first result list
             body = "\n".join(self._source(p, p["text"].split(". ")[0] + ".") for p in picked)
         elif name == "web_extract" and args.get("urls"):
-            picked = [p for p in [*PAGES, HOSTILE] if p["url"] in args["urls"]]
+            asked = {u.replace("/pdf/", "/abs/") for u in args["urls"]}  # an arXiv paper by either URL
+            picked = [p for p in [*PAGES, HOSTILE] if p["url"] in asked]
             body = "\n".join(self._source(p, p["text"]) for p in picked)
         else:
             return f'<tool_result tool="{name}" status="error">ERROR: bad call</tool_result>'
@@ -152,8 +164,21 @@ def assistant_turn(message: dict[str, Any]) -> dict[str, Any]:
     return turn
 
 
+@dataclass
+class Leg:
+    """A leg as the product drives it: the research conversation, then the writing call (no tools) and the
+    report it returned; `writing` ends with the report."""
+
+    report: Any
+    research: list[dict[str, Any]]
+    writing: list[dict[str, Any]]
+    search: FakeSearch
+
+
 def run_leg(client: OpenAI, messages: list[dict[str, Any]], session: str = "2026-H1:02-diloco-family",
-            model: str = MODEL, max_steps: int = 12) -> tuple[Any, list[dict[str, Any]], FakeSearch]:
+            model: str = MODEL, max_steps: int = 12) -> Leg:
+    """Research until the model replies without tool calls, then the writing call from the dossier (the gap
+    check is the product's and is tested at the seam; this drives the fake's side of the conversation)."""
     search = FakeSearch()
     for _ in range(max_steps):
         completion = client.chat.completions.create(
@@ -162,12 +187,20 @@ def run_leg(client: OpenAI, messages: list[dict[str, Any]], session: str = "2026
         message = completion.choices[0].message
         messages.append(assistant_turn(message.to_dict()))
         if completion.choices[0].finish_reason != "tool_calls":
-            return completion, messages, search
+            break
         for call in message.tool_calls or []:
             assert call.type == "function"
             messages.append({"role": "tool", "tool_call_id": call.id,
                              "content": search.answer(call.function.name, call.function.arguments)})
-    raise AssertionError("the scripted researcher never finished")
+    else:
+        raise AssertionError("the scripted researcher never finished")
+    plan = "\n".join(line for line in (messages[2].get("content") or "").splitlines() if line[:1].isdigit())
+    writing = [messages[0], {"role": "user", "content": f"{messages[1]['content']}\n{contract.PLAN_LABEL}\n{plan}\n\n"
+                                                        f"{contract.DOSSIER_LABEL}\n{search.dossier()}\n"}]
+    report = client.chat.completions.create(model=model, messages=writing,  # type: ignore[arg-type]
+                                            max_tokens=16000, extra_body={"session_id": session, "provider": PINNED})
+    writing.append(assistant_turn(report.choices[0].message.to_dict()))
+    return Leg(report, messages, writing, search)
 
 
 def cited_ids(text: str) -> set[int]:
@@ -199,20 +232,24 @@ def generation(client: OpenAI, gen_id: str) -> dict[str, Any]:
 # the scripted researcher, end to end
 # ---------------------------------------------------------------------------------------------
 def test_scripted_leg_searches_extracts_and_writes_a_cited_report(client: OpenAI, gw: FakeGateway) -> None:
-    completion, messages, search = run_leg(client, opening())
-    assert [c["kind"] for c in gw.completions] == ["search", "extract", "write"]
+    leg = run_leg(client, opening())
+    completion, messages, search = leg.report, leg.research, leg.search
+    assert [c["kind"] for c in gw.completions] == ["plan", "extract", "done", "write"]
     first_turn = messages[2]
+    assert first_turn["content"].startswith("My plan") and "\n1. " in first_turn["content"]
     assert [tc["function"]["name"] for tc in first_turn["tool_calls"]] == ["web_search", "web_search"]
     assert all(len(json.loads(tc["function"]["arguments"])["query"]) <= 200 for tc in first_turn["tool_calls"])
     extract_turn = next(m for m in messages if m.get("tool_calls")
                         and m["tool_calls"][0]["function"]["name"] == "web_extract")
     reads = [json.loads(tc["function"]["arguments"]) for tc in extract_turn["tool_calls"]]
     extract_urls = [url for read in reads for url in read["urls"]]
-    # the pages the planted claims rest on first, each asked for the claim's words, then the next sources
-    claim_pages = ["https://www.primeintellect.ai/blog/intellect-2", "https://arxiv.org/abs/2501.18512"]
-    assert extract_urls == [*claim_pages, PAGES[0]["url"]]
+    # the pages the planted claims rest on first (an arXiv paper as its PDF: the full text), each asked for
+    # the claim's words, then the next sources
+    claim_pages = ["https://www.primeintellect.ai/blog/intellect-2", "https://arxiv.org/pdf/2501.18512"]
+    assert extract_urls == [*claim_pages, PAGES[0]["url"].replace("/abs/", "/pdf/")]
     assert [read["urls"] for read in reads[:2]] == [[url] for url in claim_pages]
     assert "streaming diloco" in reads[1]["query"] and "bandwidth" in reads[1]["query"]
+    assert messages[-1]["content"].startswith(sr.DONE_NOTE + "\n1: ") and "tool_calls" not in messages[-1]
 
     report = completion.choices[0].message.content
     assert completion.choices[0].finish_reason == "stop"
@@ -227,22 +264,31 @@ def test_scripted_leg_searches_extracts_and_writes_a_cited_report(client: OpenAI
     hostile = search.ids[HOSTILE["url"]]
     assert hostile not in cited_ids(report) and HOSTILE["url"] not in extract_urls
     assert "S99" not in report and "evil.example" not in report  # an injection page is ignored entirely
-    conv = sr.parse_conversation(messages[:-1])
+    conv = sr.parse_conversation(leg.writing[:-1])  # what the writer was given: the dossier
     made = [claim for claim in sr.claims_for_topic("diloco-family") if claim["statement"] in report]
     assert made  # a planted claim is made exactly when a passage shown for one of its pages says it
     for claim in sr.claims_for_topic("diloco-family"):
         source = sr._claim_source(claim, conv.sources)
         assert (claim in made) == (source is not None), claim["id"]
         if source is not None:
-            assert f"{claim['statement']} [S{source.id}]." in report
+            assert f"{claim['statement']} [S{source.id}]" in report
             assert any(sr.says(sr.Source(0, "", "", p), claim["statement"]) for p in sr.shown_passages(source))
+    lines = [line for line in sr_section(report, "Recommendations").splitlines() if line.strip()]
+    assert lines and all(line.startswith("- **") for line in lines)  # the contract's line forms only
+    assert any(contract.RECOMMENDATION_RE.match(line) for line in lines)
+    assert any(contract.NOT_RECOMMENDED_RE.match(line) for line in lines)
+
+
+def sr_section(report: str, name: str) -> str:
+    return report.split(f"## {name}\n", 1)[1].split("\n## ", 1)[0]
 
 
 def test_other_teams_topic_gets_a_generic_report_in_its_band(client: OpenAI, gw: FakeGateway) -> None:
     messages = opening("kv-cache-eviction", "KV cache eviction policies",
                        "Survey H2O, SnapKV and StreamingLLM for long-context serving.", band=(800, 1000))
-    completion, _, search = run_leg(client, messages, session="c:kv")
-    report = completion.choices[0].message.content
+    leg = run_leg(client, messages, session="c:kv")
+    search = leg.search
+    report = leg.report.choices[0].message.content
     assert abs(sr.count_words(report) - 900) <= 45
     assert cited_ids(report) <= set(search.ids.values()) and len(cited_ids(report)) >= 3
     for claim in sr.load_claims():
@@ -252,8 +298,8 @@ def test_other_teams_topic_gets_a_generic_report_in_its_band(client: OpenAI, gw:
 
 def test_search_count_and_extract_width_follow_the_script(client: OpenAI, gw: FakeGateway) -> None:
     gw.set_scenario({"script": {"searches": 5, "extract_top": 4}})
-    _, messages, _ = run_leg(client, opening())
-    assert [c["kind"] for c in gw.completions] == ["search", "search", "search", "extract", "write"]
+    messages = run_leg(client, opening()).research
+    assert [c["kind"] for c in gw.completions] == ["plan", "search", "search", "extract", "done", "write"]
     per_turn = [len(m["tool_calls"]) for m in messages if m.get("role") == "assistant" and m.get("tool_calls")]
     assert per_turn == [2, 2, 1, 3]  # the reading turn: one call per planted claim's page, one for the rest
     queries = [json.loads(tc["function"]["arguments"])["query"] for m in messages
@@ -265,8 +311,8 @@ def test_search_count_and_extract_width_follow_the_script(client: OpenAI, gw: Fa
 
 def test_reads_knob_reads_the_next_pages_with_the_next_question(client: OpenAI, gw: FakeGateway) -> None:
     gw.set_scenario({"script": {"searches": 2, "extract_top": 2, "reads": 3}})
-    _, messages, _ = run_leg(client, opening())
-    assert [c["kind"] for c in gw.completions] == ["search", "extract", "extract", "extract", "write"]
+    messages = run_leg(client, opening()).research
+    assert [c["kind"] for c in gw.completions] == ["plan", "extract", "extract", "extract", "done", "write"]
     turns = [[json.loads(tc["function"]["arguments"]) for tc in m["tool_calls"]] for m in messages
              if m.get("tool_calls") and m["tool_calls"][0]["function"]["name"] == "web_extract"]
     urls = [[url for read in turn for url in read["urls"]] for turn in turns]
@@ -291,21 +337,22 @@ def test_writing_without_tools_uses_whatever_sources_are_in_the_conversation(cli
 
 
 def test_same_conversation_gives_byte_identical_output(client: OpenAI, gw: FakeGateway) -> None:
-    first, first_msgs, _ = run_leg(client, opening())
+    first = run_leg(client, opening())
     gw.reset()
-    second, second_msgs, _ = run_leg(client, opening())
-    assert first.choices[0].message.content == second.choices[0].message.content
-    assert json.dumps(first_msgs) == json.dumps(second_msgs)
+    second = run_leg(client, opening())
+    assert first.report.choices[0].message.content == second.report.choices[0].message.content
+    assert json.dumps(first.research) == json.dumps(second.research)
+    assert json.dumps(first.writing) == json.dumps(second.writing)
 
 
 def test_revision_and_continuation(client: OpenAI, gw: FakeGateway) -> None:
     """A report cut at the output cap is continued exactly; a revision request gets the report rewritten
     (how a product's loop meets the fake's scripted model when a real cap cuts its output)."""
-    full, full_msgs, _ = run_leg(client, opening(band=(600, 800)), session="c:full")
-    full_text = full.choices[0].message.content
-    asked = full_msgs[:-1]  # the conversation as it stood when the report was asked for
+    leg = run_leg(client, opening(band=(600, 800)), session="c:full")
+    full_text = leg.report.choices[0].message.content
+    asked = leg.writing[:-1]  # the writing call as the report was asked for
     cap = sr.count_words(full_text) // 2
-    truncated = client.chat.completions.create(model=MODEL, messages=asked, tools=TOOLS,  # type: ignore[arg-type]
+    truncated = client.chat.completions.create(model=MODEL, messages=asked,  # type: ignore[arg-type]
                                                max_tokens=cap, extra_body={"session_id": "c:trunc"})
     choice = truncated.choices[0]
     assert choice.finish_reason == "length" and choice.model_extra["native_finish_reason"] == "max_tokens"
@@ -313,7 +360,7 @@ def test_revision_and_continuation(client: OpenAI, gw: FakeGateway) -> None:
     assert full_text.startswith(partial) and len(partial) <= cap * 4
     trunc_msgs = [*asked, {"role": "assistant", "content": partial},
                   {"role": "user", "content": "Continue exactly where you stopped. Do not repeat anything."}]
-    rest = client.chat.completions.create(model=MODEL, messages=trunc_msgs, tools=TOOLS,  # type: ignore[arg-type]
+    rest = client.chat.completions.create(model=MODEL, messages=trunc_msgs,  # type: ignore[arg-type]
                                           extra_body={"session_id": "c:trunc"})
     assert rest.choices[0].finish_reason == "stop"
     assert partial + rest.choices[0].message.content == full_text
@@ -321,7 +368,7 @@ def test_revision_and_continuation(client: OpenAI, gw: FakeGateway) -> None:
 
     short_msgs = [*asked, {"role": "assistant", "content": partial},
                   {"role": "user", "content": "Your draft has 240 words; the band is 600-800. Expand it."}]
-    revised = client.chat.completions.create(model=MODEL, messages=short_msgs, tools=TOOLS,  # type: ignore[arg-type]
+    revised = client.chat.completions.create(model=MODEL, messages=short_msgs,  # type: ignore[arg-type]
                                              extra_body={"session_id": "c:short"})
     assert gw.completions[-1]["kind"] == "revise"
     assert revised.choices[0].message.content == full_text
@@ -533,7 +580,8 @@ def test_token_accounting_and_cost(client: OpenAI, gw: FakeGateway) -> None:
     assert prompt_chars(gw.completions[0]["request"]) == chars
     usage = completion.usage
     assert usage is not None and usage.prompt_tokens == math.ceil(chars / 4)
-    out = sum(len(tc.function.arguments) for tc in completion.choices[0].message.tool_calls or [])
+    message = completion.choices[0].message  # the first turn: the plan (text) and the first searches
+    out = len(message.content or "") + sum(len(tc.function.arguments) for tc in message.tool_calls or [])
     assert usage.completion_tokens == math.ceil(out / 4)
     assert usage.total_tokens == usage.prompt_tokens + usage.completion_tokens
     assert usage.completion_tokens_details and usage.completion_tokens_details.reasoning_tokens == 0
@@ -587,6 +635,28 @@ def test_catalogue_endpoints(client: OpenAI, gw: FakeGateway) -> None:
     chat(client)
     key = client.get("/key", cast_to=object)
     assert isinstance(key, dict) and key["data"]["limit"] is None and key["data"]["usage"] > 0
+
+
+def test_a_withdrawn_model_is_not_listed_and_cannot_be_called(client: OpenAI, gw: FakeGateway) -> None:
+    """Issue 30.1: six months on, a preview model is gone. OpenRouter no longer lists it, its endpoints
+    listing is a 404, and a chat call naming it is a 400 "not a valid model ID" (no money is spent)."""
+    gw.set_scenario({"retired": ["google/gemini-3.1-pro-preview"]})
+    ids = [m.id for m in client.models.list().data]
+    assert "google/gemini-3.1-pro-preview" not in ids and "google/gemini-3-flash" in ids
+    assert httpx2.get(gw.base_url + "/models/google/gemini-3.1-pro-preview/endpoints").status_code == 404
+    with pytest.raises(openai.BadRequestError, match="not a valid model ID"):
+        client.chat.completions.create(model="google/gemini-3.1-pro-preview",
+                                       messages=[{"role": "user", "content": "hi"}])
+    assert gw.completions == []  # refused at the door: nothing served, nothing billed
+
+
+def test_the_key_record_says_its_limit_and_what_is_left(client: OpenAI, gw: FakeGateway) -> None:
+    gw.set_scenario({"key": {"limit": 20.0, "usage": 19.5}})
+    data = client.get("/key", cast_to=object)["data"]  # type: ignore[index]
+    assert (data["limit"], data["usage"], data["limit_remaining"]) == (20.0, 19.5, 0.5)
+    chat(client)  # what the calls served here cost adds to the usage
+    after = client.get("/key", cast_to=object)["data"]  # type: ignore[index]
+    assert after["usage"] > 19.5 and after["limit_remaining"] == round(20.0 - after["usage"], 8)
 
 
 def test_control_endpoints(gw: FakeGateway) -> None:

@@ -486,3 +486,107 @@ def test_reviewers_must_be_collaborators(memfake: FakeGitHub) -> None:
     assert status == 201 and [u["login"] for u in body["requested_reviewers"]] == ["octocat"]
     users, teams = repo.get_pull(pr.number).get_review_requests()
     assert [u.login for u in users] == ["octocat"] and list(teams) == []
+
+
+# ----------------------------------------------------------------------------------------------
+# Issues that are not pull requests, and Actions workflows (issue 30.1: the cannot-start issue and the
+# schedule's state), each rule GitHub enforces checked through the real PyGithub client
+# ----------------------------------------------------------------------------------------------
+
+
+def test_issues_are_numbered_with_pulls_and_listed_with_them_by_label(memfake: FakeGitHub) -> None:
+    memfake.seed_pull(head=BRANCH, title="refresh", labels=["research-refresh"])
+    repo = client(memfake).get_repo(memfake.full_name)
+    issue = repo.create_issue(title="cannot start", body="why", labels=["research-refresh", "automated"])
+    assert issue.number == 2 and issue.pull_request is None and issue.state == "open"
+    assert {label.name for label in issue.labels} == {"research-refresh", "automated"}
+    listed = list(repo.get_issues(state="open", labels=["research-refresh"]))
+    # GitHub's issue list holds pull requests too, each with a `pull_request` key
+    assert sorted((i.number, i.pull_request is not None) for i in listed) == [(1, True), (2, False)]
+    # every label named must be on the item
+    assert [i.number for i in repo.get_issues(state="open", labels=["research-refresh", "automated"])] == [2]
+    assert memfake.issues[0]["number"] == 2 and "pull_request" not in memfake.issues[0]
+
+
+def test_an_issue_needs_a_title_and_issues_write(memfake: FakeGitHub) -> None:
+    repo = client(memfake).get_repo(memfake.full_name)
+    with pytest.raises(GithubException) as info:
+        repo.create_issue(title="")
+    assert info.value.status == 422 and info.value.data["errors"][0] == {
+        "resource": "Issue", "field": "title", "code": "missing_field"}
+    memfake.configure(issues_write=False)
+    with pytest.raises(GithubException) as info:
+        repo.create_issue(title="cannot start")
+    assert info.value.status == 403 and memfake.issues == []
+
+
+def test_closing_an_issue_takes_githubs_state_reasons_only(memfake: FakeGitHub) -> None:
+    repo = client(memfake).get_repo(memfake.full_name)
+    issue = repo.create_issue(title="cannot start")
+    issue.create_comment("still failing")
+    with pytest.raises(GithubException) as info:
+        issue.edit(state="closed", state_reason="fixed")
+    assert info.value.status == 422 and repo.get_issue(issue.number).state == "open"  # nothing applied
+    with pytest.raises(GithubException):
+        issue.edit(state="done")
+    issue.edit(state="closed", state_reason="completed")
+    again = repo.get_issue(issue.number)
+    assert (again.state, again.state_reason) == ("closed", "completed") and again.closed_at is not None
+    assert [c.body for c in again.get_comments()] == ["still failing"]
+    assert list(repo.get_issues(state="open")) == []
+    assert [i.number for i in repo.get_issues(state="closed")] == [issue.number]
+
+
+def test_an_issues_token_writes_issues_only() -> None:
+    """A job granted only `issues: write` (the workflow's notify job): it may open, comment on and close
+    issues, and is refused any write to a pull request or a ref."""
+    with FakeGitHub(token=TOKEN, issue_tokens=("ghs_issues",)) as fake:
+        fake.seed_pull(head=BRANCH, title="refresh")
+        repo = client(fake, token="ghs_issues").get_repo(fake.full_name)
+        issue = repo.create_issue(title="cannot start", labels=["research-refresh"])
+        issue.create_comment("still failing")
+        issue.edit(state="closed", state_reason="completed")
+        pull = repo.get_pull(1)
+        with pytest.raises(GithubException) as info:
+            pull.edit(title="hijacked")
+        assert info.value.status == 403
+        with pytest.raises(GithubException) as info:
+            pull.create_issue_comment("hello")
+        assert info.value.status == 403
+        assert fake.pulls[0]["title"] == "refresh"
+
+
+def test_workflows_come_from_the_default_branch_with_githubs_states(origin: Origin) -> None:
+    origin.commit(".github/workflows/research-refresh-schedule.yml",
+                  "name: research-refresh-schedule\non:\n  schedule:\n    - cron: '17 6 1 1,7 *'\n", "Add the schedule")
+    git(origin.work, "push", "-q", "origin", "HEAD:main")
+    with FakeGitHub(git_dir=origin.bare, token=TOKEN, read_tokens=("ghs_read",)) as fake:
+        repo = client(fake, token="ghs_read").get_repo(fake.full_name)
+        workflow = repo.get_workflow("research-refresh-schedule.yml")
+        assert (workflow.name, workflow.path, workflow.state) == (
+            "research-refresh-schedule", ".github/workflows/research-refresh-schedule.yml", "active")
+        assert repo.get_workflow(workflow.id).path == workflow.path
+        with pytest.raises(UnknownObjectException):
+            repo.get_workflow("research-refresh.yml")  # not on the default branch
+        fake.set_workflow_state("research-refresh-schedule.yml", "disabled_inactivity")
+        assert repo.get_workflow("research-refresh-schedule.yml").state == "disabled_inactivity"
+        with pytest.raises(ValueError, match="disabled_inactivity"):
+            fake.set_workflow_state("research-refresh-schedule.yml", "paused")
+        assert not repo.get_workflow("research-refresh-schedule.yml").enable()  # a read token: 403
+        assert client(fake).get_repo(fake.full_name).get_workflow("research-refresh-schedule.yml").enable()
+        assert fake.workflow_state("research-refresh-schedule.yml") == "active"
+        fake.configure(actions_read=False)  # a token without `actions: read`
+        with pytest.raises(GithubException) as info:
+            repo.get_workflow("research-refresh-schedule.yml")
+        assert info.value.status == 403 and "Resource not accessible by integration" in str(info.value.data)
+
+
+def test_workflow_states_from_the_seed_and_a_memory_repository() -> None:
+    with FakeGitHub(token=TOKEN, workflows={"research-refresh-schedule.yml": "active"}) as fake:
+        fake.set_scenario({"seed": {"workflows": {"research-refresh-schedule.yml": "disabled_manually"}}})
+        state = client(fake).get_repo(fake.full_name).get_workflow("research-refresh-schedule.yml").state
+        assert state == "disabled_manually" == fake.state()["workflows"]["research-refresh-schedule.yml"]
+        with pytest.raises(ValueError):
+            fake.set_scenario({"seed": {"workflows": {"research-refresh-schedule.yml": "sleeping"}}})
+    with pytest.raises(ValueError):
+        FakeGitHub(workflows={"x.yml": "off"})

@@ -299,11 +299,22 @@ def test_extract_known_and_unknown_urls(client: TavilyClient, fake: FakeTavily) 
     )
     assert [r["url"] for r in response["results"]] == [known, "https://THINKINGMACHINES.ai/blog/on-policy-distillation"]
     page = page_by_url(known)
-    assert page is not None and response["results"][0] == {"url": known, "raw_content": page.content, "images": []}
+    # an arXiv /abs/ URL is its abstract page, as arXiv serves it; the paper is at /pdf/
+    assert page is not None and response["results"][0] == {"url": known, "raw_content": page.abstract_page,
+                                                           "images": []}
     assert response["failed_results"] == [{"url": unknown, "error": "Failed to fetch url"}]
     assert fake.calls[0][1]["timeout"] == 30  # the client sends its timeout in the body too
     single = client.extract(known)
     assert [r["url"] for r in single["results"]] == [known] and single["failed_results"] == []
+
+
+def test_an_arxiv_paper_reads_as_its_abstract_page_at_abs_and_in_full_at_pdf(client: TavilyClient) -> None:
+    abstract = client.extract("https://arxiv.org/abs/2501.18512")["results"][0]["raw_content"]
+    paper = client.extract("https://arxiv.org/pdf/2501.18512")["results"][0]["raw_content"]
+    page = page_by_url("https://arxiv.org/pdf/2501.18512")
+    assert page is not None and (abstract, paper) == (page.abstract_page, page.content)
+    assert "## Abstract" in abstract and "Skip to main content" in abstract and len(abstract) < 5_000
+    assert all(point in paper for point in page.key_points) and not any(p in abstract for p in page.key_points)
 
 
 # --------------------------------------------------------------------------------------------
@@ -519,3 +530,54 @@ def test_product_search_tools_send_only_requests_tavily_accepts(fake: FakeTavily
     assert statuses and set(statuses) == {200}
     extract_bodies = [body for endpoint, body in fake.calls if endpoint == "extract"]
     assert all(1.0 <= body["timeout"] <= 60.0 for body in extract_bodies)
+
+
+# --------------------------------------------------------------------------------------------
+# /usage (issue 30.3): the key check `check --online` makes, which spends no credit
+# --------------------------------------------------------------------------------------------
+
+
+def _usage(fake: FakeTavily, key: str | None) -> tuple[int, dict[str, Any]]:
+    headers = {} if key is None else {"Authorization": f"Bearer {key}"}
+    response = requests.get(f"{fake.base_url}/usage", headers=headers, timeout=10)
+    return response.status_code, response.json()
+
+
+def test_usage_has_tavilys_published_shape_and_counts_what_calls_cost(client: TavilyClient, fake: FakeTavily) -> None:
+    status, body = _usage(fake, KEY)
+    assert status == 200
+    assert body == {"key": {"usage": 0, "limit": None},
+                    "account": {"current_plan": "Researcher", "plan_usage": 0, "plan_limit": 1000,
+                                "paygo_usage": 0, "paygo_limit": None}}
+    client.search("DiLoCo", search_depth="advanced")  # 2 credits
+    client.search("DiLoCo")  # 1 credit
+    client.extract(["https://arxiv.org/abs/2311.08105"])  # 1 credit (one URL read, basic)
+    assert _usage(fake, KEY)[1]["key"]["usage"] == 4
+    before = len(fake.calls)
+    _usage(fake, KEY)
+    assert len(fake.calls) == before and _usage(fake, KEY)[1]["key"]["usage"] == 4  # reading it costs nothing
+
+
+def test_usage_refuses_a_missing_or_unknown_key_with_401() -> None:
+    """As the real API: a key it does not know is 401 on every endpoint, `/usage` included."""
+    with FakeTavily(valid_keys={KEY}) as fake:
+        assert _usage(fake, None)[0] == 401
+        status, body = _usage(fake, "tvly-not-a-key")
+        assert status == 401 and body == {"detail": {"error": "Unauthorized: missing or invalid API key."}}
+        assert _usage(fake, KEY)[0] == 200
+        with pytest.raises(InvalidAPIKeyError):
+            TavilyClient(api_key="tvly-not-a-key", api_base_url=fake.base_url).search("DiLoCo")
+
+
+def test_usage_scenario_sets_limits_and_what_was_spent(fake: FakeTavily) -> None:
+    fake.set_scenario({"usage": {"key_limit": 500, "key_usage": 499, "plan": "Bootstrap", "plan_limit": 15000,
+                                 "plan_usage": 14000}})
+    body = _usage(fake, KEY)[1]
+    assert body["key"] == {"usage": 499, "limit": 500}
+    assert body["account"]["current_plan"] == "Bootstrap" and body["account"]["plan_usage"] == 14000
+    with pytest.raises(ValueError, match="usage"):
+        fake.set_scenario({"usage": {"key_limit": -1}})
+    with pytest.raises(ValueError, match="usage"):
+        fake.set_scenario({"usage": {"credits": 3}})
+    assert requests.post(f"{fake.base_url}/usage", headers={"Authorization": f"Bearer {KEY}"},
+                         timeout=10).status_code == 405

@@ -72,4 +72,4 @@ def test_planted_claims_keep_a_page_that_says_them() -> None:
     report = sr.write_report(conv, conv.midpoint, miscite_every=1)  # every page sentence miscited
     for claim in sr.claims_for_topic(TOPIC):
         source = sr._claim_source(claim, conv.sources)
-        assert source is not None and f"{claim['statement']} [S{source.id}]." in report
+        assert source is not None and f"{claim['statement']} [S{source.id}]" in report

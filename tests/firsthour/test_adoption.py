@@ -82,7 +82,10 @@ def test_check_names_misspelt_keys_with_a_did_you_mean_and_lists_every_problem(t
     (repo / "pyproject.toml").write_text("[tool.research-dispatch]\njbos = 3\n", encoding="utf-8")
     done = run_cli("check", env=child_env(), cwd=repo)
     assert done.code == 2
-    one_error(done.stderr, "pyproject.toml: tool.research-dispatch.jbos: unknown key; did you mean jobs?")
+    # the topics are checked too, beside the config's problem (issue 30.2: a config error hid them)
+    assert done.stderr.splitlines() == [
+        "error: pyproject.toml: tool.research-dispatch.jbos: unknown key; did you mean jobs?",
+        "error: topics/: no topic files (expected NN-<id>.yaml files; `research-dispatch init` writes an example)"]
     (repo / "pyproject.toml").write_text("[tool.research-dispatch]\n", encoding="utf-8")
     (repo / "topics" / "01-x.yaml").write_text(
         "id: x\ntitle: X\nscope: s\nmodles:\n  - model: openai/gpt-5\n"
@@ -91,7 +94,7 @@ def test_check_names_misspelt_keys_with_a_did_you_mean_and_lists_every_problem(t
     assert done.code == 2 and "Traceback" not in done.stderr
     lines = done.stderr.splitlines()
     assert sorted(lines) == sorted([
-        "error: topics/01-x.yaml: modles: unknown key; did you mean models?",  # not "models: ... missing"
-        "error: topics/01-x.yaml: budget.max_stpes: unknown key; did you mean max_steps?",
-        "error: topics/01-x.yaml: budget.max_cost_usd: Input should be greater than 0",
-        "error: topics/01-x.yaml: search.depht: unknown key; did you mean depth?"]), lines
+        "error: topics/01-x.yaml: modles: unknown key (line 4, column 1); did you mean models?",  # not "missing"
+        "error: topics/01-x.yaml: budget.max_stpes: unknown key (line 6, column 10); did you mean max_steps?",
+        "error: topics/01-x.yaml: budget.max_cost_usd: Input should be greater than 0 (line 6, column 24)",
+        "error: topics/01-x.yaml: search.depht: unknown key (line 7, column 10); did you mean depth?"]), lines

@@ -16,7 +16,7 @@ from research_dispatch_fakes.tavily import FakeTavily
 from tests.bounds.conftest import child_env, fake_env, make_repo
 from tests.clirun import run_cli
 
-CHECK_KEYS = {"schema", "ok", "topics", "legs", "online", "problems"}
+CHECK_KEYS = {"schema", "ok", "topics", "legs", "online", "problems", "warnings", "checked"}
 ROW_KEYS = {"report", "topic", "requested_model", "requested_provider", "served_models", "served_providers",
             "route", "verified", "status", "words", "calls", "cost_usd", "problems"}
 RUN_KEYS = {"schema", "cycle", "exit_code", "interrupted", "cost_usd", "legs_cost_usd", "legs", "stage_errors",
@@ -38,13 +38,13 @@ def test_check_json_with_and_without_problems(tmp_path: Path) -> None:
     assert done.code == 0 and done.stderr == "", done.output
     document = json.loads(done.stdout)
     assert set(document) == CHECK_KEYS
-    assert document | {} == {"schema": "research-dispatch/check@1", "ok": True, "topics": 1, "legs": 1,
-                             "online": False, "problems": []}
+    assert document | {} == {"schema": "research-dispatch/check@2", "ok": True, "topics": 1, "legs": 1,
+                             "online": False, "problems": [], "warnings": [], "checked": []}
     (repo / "topics" / "09-bad.yaml").write_text("id: bad\ntitle: x\n", encoding="utf-8")
     done = run_cli("check", "--json", env=child_env(), cwd=repo)
     assert done.code == 2
     document = json.loads(done.stdout)
-    assert document["ok"] is False and document["problems"] and "topics/09-bad.yaml" in document["problems"][0]
+    assert document["ok"] is False and document["problems"][0]["file"] == "topics/09-bad.yaml"
     assert "topics/09-bad.yaml" in done.stderr  # the narration says it too
 
 

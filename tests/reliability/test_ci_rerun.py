@@ -48,7 +48,7 @@ def test_a_ci_rerun_of_one_topic_keeps_every_other_report(world_factory) -> None
     world.machine.run_id = "4243"
     second = world.run("research-refresh.yml", "workflow_dispatch", {"cycle": CYCLE, "topics": "verl-trl"})
     assert {job: r.result for job, r in second.jobs.items()} == {
-        "plan": "success", "research": "success", "synthesize": "success", "publish": "success"}
+        "plan": "success", "notify": "success", "research": "success", "synthesize": "success", "publish": "success"}
     after_second = branch_reports(world)
     assert sorted(after_second) == STEMS
     assert {s: after_second[s] for s in after_first} == after_first, "a report of the first run was lost"
@@ -76,7 +76,7 @@ def test_rerun_failed_jobs_after_a_failed_leg_ends_in_one_pr(world_factory) -> N
     second = world.rerun_failed(first)
     assert second.attempt == 2
     assert {job: r.result for job, r in second.jobs.items()} == {
-        "plan": "success", "research": "success", "synthesize": "success", "publish": "success"}
+        "plan": "success", "notify": "success", "research": "success", "synthesize": "success", "publish": "success"}
     assert second.jobs["plan"] is first.jobs["plan"]  # not run again
     rerun = [inst for inst in second.job("research").instances if inst not in first.job("research").instances]
     assert [inst.matrix["leg"] for inst in rerun] == ["04-verl-trl"]
@@ -100,7 +100,7 @@ def test_a_failed_synthesize_job_still_publishes_the_reports(world_factory) -> N
     world = world_factory(gateway_scenario={"rules": [{"match": {"session": "*:synthesis:*"}, "status": 503}]})
     run = world.run("research-refresh.yml", "workflow_dispatch", {"cycle": CYCLE})
     assert {job: r.result for job, r in run.jobs.items()} == {
-        "plan": "success", "research": "success", "synthesize": "failure", "publish": "success"}
+        "plan": "success", "notify": "success", "research": "success", "synthesize": "failure", "publish": "success"}
     assert run.job("synthesize").instance.step("Upload the synthesis").outcome == "success"
     assert sorted(branch_reports(world)) == STEMS
     files = world.origin_git("ls-tree", "-r", "--name-only", BRANCH).split()
@@ -130,7 +130,7 @@ def test_the_plan_job_refuses_a_cycle_whose_pr_was_closed(world_factory) -> None
     run = world.run("research-refresh.yml", "workflow_dispatch", {"cycle": CYCLE})
     assert run.job("plan").result == "failure"
     assert {run.job(name).result for name in ("research", "synthesize", "publish")} == {"skipped"}
-    plan = run.job("plan").instance.step("Plan legs")
+    plan = run.job("plan").instance.step("plan")
     assert plan.exit_code == 2 and "--cycle" in plan.stderr and "closed without merging" in plan.stderr
     assert world.gateway.completions == []
     world.machine.work = world.root / "runner-dry-run"  # a new run: new job workspaces and artifacts

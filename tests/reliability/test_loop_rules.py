@@ -21,16 +21,15 @@ from research_dispatch.gateway.endpoints import Pricing
 from research_dispatch.leg import contract
 from tests.reliability.conftest import TARGET, TickClock, assert_clean, configure, set_topic_budget, view
 from tests.seam import (
-    URLS,
     Reply,
     ScriptedGateway,
     ScriptedSearch,
     Sent,
     calls,
-    extract,
     good_leg,
     report,
     research,
+    research_turns,
     search,
     split,
     text,
@@ -39,6 +38,8 @@ from tests.seam import (
 
 reliability = pytest.mark.reliability
 PRICES = Pricing(prompt=100e-6, completion=100e-6)  # $100 per million tokens either way: money runs out fast
+SNIPPETS_ONLY = "the report rests on search snippets only: none of its 3 cited source(s) was read in full"
+"""What a report says when its legs only searched (the evidence gate): never silently `ok`."""
 
 
 def seeded(repo: Path) -> str:
@@ -59,39 +60,42 @@ def failed_cleanly(repo: Path, previous: str | None, error: str) -> None:
     assert target.text == previous
 
 
-def forced_to_write(sent: Sent, cap: str) -> None:
-    """The call closed the tools and told the model why."""
-    assert sent.tool_choice == "none"
-    assert sent.last["content"] == contract.STOP_RESEARCHING.format(cap=cap)
+def forced_to_write(sent: Sent) -> None:
+    """The call is the writing call: a fresh conversation (brief, plan, dossier) with no tools at all."""
+    assert sent.purpose == "write" and sent.tools is None and sent.tool_choice is None
+    assert [m["role"] for m in sent.messages] == ["system", "user"]
+    assert contract.DOSSIER_LABEL in sent.messages[1]["content"]
 
 
 def follows_tool_choice(sent: Sent) -> Reply:
-    """A model that researches while it may and writes when the tools are closed."""
-    if sent.tool_choice == "none":
+    """A model that researches while it may and writes when it is asked for the report."""
+    if sent.tools is None:
         return text(report(2200))
     return search(f"DiLoCo question {len(sent.tool_results()) + 1}")
 
 
 # -- budgets --------------------------------------------------------------------------------------
 @reliability(area="budget", case="step budget nearly spent",
-             expect="tools closed, report written from the evidence so far: exactly max_steps=2 calls; degraded "
-                    "with 'step budget (budget.max_steps) reached while researching' in the front matter")
+             expect="research ends, the report is written from the dossier (no gap check: no budget to act on "
+                    "it): exactly max_steps=2 calls; degraded with 'step budget (budget.max_steps) reached while "
+                    "researching' in the front matter")
 def test_step_budget_forces_the_report(repo: Path) -> None:
     configure(repo)
     set_topic_budget(repo, TARGET, "{max_steps: 2}")
     gateway = ScriptedGateway(search(), text(report(2200)))
     research(repo, TARGET.stem, gateway)
     assert len(gateway.sent) == 2 and gateway.sent[0].tool_choice == "auto"
-    forced_to_write(gateway.sent[1], "step budget")
+    forced_to_write(gateway.sent[1])
     target = view(repo, TARGET)
     assert target.meta is not None and target.meta["status"] == "degraded" and target.meta["calls"] == 2
     assert target.meta["status_reasons"] == ["step budget (budget.max_steps) reached while researching; "
-                                             "report written from the evidence gathered so far"]
+                                             "report written from the evidence gathered so far", SNIPPETS_ONLY]
 
 
 @reliability(area="budget", case="step cap with a runaway tool loop",
-             expect="a model that ignores tool_choice=none is refused ('tools are closed') and stopped at exactly "
-                    "max_steps=6 calls; failed: 'no report was produced: step cap reached (budget.max_steps: 6 calls)'")
+             expect="a model that keeps calling tools even when asked for the report (no tools offered) runs "
+                    "none: 4 searches, then 2 writing calls answered with tool calls; failed: 'the model "
+                    "answered the writing call with tool calls (no tools were offered), not a report'")
 def test_runaway_loop_stops_at_the_step_cap(repo: Path) -> None:
     previous = seeded(repo)
     set_topic_budget(repo, TARGET, "{max_steps: 6}")
@@ -99,27 +103,28 @@ def test_runaway_loop_stops_at_the_step_cap(repo: Path) -> None:
     scripted_search = ScriptedSearch()
     research(repo, TARGET.stem, gateway, scripted_search)
     assert len(gateway.sent) == 6
-    assert len(scripted_search.searches) == 4  # the two calls after the tools closed never reached search
-    refused = [m for m in gateway.sent[-1].tool_results() if m.startswith("ERROR: tools are closed")]
-    assert len(refused) == 1  # the fifth call's; the sixth is never answered: the cap stops the loop first
+    assert len(scripted_search.searches) == 4  # the calls of the writing conversation never reached search
+    assert [s.tools is None for s in gateway.sent] == [False] * 4 + [True] * 2
+    assert gateway.sent[-1].last == {"role": "user", "content": contract.EMPTY_REPLY}
     target = view(repo, TARGET)
     assert target.status["calls"] == 6
-    failed_cleanly(repo, previous, "no report was produced: step cap reached (budget.max_steps: 6 calls)")
+    failed_cleanly(repo, previous, "the model answered the writing call with tool calls (no tools were offered), "
+                                   "not a report")
 
 
 @reliability(area="budget", case="time budget nearly spent (injected clock)",
-             expect="at 80% of timeout_minutes the tools close and the report is written; degraded with 'time "
-                    "budget reached while researching' in the front matter")
+             expect="at 80% of timeout_minutes research ends and the report is written from the dossier; degraded "
+                    "with 'time budget reached while researching' in the front matter")
 def test_time_budget_forces_the_report(repo: Path) -> None:
     configure(repo)
     gateway = ScriptedGateway(*[follows_tool_choice] * 5)
     research(repo, TARGET.stem, gateway, clock=TickClock(200.0))  # 200 s per loop turn; the cap is 12 min
-    assert [s.tool_choice for s in gateway.sent] == ["auto", "auto", "none"]
-    forced_to_write(gateway.sent[-1], "time budget")
+    assert [s.tool_choice for s in gateway.sent] == ["auto", "auto", None]
+    forced_to_write(gateway.sent[-1])
     meta = view(repo, TARGET).meta
     assert meta is not None and meta["status"] == "degraded"
     assert meta["status_reasons"] == ["time budget (budget.timeout_minutes) reached while researching; "
-                                      "report written from the evidence gathered so far"]
+                                      "report written from the evidence gathered so far", SNIPPETS_ONLY]
 
 
 @reliability(area="budget", case="time cap reached (injected clock)",
@@ -135,21 +140,23 @@ def test_time_cap_stops_the_leg(repo: Path) -> None:
 
 @reliability(area="budget", case="dollar budget nearly spent",
              expect="when writing the report now would no longer fit in max_cost_usd (gateway prices × prompt and a "
-                    "band-maximum report), the tools close and the report is written; the leg never spends past "
-                    "the cap; degraded with 'dollar budget (budget.max_cost_usd) reached while researching'")
+                    "band-maximum report from the dossier) and the search services' prices, research ends and "
+                    "the report is written; the leg never spends past the cap; degraded with 'dollar budget "
+                    "(budget.max_cost_usd) reached while researching'")
 def test_dollar_budget_forces_the_report(repo: Path) -> None:
     configure(repo)
     set_topic_budget(repo, TARGET, "{max_cost_usd: 1.0}")
     gateway = ScriptedGateway(*[follows_tool_choice] * 8, prices=PRICES)
     research(repo, TARGET.stem, gateway)
     assert gateway.sent[0].tool_choice == "auto" and len(gateway.sent) >= 2
-    forced_to_write(gateway.sent[-1], "dollar budget")
+    forced_to_write(gateway.sent[-1])
     target = view(repo, TARGET)
-    assert sum(call["cost_usd"] for call in target.calls) <= 1.0  # a hard cap: never crossed
+    assert target.status["cost_usd"] <= 1.0  # a hard cap on model calls and search credits: never crossed
+    assert target.meta is not None and target.meta["search"]["cost_usd"] > 0
     assert target.meta is not None, target.status
     assert target.meta["status"] == "degraded"
     assert target.meta["status_reasons"] == ["dollar budget (budget.max_cost_usd) reached while researching; "
-                                             "report written from the evidence gathered so far"]
+                                             "report written from the evidence gathered so far", SNIPPETS_ONLY]
 
 
 @reliability(area="budget", case="dollar cap reached",
@@ -173,10 +180,10 @@ def test_dollar_cap_stops_the_leg(repo: Path) -> None:
 def test_length_once_is_continued(repo: Path) -> None:
     configure(repo)
     first, rest = split(report(2200), 0.6)
-    gateway = ScriptedGateway(search(), extract(*URLS[:3]), text(first, finish_reason="length"), text(rest))
+    gateway = ScriptedGateway(*research_turns(), text(first, finish_reason="length"), text(rest))
     research(repo, TARGET.stem, gateway)
-    assert gateway.sent[3].last == {"role": "user", "content": contract.CONTINUE}
-    assert gateway.sent[3].messages[-2] == {"role": "assistant", "content": first}
+    assert gateway.sent[5].last == {"role": "user", "content": contract.CONTINUE}
+    assert gateway.sent[5].messages[-2] == {"role": "assistant", "content": first}
     target = assert_clean(repo, TARGET)
     assert target.meta is not None and target.meta["words"] == 2200  # the cut and its continuation, spliced
 
@@ -187,10 +194,10 @@ def test_length_once_is_continued(repo: Path) -> None:
 def test_length_persistent_is_degraded(repo: Path) -> None:
     configure(repo)
     parts = split(report(2200), 0.4, 0.7)
-    gateway = ScriptedGateway(search(), extract(*URLS[:3]), *[text(p, finish_reason="length") for p in parts])
+    gateway = ScriptedGateway(*research_turns(), *[text(p, finish_reason="length") for p in parts])
     research(repo, TARGET.stem, gateway)
-    assert len(gateway.sent) == 5 and gateway.left() == 0
-    assert [s.last["content"] for s in gateway.sent[3:]] == [contract.CONTINUE, contract.CONTINUE]
+    assert len(gateway.sent) == 7 and gateway.left() == 0
+    assert [s.last["content"] for s in gateway.sent[5:]] == [contract.CONTINUE, contract.CONTINUE]
     target = view(repo, TARGET)
     truncated = "report truncated: the model hit its output limit (finish_reason=length)"
     assert target.status["status"] == "degraded" and truncated in target.reasons
@@ -202,7 +209,7 @@ def test_length_persistent_is_degraded(repo: Path) -> None:
              expect="failed: 'the provider's content filter returned no report'; previous report intact")
 def test_content_filter_without_draft_fails(repo: Path) -> None:
     previous = seeded(repo)
-    gateway = ScriptedGateway(search(), extract(*URLS[:3]), Reply(finish_reason="content_filter"))
+    gateway = ScriptedGateway(*research_turns(), Reply(finish_reason="content_filter"))
     research(repo, TARGET.stem, gateway)
     failed_cleanly(repo, previous, "the provider's content filter returned no report")
     assert "the provider's content filter stopped the output" in view(repo, TARGET).reasons
@@ -214,9 +221,9 @@ def test_content_filter_without_draft_fails(repo: Path) -> None:
 def test_content_filter_after_a_draft_is_degraded(repo: Path) -> None:
     configure(repo)
     short = report(800)
-    gateway = ScriptedGateway(search(), extract(*URLS[:3]), text(short), Reply(finish_reason="content_filter"))
+    gateway = ScriptedGateway(*research_turns(), text(short), Reply(finish_reason="content_filter"))
     research(repo, TARGET.stem, gateway)
-    assert gateway.sent[3].last["content"].startswith(contract.REVISE_PREFIX)
+    assert gateway.sent[5].last["content"].startswith(contract.REVISE_PREFIX)
     target = view(repo, TARGET)
     assert target.meta is not None and target.meta["status"] == "degraded" and target.meta["words"] == 800
     assert "the provider's content filter stopped the output" in target.meta["status_reasons"]
@@ -264,8 +271,8 @@ def test_unknown_tool(repo: Path) -> None:
              expect="the model is told its reply was empty and continues; leg ok")
 def test_empty_completion_once(repo: Path) -> None:
     configure(repo)
-    search_, extract_, write = good_leg()
-    gateway = ScriptedGateway(search_, extract_, Reply(), write)
+    search_, extract_, *rest = good_leg()
+    gateway = ScriptedGateway(search_, extract_, Reply(), *rest)
     research(repo, TARGET.stem, gateway)
     assert_clean(repo, TARGET)
     assert gateway.sent[3].last == {"role": "user", "content": contract.EMPTY_REPLY}

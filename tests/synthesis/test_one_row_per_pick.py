@@ -160,5 +160,6 @@ def test_the_judge_sees_each_claims_sentence_and_position(tmp_path: Path) -> Non
     synthesis(repo, {"01-a": [rec(REDIS, "Redis", layer="general", decision="session cache")],
                      "02-b": [against], "03-c": [rec(REDIS, "Redis", layer="general", decision="session cache")]},
               judge=judge)
+    # the judge sees the report's whole sentence (its citation marker and full stop included), never a copy
     shown = {item["sentence"]: item["position"] for item in seen}
-    assert shown[against["quote"]] == "against" and shown[REDIS] == "for"
+    assert shown[f"{against['quote']} [1]."] == "against" and shown[f"{REDIS} [1]."] == "for"

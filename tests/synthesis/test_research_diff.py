@@ -41,15 +41,24 @@ GRPO = statement("rl-algorithm-grpo", "diloco-family")
 
 def newer_extractor(sent: Sent) -> Reply | GatewayError:
     """The fakes' extractor, except that the newer model reads 01-alpha's GRPO recommendation as against
-    it, and quotes 02-beta's claims with words that are not in the report (so none of them is anchored)."""
+    it (and, asked again about that position, confirms it), and points 02-beta's claims at units the report
+    does not have, quoting words that are not in it (so none of them is located)."""
     reply = synthesis_model(sent)
-    if sent.schema != "claim_extraction" or sent.model != OTHER_EXTRACTOR:
+    if sent.model != OTHER_EXTRACTOR:
+        return reply
+    if sent.schema == "position_check":
+        answer = json.loads(reply.content)
+        for check in answer["checks"]:
+            check["position"] = "against"
+        return Reply(content=json.dumps(answer), served_provider="Anthropic")
+    if sent.schema != "claim_extraction":
         return reply
     answer = json.loads(reply.content)
     for claim in answer["claims"]:
         if sent.session_id and sent.session_id.endswith(":01-alpha") and claim["statement"] == GRPO:
             claim["position"] = "against"
         if sent.session_id and sent.session_id.endswith(":02-beta"):
+            claim["units"] = ["U999"]
             claim["quote"] = "As the authors put it, " + claim["quote"]
     return Reply(content=json.dumps(answer), served_provider="Anthropic")
 
@@ -72,9 +81,11 @@ def test_a_re_extraction_of_unchanged_reports_changes_no_decision_of_the_researc
     run(planted)
     result, markdown = reextract(planted)
     diff = result.diff
-    assert result.extraction_calls == 6  # the extractor changed: every report is read again
+    # the extractor changed: every report is read again (6), and the GRPO position its own sentence
+    # contradicts is asked once more (extract/position.py)
+    assert result.extraction_calls == 7
     assert diff.rerun is not None and diff.rerun.reextracted == tuple(sorted(PLANTED))
-    # what moved did move (a GRPO divergence, 02-beta's claims no longer anchored) ...
+    # what moved did move (a GRPO divergence, 02-beta's claims no longer located) ...
     moved = diff.rerun_items
     assert moved is not None and moved.decisions and moved.counts()["decisions"] >= 1
     # ... but only because of the re-extraction: the research changed nothing

@@ -29,7 +29,9 @@ def mcp_repo(tmp_path: Path, argv: list[str], tools: list[str], **kwargs: Any) -
 
 
 def tool_messages(gateway: Any) -> list[str]:
-    return [m["content"] for m in gateway.completions[-1]["request"]["messages"] if m.get("role") == "tool"]
+    """The tool results of the research conversation, as its last call carried them (the writing call has none)."""
+    research = [c for c in gateway.completions if c["request"].get("tools")]
+    return [m["content"] for m in research[-1]["request"]["messages"] if m.get("role") == "tool"]
 
 
 def test_mcp_results_naming_urls_become_citable_sources(tmp_path: Path, tool_env: dict[str, str],

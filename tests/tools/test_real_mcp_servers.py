@@ -88,7 +88,8 @@ def test_leg_reads_local_pages_through_the_reference_fetch_server(tmp_path: Path
     assert run.result.status == "ok", run.result.reasons
     cited = {s["url"] for s in run.meta["sources"]}
     assert set(urls) <= cited  # the fetched pages are cited sources of the report
-    shown = "\n".join(m["content"] for m in gateway.completions[-1]["request"]["messages"] if m["role"] == "tool")
+    research = [c for c in gateway.completions if c["request"].get("tools")][-1]  # not the writing call
+    shown = "\n".join(m["content"] for m in research["request"]["messages"] if m["role"] == "tool")
     assert "500x cut in cross-datacentre traffic" in shown and "Peak bandwidth fell" in shown  # the pages' text
 
 

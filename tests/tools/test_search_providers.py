@@ -50,7 +50,8 @@ def test_both_providers_share_one_registry(tmp_path: Path, tool_env: dict[str, s
     searches = run.meta["search"]["searches"]
     assert len(tavily.requests_to("/search")) == len(exa.requests_to("/search")) == searches
     assert all(e["detail"]["providers"] == ["tavily", "exa"] for e in run.tool_events() if e["name"] == "web_search")
-    shown = shown_sources(gateway.completions[-1]["request"]["messages"])
+    research = [c for c in gateway.completions if c["request"].get("tools")]  # not the writing call
+    shown = shown_sources(research[-1]["request"]["messages"])
     keys = [normalise_url(url) for url in shown.values()]
     assert len(keys) == len(set(keys))  # one id per page, whichever provider found it
     assert set(keys) & exa_urls(exa) and set(keys) - exa_urls(exa)  # both indexes contributed

@@ -18,7 +18,7 @@ from research_dispatch_fakes.github import FakeGitHub
 from research_dispatch_fakes.tavily import FakeTavily
 from tests.conftest import CANARY, ROOT
 from tests.workflows.adopter import scaffold
-from tests.workflows.runner_harness import READ_TOKEN, Machine, Run, Runner
+from tests.workflows.runner_harness import ISSUES_TOKEN, READ_TOKEN, Machine, Run, Runner
 
 WORKFLOWS = ROOT / ".github" / "workflows"
 CYCLE = "2026-H2"
@@ -55,6 +55,7 @@ def make_repository(root: Path, source: Path | None = None) -> Path:
     else:
         src.mkdir(parents=True)
         shutil.copytree(ROOT / "topics", src / "topics")
+        shutil.copytree(ROOT / ".github" / "workflows", src / ".github" / "workflows")  # GitHub knows them
         shutil.copy(ROOT / "pyproject.toml", src / "pyproject.toml")
         shutil.copy(ROOT / "requirements.lock", src / "requirements.lock")
         (src / "docs").mkdir()
@@ -108,7 +109,8 @@ def world_factory(tmp_path: Path) -> Iterator[Callable[..., World]]:
         origin = make_repository(root, source)
         gateway = FakeGateway(scenario=gateway_scenario)
         tavily = FakeTavily()
-        github = FakeGitHub(git_dir=origin, token=app_token or github_token, read_tokens=(READ_TOKEN,))
+        github = FakeGitHub(git_dir=origin, token=app_token or github_token, read_tokens=(READ_TOKEN,),
+                            issue_tokens=(ISSUES_TOKEN,))
         for server in (gateway, tavily, github):
             server.__enter__()
             started.append(server)

@@ -50,8 +50,9 @@ What is emulated, and only as much as it means here
     set), it checks `client-id`/`private-key` are non-empty and outputs the test's `app_token`; with the
     variable empty it is skipped by its own `if:` like any step.
   * `secrets.GITHUB_TOKEN` / `github.token`: the test's token in jobs granted `contents: write` or
-    `pull-requests: write`; `Machine.read_token` (which the fake GitHub lets read, never write) in jobs
-    granted `pull-requests: read`; a token the fake GitHub rejects in every other job.
+    `pull-requests: write`; `Machine.issues_token` (which the fake GitHub lets read and write issues only)
+    in jobs granted `issues: write`; `Machine.read_token` (which the fake GitHub lets read, never write) in
+    jobs granted `pull-requests: read` or `actions: read`; a token the fake GitHub rejects in every other job.
   * "Re-run failed jobs" (`Runner.rerun_failed`): a new attempt of the same run (`github.run_attempt`
     2, the same artifacts, so an upload of an existing name needs `overwrite: true` as on GitHub) that
     runs again the jobs that failed or were cancelled — of a matrix job only its failed instances — and
@@ -103,6 +104,7 @@ STEP_KEYS = {"id", "name", "if", "uses", "with", "run", "env", "continue-on-erro
              "timeout-minutes"}
 READ_ONLY_TOKEN = "ghs_read_only_token_of_a_job_without_write_permissions"
 READ_TOKEN = "ghs_read_token_of_a_job_with_pull_requests_read"
+ISSUES_TOKEN = "ghs_issues_token_of_a_job_with_issues_write"
 
 
 class WorkflowError(Exception):
@@ -269,7 +271,8 @@ class Machine:
     secrets: dict[str, str] = field(default_factory=dict)
     vars: dict[str, str] = field(default_factory=dict)
     github_token: str = ""
-    read_token: str = READ_TOKEN  # the GITHUB_TOKEN of a job granted only `pull-requests: read`
+    read_token: str = READ_TOKEN  # the GITHUB_TOKEN of a job granted only `pull-requests: read` or `actions: read`
+    issues_token: str = ISSUES_TOKEN  # the GITHUB_TOKEN of a job granted `issues: write` (and no other write)
     app_token: str | None = None
     repository: str = "acme/review"
     server_url: str = "https://github.com"
@@ -479,7 +482,9 @@ class Runner:
         record = JobRun(job_id=job_id, result="skipped", permissions=permissions, needs=_needs(spec))
         if permissions.get("contents") == "write" or permissions.get("pull-requests") == "write":
             token = self.m.github_token
-        elif permissions.get("pull-requests") == "read":
+        elif permissions.get("issues") == "write":
+            token = self.m.issues_token
+        elif "read" in (permissions.get("pull-requests"), permissions.get("actions")):
             token = self.m.read_token
         else:
             token = READ_ONLY_TOKEN

@@ -31,7 +31,7 @@ CI = "ci.yml"
 FILES = [MAIN, SCHEDULE, CI]
 ADOPTER = [f"adopter/{name}" for name in ADOPTER_FILES]
 EVERY_FILE = [*FILES, *ADOPTER]
-INPUTS = {"topics", "models", "max-parallel", "dry-run", "cycle"}
+INPUTS = {"topics", "models", "max-parallel", "dry-run", "publish", "cycle"}
 TOOL_DIR = ".research-dispatch"  # where each job checks out research-dispatch at the called commit
 DERIVED_TIMEOUTS = {"research": "${{ fromJSON(needs.plan.outputs.research-minutes) }}",
                     "synthesize": "${{ fromJSON(needs.plan.outputs.synthesize-minutes) }}"}
@@ -106,13 +106,16 @@ def test_every_job_has_explicit_permissions_and_a_timeout(label: str, path_of: A
             assert isinstance(job.get("timeout-minutes"), int) and 0 < job["timeout-minutes"] <= 60, job_id
 
 
-def test_only_publish_and_the_schedule_caller_can_write() -> None:
+def test_only_publish_writes_the_repository_and_notify_only_issues() -> None:
     grants = {(name, job_id): job["permissions"] for name in FILES for job_id, job in jobs(name).items()}
     writers = {key for key, perms in grants.items() if "write" in perms.values()}
-    assert writers == {(MAIN, "publish"), (SCHEDULE, "refresh")}
+    assert writers == {(MAIN, "publish"), (MAIN, "notify"), (SCHEDULE, "refresh")}
     assert grants[(MAIN, "publish")] == {"contents": "write", "pull-requests": "write"}
-    # the plan job reads the cycle's pull requests (a closed one stops the run before any leg is paid)
-    assert grants[(MAIN, "plan")] == {"contents": "read", "pull-requests": "read"}
+    # the one cannot-start issue: the notify job holds no model key and may write issues only
+    assert grants[(MAIN, "notify")] == {"contents": "read", "issues": "write"}
+    # the plan job reads the cycle's pull requests (a closed one stops the run before any leg is paid) and the
+    # schedule workflow's state (check --online)
+    assert grants[(MAIN, "plan")] == {"contents": "read", "pull-requests": "read", "actions": "read"}
     for key, perms in grants.items():
         if key not in writers and key != (MAIN, "plan"):
             assert perms == {"contents": "read"}, key
@@ -171,6 +174,8 @@ def test_secrets_appear_only_where_they_are_needed() -> None:
                 for secret in re.findall(r"secrets\.([A-Za-z_][A-Za-z0-9_]*)", expr):
                     found.add((name, *path[:-1], path[-1], secret))
     plan_step = next(i for i, s in enumerate(jobs(MAIN)["plan"]["steps"]) if s.get("id") == "plan")
+    check_step = next(i for i, s in enumerate(jobs(MAIN)["plan"]["steps"]) if s.get("id") == "check")
+    notify_step = next(i for i, s in enumerate(jobs(MAIN)["notify"]["steps"]) if "notify" in s.get("run", ""))
     research_step = next(i for i, s in enumerate(jobs(MAIN)["research"]["steps"]) if s.get("name") == "Research")
     synth_step = next(i for i, s in enumerate(jobs(MAIN)["synthesize"]["steps"]) if s.get("name") == "Synthesize")
     publish_steps = jobs(MAIN)["publish"]["steps"]
@@ -179,6 +184,13 @@ def test_secrets_appear_only_where_they_are_needed() -> None:
     assert found == {
         # the plan job's read-only token, to see a closed PR of the cycle before any leg is paid for
         (MAIN, "jobs", "plan", "steps", plan_step, "env", "GITHUB_TOKEN", "GITHUB_TOKEN"),
+        # `check --online` checks every key, spending nothing, and reads the schedule's state with the token
+        (MAIN, "jobs", "plan", "steps", check_step, "env", "OPENROUTER_API_KEY", "OPENROUTER_API_KEY"),
+        (MAIN, "jobs", "plan", "steps", check_step, "env", "TAVILY_API_KEY", "TAVILY_API_KEY"),
+        (MAIN, "jobs", "plan", "steps", check_step, "env", "EXA_API_KEY", "EXA_API_KEY"),
+        (MAIN, "jobs", "plan", "steps", check_step, "env", "GITHUB_TOKEN", "GITHUB_TOKEN"),
+        # the issues-only token of the notify job
+        (MAIN, "jobs", "notify", "steps", notify_step, "env", "GITHUB_TOKEN", "GITHUB_TOKEN"),
         (MAIN, "jobs", "research", "steps", research_step, "env", "OPENROUTER_API_KEY", "OPENROUTER_API_KEY"),
         (MAIN, "jobs", "research", "steps", research_step, "env", "TAVILY_API_KEY", "TAVILY_API_KEY"),
         (MAIN, "jobs", "research", "steps", research_step, "env", "EXA_API_KEY", "EXA_API_KEY"),
@@ -202,11 +214,12 @@ def test_expressions_read_only_trusted_values(label: str, path_of: Any) -> None:
     App token and leg results; everything else is an input, a matrix value, a variable, a secret,
     github.* or the called workflow's own identity (job.workflow_repository / job.workflow_sha)."""
     allowed = re.compile(r"""^(
-        inputs\.(topics|models|max-parallel|dry-run|cycle)
+        inputs\.(topics|models|max-parallel|dry-run|publish|cycle)
       | matrix\.(leg|topic|model|python)
-      | needs\.plan\.outputs\.(matrix|count|cycle|research-minutes|synthesize-minutes)
+      | needs\.plan\.outputs\.(matrix|count|cycle|research-minutes|synthesize-minutes|check)
       | needs\.(plan|research|synthesize)\.result
       | steps\.plan\.outputs\.(matrix|count|cycle|research-minutes|synthesize-minutes)
+      | steps\.check\.outputs\.check
       | steps\.app-token\.outputs\.token
       | secrets\.[A-Z_]+
       | vars\.REFRESH_APP_CLIENT_ID
@@ -235,6 +248,8 @@ def test_dispatch_and_call_take_the_same_inputs() -> None:
     assert set(dispatch) == set(call) == INPUTS
     assert dispatch["dry-run"]["type"] == call["dry-run"]["type"] == "boolean"
     assert dispatch["dry-run"]["default"] is False and call["dry-run"]["default"] is False
+    assert dispatch["publish"]["type"] == call["publish"]["type"] == "boolean"
+    assert dispatch["publish"]["default"] is True and call["publish"]["default"] is True
     assert dispatch["max-parallel"]["default"] == call["max-parallel"]["default"] == "4"
     assert "4" in dispatch["max-parallel"]["options"]
     for key in ("topics", "models", "cycle"):
@@ -260,7 +275,7 @@ def test_research_matrix_shape() -> None:
     assert strategy["max-parallel"] == "${{ fromJSON(inputs.max-parallel || '4') }}"
     assert strategy["matrix"] == "${{ fromJSON(needs.plan.outputs.matrix) }}"
     assert research["needs"] == "plan"
-    assert research["if"] == "${{ needs.plan.outputs.count != '0' }}"
+    assert research["if"] == "${{ needs.plan.outputs.count != '0' && !inputs.dry-run }}"
     assert research["timeout-minutes"] == DERIVED_TIMEOUTS["research"]
 
 
@@ -283,6 +298,28 @@ def test_synthesize_runs_when_legs_failed_and_downloads_every_leg() -> None:
     assert any(r.startswith("research-dispatch verify") and "--github-summary" in r for r in runs)
     assert any(r.startswith("research-dispatch synthesize") and "--github-summary" in r for r in runs)
     assert any(r.startswith("research-dispatch publish --dry-run") and "--github-summary" in r for r in runs)
+
+
+def test_a_dry_run_runs_no_paid_job_and_publish_false_publishes_nothing() -> None:
+    """Issue 30.6: `dry-run` is free (plan and notify only: the checks, the plan and the estimate); the paid
+    legs without publishing have their own input, `publish: false`."""
+    for job_id in ("research", "synthesize", "publish"):
+        assert "!inputs.dry-run" in jobs(MAIN)[job_id]["if"], job_id
+    assert "inputs.publish" in jobs(MAIN)["publish"]["if"]
+    assert "inputs.dry-run" not in str(jobs(MAIN)["plan"]) .replace("!inputs.dry-run && inputs.publish", "")
+    runs = [s["run"] for s in jobs(MAIN)["plan"]["steps"] if "run" in s]
+    assert "research-dispatch check --online --github-summary --github-output" in runs
+    assert any(r.startswith("research-dispatch plan ") and "--github-summary" in r for r in runs)
+
+
+def test_notify_runs_after_plan_whatever_its_result_with_an_issues_only_token() -> None:
+    notify = jobs(MAIN)["notify"]
+    assert notify["needs"] == "plan" and notify["if"] == "${{ !cancelled() }}"
+    assert jobs(MAIN)["plan"]["outputs"]["check"] == "${{ steps.check.outputs.check }}"
+    (step,) = [s for s in notify["steps"] if "research-dispatch notify" in s.get("run", "")]
+    assert step["run"] == 'research-dispatch notify --plan-result "${PLAN_RESULT}"'
+    assert step["env"] == {"RESEARCH_DISPATCH_CHECK": "${{ needs.plan.outputs.check }}",
+                           "PLAN_RESULT": "${{ needs.plan.result }}", "GITHUB_TOKEN": "${{ secrets.GITHUB_TOKEN }}"}
 
 
 def test_publish_is_the_writer_and_is_skipped_on_dry_run() -> None:
@@ -328,7 +365,7 @@ def test_job_timeouts_come_from_the_plan_and_the_plan_refuses_what_no_job_holds(
         assert jobs(MAIN)[job_id]["timeout-minutes"] == expression
     step = next(s for s in plan["steps"] if s.get("id") == "plan")
     assert "--github-output" in step["run"] and '--publishing "${PUBLISHING}"' in step["run"]
-    assert step["env"]["PUBLISHING"] == "${{ !inputs.dry-run }}"
+    assert step["env"]["PUBLISHING"] == "${{ !inputs.dry-run && inputs.publish }}"
 
 
 def test_pip_cache_is_keyed_on_the_lock_file_and_absent_where_we_write() -> None:
@@ -336,7 +373,7 @@ def test_pip_cache_is_keyed_on_the_lock_file_and_absent_where_we_write() -> None
     for job_id, step in steps(MAIN):
         if str(step.get("uses", "")).startswith("actions/setup-python@"):
             with_ = step.get("with") or {}
-            if job_id == "publish":  # cache poisoning: the job holding write access restores no cache
+            if job_id in ("publish", "notify"):  # cache poisoning: a job holding write access restores no cache
                 assert "cache" not in with_ and "cache-dependency-path" not in with_
             else:  # the lock file of research-dispatch at the called commit, not the caller's
                 assert with_.get("cache") == "pip"

@@ -69,7 +69,7 @@ def test_the_adopters_dispatch_runs_research_dispatch_at_the_pinned_commit_on_it
     assert called is not None and called.source is not None
     assert (called.source.repository, called.source.sha) == (UPSTREAM, sha)
     assert {job: r.result for job, r in called.jobs.items()} == {
-        "plan": "success", "research": "success", "synthesize": "success", "publish": "success"}
+        "plan": "success", "notify": "success", "research": "success", "synthesize": "success", "publish": "success"}
 
     # every called job: the adopter at the root, research-dispatch at the pinned commit beside it
     for job in called.all_jobs():
@@ -99,17 +99,21 @@ def test_the_adopters_dispatch_runs_research_dispatch_at_the_pinned_commit_on_it
     assert_no_canary(run, world)
 
 
-def test_a_dry_run_from_the_adopter_writes_nothing(adopter) -> None:
-    """The README quick start's last step: `gh workflow run research-refresh.yml -f dry-run=true`. (The
+def test_a_dry_run_from_the_adopter_is_free_and_writes_nothing(adopter) -> None:
+    """The README quick start's last step: `gh workflow run research-refresh.yml -f dry-run=true`: the
+    checks, the plan and the estimate in the job summary; no leg, no synthesis, nothing written. (The
     schedule wrapper calls the same pinned workflow; its contract is checked in test_invariants.py.)"""
     world, _ = adopter()
     before = {ref: world.origin_git("rev-parse", ref) for ref in world.branches()}
     run = world.run("research-refresh.yml", "workflow_dispatch", {"cycle": CYCLE, "dry-run": True})
 
-    assert run.job("refresh/synthesize").result == "success" and run.job("refresh/publish").result == "skipped"
-    assert "## Pull request preview (dry run)" in run.job("refresh/synthesize").summary
+    assert run.job("refresh/plan").result == "success" and run.job("refresh/notify").result == "success"
+    assert {run.job(f"refresh/{name}").result for name in ("research", "synthesize", "publish")} == {"skipped"}
+    summary = run.job("refresh/plan").summary
+    assert "## Check (online)" in summary and "## Plan: 2 leg(s), worst case $" in summary
+    assert world.gateway.completions == [] and world.tavily.calls == []
     assert {ref: world.origin_git("rev-parse", ref) for ref in world.branches()} == before
-    assert world.github.pulls == []
+    assert world.github.pulls == [] and world.github.issues == []
 
 
 def test_a_pin_that_is_not_in_research_dispatch_is_refused_at_startup(adopter) -> None:

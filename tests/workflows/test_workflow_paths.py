@@ -59,7 +59,8 @@ def test_the_schedule_wrapper_runs_the_main_workflow_with_default_inputs(world_f
     called = run.jobs["refresh"].called
     assert called is not None and called.workflow.name == "research-refresh.yml"
     assert called.event == "schedule"
-    assert called.inputs == {"topics": "", "models": "", "max-parallel": "4", "dry-run": False, "cycle": ""}
+    assert called.inputs == {"topics": "", "models": "", "max-parallel": "4", "dry-run": False, "publish": True,
+                             "cycle": ""}
     assert called.concurrency_group == "research-refresh"  # as a dispatch naming this cycle: one group
     cycle = run.job("refresh/plan").outputs["cycle"]
     assert cycle == current_cycle()
@@ -94,7 +95,7 @@ def test_a_topic_filtered_refresh_counts_every_planned_leg(world_factory) -> Non
     loses work" — FIXED)."""
     world = world_factory()
     run = world.run("research-refresh.yml", "workflow_dispatch",
-                    {"cycle": CYCLE, "topics": "verl-trl", "dry-run": True})
+                    {"cycle": CYCLE, "topics": "verl-trl", "publish": False})
     assert run.job("synthesize").result == "success"
     preview = run.job("synthesize").instance.step("Preview the pull request").stdout
     assert preview.splitlines()[0] == f"docs(research): refresh {CYCLE} (partial: 1/5 legs) — 1 report, synthesis, " \

@@ -14,7 +14,8 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import CANARY
-from tests.workflows.conftest import CYCLE, WORKFLOWS, assert_no_canary
+from tests.workflows.conftest import CYCLE, WORKFLOWS, World, assert_no_canary
+from tests.workflows.runner_harness import Run
 
 pytestmark = pytest.mark.e2e
 
@@ -41,7 +42,8 @@ def test_dispatch_runs_plan_legs_synthesis_and_publishes_one_pr(world_factory) -
     run = world.run("research-refresh.yml", "workflow_dispatch", {"cycle": CYCLE})
 
     assert {job: r.result for job, r in run.jobs.items()} == {
-        "plan": "success", "research": "success", "synthesize": "success", "publish": "success"}
+        "plan": "success", "notify": "success", "research": "success", "synthesize": "success",
+        "publish": "success"}
     assert run.concurrency_group == "research-refresh"  # the schedule's run shares it (test_ci_rerun.py)
 
     # plan: the matrix comes from the real `plan --github-output`
@@ -91,6 +93,8 @@ def test_dispatch_runs_plan_legs_synthesis_and_publishes_one_pr(world_factory) -
 
     # each key reached only the step that needs it
     assert secrets_seen(run) == {
+        ("plan", "Check the topics, every key and model, and the schedule (spends nothing)"): {
+            "OPENROUTER_API_KEY", "TAVILY_API_KEY"},
         ("research", "Research"): {"OPENROUTER_API_KEY", "TAVILY_API_KEY"},
         ("synthesize", "Synthesize"): {"OPENROUTER_API_KEY"},
         ("publish", "Commit one commit per report, push, create or update the PR"): {"GITHUB_TOKEN"},
@@ -98,24 +102,54 @@ def test_dispatch_runs_plan_legs_synthesis_and_publishes_one_pr(world_factory) -
     assert_no_canary(run, world)
 
 
-def test_dry_run_from_a_branch_runs_legs_and_synthesis_but_writes_nothing(world_factory) -> None:
-    """What a maintainer does to try a workflow change: dispatch dry-run from their branch."""
+def from_a_branch(world_factory, inputs: dict[str, object]) -> tuple[World, Run, dict[str, str]]:
+    """What a maintainer does to try a change: dispatch two topics from their branch with `inputs`; returns
+    the world, the run and every branch's tip before it."""
     world = world_factory()
     world.origin_git("branch", "try-refresh", "main")
     before = {ref: world.origin_git("rev-parse", ref) for ref in world.branches()}
     run = world.run("research-refresh.yml", "workflow_dispatch",
-                    {"cycle": CYCLE, "dry-run": True, "topics": "diloco-family,verl-trl"},
-                    ref="refs/heads/try-refresh")
+                    {"cycle": CYCLE, "topics": "diloco-family,verl-trl", **inputs}, ref="refs/heads/try-refresh")
+    return world, run, before
+
+
+def test_a_dry_run_is_free_checks_plans_and_estimates_in_the_job_summary(world_factory) -> None:
+    """Issue 30.6: to a user of pip, terraform or gh a dry run costs nothing. Only the plan job (check
+    --online, the plan, the estimate) and notify run: no model call, no search, nothing written."""
+    world, run, before = from_a_branch(world_factory, {"dry-run": True})
 
     assert {job: r.result for job, r in run.jobs.items()} == {
-        "plan": "success", "research": "success", "synthesize": "success", "publish": "skipped"}
+        "plan": "success", "notify": "success", "research": "skipped", "synthesize": "skipped",
+        "publish": "skipped"}
+    assert world.gateway.completions == [] and world.tavily.calls == []  # nothing paid for
+    assert [r.path for r, _ in world.tavily.requests] == ["/usage"]  # the key checked for free
+    summary = run.job("plan").summary
+    assert "## Check (online)" in summary and "| ✓ | search tavily |" in summary
+    assert "| ✓ | schedule | research-refresh-schedule.yml is active; next cycle " in summary
+    assert "## Plan: 2 leg(s), worst case $6.00, estimate ~$" in summary and "02-diloco-family" in summary
+    # nothing written: no new branch, no moved ref, no PR, no issue, no comment, no label
+    assert {ref: world.origin_git("rev-parse", ref) for ref in world.branches()} == before
+    state = world.github.state()
+    assert state["pulls"] == [] and state["issues"] == [] and state["labels"] == []
+    assert not any(state["comments"].values())
+    assert "the refresh started; no cannot-start issue was open" in run.job("notify").instance.step(
+        "Open, update or close the cannot-start issue").stdout
+    assert_no_canary(run, world)
+
+
+def test_publish_false_runs_the_paid_legs_and_the_synthesis_and_writes_nothing(world_factory) -> None:
+    """The paid legs without publishing have their own input: what a maintainer runs to try a change."""
+    world, run, before = from_a_branch(world_factory, {"publish": False})
+
+    assert {job: r.result for job, r in run.jobs.items()} == {
+        "plan": "success", "notify": "success", "research": "success", "synthesize": "success",
+        "publish": "skipped"}
     assert sorted(inst.matrix["leg"] for inst in run.job("research").instances) == ["02-diloco-family",
                                                                                     "04-verl-trl"]
     assert world.gateway.completions, "the legs called the model"
     summary = run.job("synthesize").summary
     assert "## Pull request preview (dry run)" in summary
     assert f"docs(research): refresh {CYCLE} (partial: 2/5 legs) — 2 reports, synthesis" in summary
-    # nothing written: no new branch, no moved ref, no PR, no comment, no label
     assert {ref: world.origin_git("rev-parse", ref) for ref in world.branches()} == before
     state = world.github.state()
     assert state["pulls"] == [] and state["labels"] == [] and not any(state["comments"].values())

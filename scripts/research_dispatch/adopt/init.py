@@ -24,6 +24,7 @@ Everything is planned and checked before the first write, so a refusal leaves th
 
 from __future__ import annotations
 
+import datetime as dt
 import importlib.metadata
 import json
 import os
@@ -37,6 +38,7 @@ from importlib import resources
 from pathlib import Path
 
 from research_dispatch import __version__
+from research_dispatch.config.schedule import ENABLE_COMMAND, INACTIVITY_DAYS, SCHEDULE_WORKFLOW, outlook, read_crons
 from research_dispatch.config.settings import Settings, load_settings
 from research_dispatch.core.build_info import built_commit
 from research_dispatch.core.errors import BadInput, ExitCode
@@ -453,7 +455,22 @@ def _shell_path(repo: Path) -> str:
     return "." if str(relative) == "." else str(relative)
 
 
-def next_steps(repo: Path, pin: Pin) -> list[str]:
+def schedule_steps(repo: Path, now: dt.datetime | None = None) -> list[str]:
+    """The schedule's dates, told at the start (issue 30.1): the first cycle, and the day GitHub pauses the
+    schedule if nothing happens in the repository after today, with the one command that re-enables it."""
+    now = now or dt.datetime.now(dt.timezone.utc)
+    view = outlook(read_crons(repo), now.date(), now)
+    before = ", before that cycle" if view.pauses_first else ""
+    return [
+        f"  5. The schedule ({SCHEDULE_WORKFLOW}) runs the first cycle {view.next_cycle()}.",
+        f"     GitHub pauses a public repository's schedule after {INACTIVITY_DAYS} days without activity: if nothing",
+        f"     is pushed after today, on {view.pauses_on:%Y-%m-%d}{before}. Re-enable it then (the refresh PRs and",
+        "     `research-dispatch check --online` say when) with:",
+        f"       {ENABLE_COMMAND}",
+    ]
+
+
+def next_steps(repo: Path, pin: Pin, now: dt.datetime | None = None) -> list[str]:
     where = _shell_path(repo)
     flag = "" if where == "." else f" --repo {where}"
     lines = [
@@ -467,8 +484,10 @@ def next_steps(repo: Path, pin: Pin) -> list[str]:
         f"       research-dispatch check{flag}",
         "  3. See your review's shape offline, on built-in fake servers (no keys, no cost):",
         f"       research-dispatch demo --repo {where}",
-        "  4. Commit, push, and start a dry run (legs and synthesis run; nothing is pushed, no PR):",
+        "  4. Commit, push, and start a dry run (free: the plan, every key and model checked, the cost estimate;",
+        "     no leg runs). `-f publish=false` instead runs the paid legs and the synthesis without a PR:",
         f"       {'' if where == '.' else f'cd {where} && '}gh workflow run research-refresh.yml -f dry-run=true",
+        *schedule_steps(repo, now),
     ]
     if not pin.is_commit:
         lines += [

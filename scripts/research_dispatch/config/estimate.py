@@ -18,6 +18,7 @@ A model the price list does not know is left out of the estimate, and named (its
 
 from __future__ import annotations
 
+import difflib
 import textwrap
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -27,6 +28,8 @@ from typing import Any
 from research_dispatch.config.plan import Leg
 from research_dispatch.config.settings import Settings
 from research_dispatch.config.topics import effective
+from research_dispatch.config.uses import model_uses
+from research_dispatch.core.errors import Problem
 from research_dispatch.core.tables import Column, render_table
 
 LEG_PROMPT_TOKENS = 150_000
@@ -39,6 +42,9 @@ JUDGE_PROMPT_TOKENS = 12_000  # a batch of claims (synthesis.batch_size) with th
 JUDGE_COMPLETION_TOKENS = 3_000
 CLAIMS_PER_REPORT = 20  # what the extractor keeps from a report, about; decides the judge batches
 PRICE_SOURCE = "genai-prices"
+SUGGESTIONS = 3
+NEAR_SLUG = 0.75
+"""How alike a listed id must be to an unlisted slug to be suggested (difflib's ratio)."""
 WIDTH = 80  # the narrowest terminal the lines are written for
 
 
@@ -100,6 +106,44 @@ def price_usd(model: str, prompt_tokens: int, completion_tokens: int) -> float |
     return float(total) if isinstance(total, Decimal | int | float) else None
 
 
+def listed_models() -> list[str]:
+    """The OpenRouter model ids the price list holds (`author/name`, without `:variant` suffixes); empty
+    without a price list."""
+    prices, _ = _price_list()
+    if prices is None:
+        return []
+    # lazy: the same optional 1.6 MB data module as `_price_list`
+    from genai_prices import data
+
+    providers = [p for p in data.providers if p.id == "openrouter"]
+    return sorted({model.id.split(":", 1)[0] for provider in providers for model in provider.models
+                   if "/" in model.id and not model.id.startswith("~")})
+
+
+def unlisted_models(settings: Settings, legs: Sequence[Leg]) -> list[Problem]:
+    """Warnings for models the bundled price list does not know, with the nearest listed ids (`openai/gpt5`
+    → `openai/gpt-5`): offline, before any key is needed. Not problems: a model newer than the list's
+    snapshot is not listed yet, and `check --online` asks the gateway itself (`gateway/catalogue.py`)."""
+    _, source = _price_list()
+    ids = listed_models()
+    if not ids:
+        return []
+    warnings: list[Problem] = []
+    seen: set[tuple[str, str]] = set()
+    for use in model_uses(settings, legs):
+        base = use.model.split(":", 1)[0]
+        if (use.path, use.field) in seen or price_usd(use.model, 1, 1) is not None or any(
+                listed.startswith((base + "-", base + ".")) for listed in ids):
+            continue  # listed, or the base name of listed variants (`x-ai/grok-4` of `x-ai/grok-4.5`, `-fast`)
+        seen.add((use.path, use.field))
+        near = difflib.get_close_matches(base, ids, n=SUGGESTIONS, cutoff=NEAR_SLUG)
+        hint = f"did you mean {' or '.join(near)}? " if near else ""
+        warnings.append(Problem(use.path, use.field, f"{use.model} is not in the bundled price list ({source}); "
+                                f"{hint}(not an error: the list may lack a model, a new one above all; "
+                                "`check --online` asks the gateway)"))
+    return warnings
+
+
 def estimate_plan(settings: Settings, legs: Sequence[Leg]) -> PlanCost:
     costs: list[LegCost] = []
     for leg in legs:
@@ -158,3 +202,12 @@ def plan_lines(settings: Settings, legs: Sequence[Leg], cycle: str) -> list[str]
                                initial_indent="  ", subsequent_indent="    ", break_on_hyphens=False)
     lines.append("piped, or with --json: the matrix JSON for GitHub Actions")
     return lines
+
+
+def plan_markdown(settings: Settings, legs: Sequence[Leg], cycle: str) -> str:
+    """The plan for the job summary (the dry run's answer to "what would this cost"): `plan_lines` as a
+    fixed-width block under a heading that says the worst case and the estimate."""
+    cost = estimate_plan(settings, legs)
+    body = "\n".join(line for line in plan_lines(settings, legs, cycle) if not line.startswith("piped"))
+    return (f"## Plan: {len(legs)} leg(s), worst case ${cost.worst_case_usd:.2f}, estimate ~${cost.estimate_usd:.2f}"
+            f"\n\n```text\n{body}\n```\n")

@@ -19,7 +19,7 @@ from pathlib import Path
 
 from research_dispatch.config.settings import ModelRoute, Settings, Topic
 from research_dispatch.config.topics import TopicFile, effective
-from research_dispatch.core.errors import BadInput
+from research_dispatch.core.errors import BadInput, Problem
 from research_dispatch.core.gitref import valid_branch_name
 
 MAX_MATRIX_ENTRIES = 256
@@ -142,6 +142,73 @@ def plan_problems(topics: Iterable[TopicFile], settings: Settings) -> tuple[list
     that coincide, and time caps no GitHub-hosted job can hold."""
     legs = expand(topics, settings)
     return legs, path_conflicts(legs, settings) + job_time_problems(legs, settings)
+
+
+SYNTHESIS_TABLE = "tool.research-dispatch.synthesis"
+
+
+def _families(legs: Iterable[Leg]) -> dict[str, list[Leg]]:
+    by_family: dict[str, list[Leg]] = {}
+    for leg in legs:
+        by_family.setdefault(leg.family, []).append(leg)
+    return by_family
+
+
+def judge_problems(legs: Iterable[Leg], settings: Settings) -> list[BadInput]:
+    """Report families that no judge of another family can check (DESIGN: exit 2 naming
+    `synthesis.judge_models`), one problem per family and judge list.
+
+    Why before any leg: a claim counts only through a citation that a judge of another family than the
+    report's confirmed, and the alignment judge must not be an author of what it aligns. With every judge
+    of a report's family, the synthesis finds out after the legs are paid: that report's citations are
+    never checked, its claims never count, and a convergence of two families shows as single-source. The
+    citation judges are `citation_models` when set, else `judge_models` (as the synthesis chooses them)."""
+    syn = settings.synthesis
+    lists = [("judge_models", syn.judge_models)]
+    if syn.citation_models:
+        lists.append(("citation_models", syn.citation_models))
+    problems: list[BadInput] = []
+    for name, judges in lists:
+        judge_families = {settings.family_of(judge) for judge in judges}
+        for family, members in sorted(_families(legs).items()):
+            if judge_families - {family}:
+                continue
+            topics = ", ".join(sorted({leg.topic_file.relpath for leg in members}))
+            problems.append(BadInput(
+                f"no judge can check the reports of the {family} family ({topics}): every judge "
+                f"({', '.join(judges)}) is of that family, and a judge must be of another; add a judge of another "
+                f"family", path="pyproject.toml", field=f"{SYNTHESIS_TABLE}.{name}"))
+    return problems
+
+
+def judge_warnings(legs: Iterable[Leg], settings: Settings) -> list[Problem]:
+    """A judge list whose every model is of a report family, when reports of several families are planned:
+    a judge batch that holds claims of all of them is judged by one of their authors (`choose_judge`)."""
+    families = set(_families(legs))
+    judges = settings.synthesis.judge_models
+    if len(families) < 2 or {settings.family_of(judge) for judge in judges} - families:
+        return []
+    return [Problem("pyproject.toml", f"{SYNTHESIS_TABLE}.judge_models",
+                    f"every judge ({', '.join(judges)}) is of a family that writes reports "
+                    f"({', '.join(sorted(families))}): claims of those families judged together are aligned by "
+                    "one of their authors; a judge of a third family avoids that")]
+
+
+def family_warnings(legs: Iterable[Leg]) -> list[Problem]:
+    """Topics whose two or more models are all of one family: their reports can never converge with each
+    other (convergence needs independent families), which the topic's author rarely means."""
+    by_topic: dict[str, list[Leg]] = {}
+    for leg in legs:
+        by_topic.setdefault(leg.topic_file.relpath, []).append(leg)
+    warnings = []
+    for relpath, members in sorted(by_topic.items()):
+        families = {leg.family for leg in members}
+        if len(members) > 1 and len(families) == 1:
+            warnings.append(Problem(relpath, "models", f"all {len(members)} models of topic "
+                                    f"{members[0].topic.id!r} are of the {families.pop()} family, so its reports "
+                                    "cannot confirm each other (convergence needs two families); route one to "
+                                    "another family"))
+    return warnings
 
 
 def require_unique_paths(legs: Iterable[Leg], settings: Settings) -> None:

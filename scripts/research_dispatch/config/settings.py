@@ -10,20 +10,22 @@ ever read from input.
 
 from __future__ import annotations
 
+import difflib
 import posixpath
 import re
 import sys
 import time
 from collections.abc import Callable
+from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 from urllib.parse import urlsplit
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, ValidationInfo, field_validator, model_validator
 
 from research_dispatch.config import lineage as model_lineage
 from research_dispatch.core import gitref
-from research_dispatch.core.errors import BadInput
+from research_dispatch.core.errors import BadInput, Problem
 from research_dispatch.core.fsio import read_text_strict
 from research_dispatch.core.records import ValidationProblems, validation_problems
 from research_dispatch.core.retry import RetryPolicy
@@ -301,6 +303,41 @@ class SearchServiceSettings(_Strict):
 # `host`, `host:port`, `[v6]`, `[v6]:port` or a bare IPv6 address (two colons at least, no port).
 _ALLOWED_HOST = re.compile(r"(?:\[[0-9a-f:.]{2,45}\]|[a-z0-9.-]{1,253})(?::(?P<port>\d{1,5}))?|"
                            r"[0-9a-f.]*:[0-9a-f.]*:[0-9a-f:.]*")
+
+
+Depth = Literal["basic", "advanced"]
+Credits = Annotated[float, Field(ge=0, le=100)]
+
+
+class SearchPriceSettings(_Strict):
+    """`[tool.research-dispatch.search_prices]`: what the search services charge, so that a leg's search spend
+    counts in its dollars and its dollar cap like its model calls (`tools/providers.py` prices each call).
+
+    The defaults are the services' documented list prices: Tavily ("Credits & Pricing": pay-as-you-go $0.008
+    a credit; a basic search 1 credit, an advanced one 2; every 5 successful URL extractions 1 credit at basic
+    depth, 2 at advanced, a failed one free) and Exa (pricing page: a search $7 per 1,000 requests with up to
+    10 results, $1 per 1,000 results beyond 10; contents $1 per 1,000 pages). A plan with cheaper credits
+    sets its own `tavily_credit_usd`. Prices, not research inputs: not part of a leg's input hash."""
+
+    tavily_credit_usd: float = Field(0.008, ge=0, le=1)
+    tavily_search_credits: dict[Depth, Credits] = Field(default_factory=lambda: _documented_credits())
+    tavily_extract_credits_per_5_urls: dict[Depth, Credits] = Field(default_factory=lambda: _documented_credits())
+    exa_search_usd: float = Field(0.007, ge=0, le=10)
+    exa_extra_result_usd: float = Field(0.001, ge=0, le=10)
+    exa_page_usd: float = Field(0.001, ge=0, le=10)
+
+    @field_validator("tavily_search_credits", "tavily_extract_credits_per_5_urls", mode="before")
+    @classmethod
+    def _whole_table(cls, value: object) -> object:
+        """A table that names one depth keeps the documented price of the other."""
+        if isinstance(value, dict):
+            return {**_documented_credits(), **value}
+        return value
+
+
+def _documented_credits() -> dict[Depth, float]:
+    """Tavily's credits at each depth, for a search or for five pages read alike."""
+    return {"basic": 1.0, "advanced": 2.0}
 
 
 class DestinationSettings(_Strict):
@@ -600,6 +637,7 @@ class Settings(_Strict):
     lineage: dict[str, str] = Field(default_factory=dict)
     gateway: GatewaySettings = GatewaySettings()
     search_service: SearchServiceSettings = SearchServiceSettings()
+    search_prices: SearchPriceSettings = SearchPriceSettings()
     mcp: McpSettings = McpSettings()
     destinations: DestinationSettings = DestinationSettings()
     synthesis: SynthesisSettings = SynthesisSettings()
@@ -670,25 +708,129 @@ class Settings(_Strict):
 # --------------------------------------------------------------------------------------------------
 # pyproject settings
 
+CONFIG_FILE = "pyproject.toml"
+TABLE = "research-dispatch"
+MAX_CONFIG_BYTES = 1024 * 1024
+NEAR_TABLE = 0.8
+"""How alike a `[tool.*]` table name must be to ours (difflib's ratio, after normalising) to be named as a
+probable misspelling (`[tool.research-dispatcher]`, `[tool.reserch-dispatch]`)."""
 
-def load_settings(repo: Path) -> Settings:
-    """Read `[tool.research-dispatch]` from repo/pyproject.toml; a missing file or table means defaults."""
-    path = repo / "pyproject.toml"
+
+@dataclass(frozen=True)
+class SettingsCheck:
+    """`check`'s reading of the configuration: every problem and warning, and the settings that are valid.
+
+    Why the settings despite the problems: `check` lists every problem at once, and the topic files are
+    checked with what the configuration does say (its `topics_dir`, `families`, judges), so a mistake in
+    pyproject.toml does not hide the topics' own (issue 30.2). Each key that is wrong is left at its
+    default here; nothing else reads these settings."""
+
+    settings: Settings
+    problems: list[Problem] = field(default_factory=list)
+    warnings: list[Problem] = field(default_factory=list)
+
+
+def _normalised(name: str) -> str:
+    """A table name as Python packaging compares names: case, `_` and `.` do not matter."""
+    return re.sub(r"[-_.]+", "-", name).lower()
+
+
+def _tables(prefix: str, value: Any) -> list[str]:
+    """The TOML table headers a user wrote under `prefix` (`tool.research_dispatch.pr`), for naming them."""
+    if not isinstance(value, dict):
+        return [prefix]
+    nested = [key for key, item in value.items() if isinstance(item, dict)]
+    if nested and len(nested) == len(value):
+        return [table for key in nested for table in _tables(f"{prefix}.{key}", value[key])]
+    return [prefix]
+
+
+def misplaced_tables(tool: Any) -> tuple[list[Problem], list[Problem]]:
+    """`[tool.*]` tables that look like ours but are not read: (problems, warnings).
+
+    A table whose name is ours once case, `_` and `.` are ignored (`[tool.research_dispatch.pr]`) is a
+    problem: no other tool can own that name, and everything in it would silently not apply (a refresh
+    PR against the wrong base, a judge that is not the one chosen). A name that is merely close
+    (`[tool.research-dispatcher]`) is a warning with the did-you-mean: it may be another tool's."""
+    problems: list[Problem] = []
+    warnings: list[Problem] = []
+    if not isinstance(tool, dict):
+        return problems, warnings
+    for name, value in tool.items():
+        if name == TABLE:
+            continue
+        exact = _normalised(name) == TABLE
+        if not exact and difflib.SequenceMatcher(None, _normalised(name), TABLE).ratio() < NEAR_TABLE:
+            continue
+        for table in _tables(f"tool.{name}", value):
+            ours = "tool." + TABLE + table[len(f"tool.{name}"):]
+            if exact:
+                problems.append(Problem(CONFIG_FILE, table, f"is not read: research-dispatch reads [{ours}] (with a "
+                                        "hyphen); rename the table"))
+            else:
+                warnings.append(Problem(CONFIG_FILE, table,
+                                        f"is not read by research-dispatch; did you mean [{ours}]?"))
+    return problems, warnings
+
+
+def _read_config(repo: Path) -> dict[str, Any] | None:
+    """pyproject.toml as TOML (None when there is none); unreadable or invalid TOML is `BadInput`."""
+    path = repo / CONFIG_FILE
     if not path.exists():
-        return Settings()
-    display = "pyproject.toml"
-    text = read_text_strict(path, display=display, max_bytes=1024 * 1024)
+        return None
+    text = read_text_strict(path, display=CONFIG_FILE, max_bytes=MAX_CONFIG_BYTES)
     try:
-        data = tomllib.loads(text)
+        data: dict[str, Any] = tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:
-        raise BadInput(f"invalid TOML: {exc}", path=display) from None
-    table = data.get("tool", {}).get("research-dispatch", {})
+        raise BadInput(f"invalid TOML: {exc}", path=CONFIG_FILE) from None
+    return data
+
+
+def _table_of(data: dict[str, Any]) -> dict[str, Any]:
+    tool = data.get("tool", {})
+    table = tool.get(TABLE, {}) if isinstance(tool, dict) else {}
     if not isinstance(table, dict):
-        raise BadInput("must be a table", path=display, field="tool.research-dispatch")
+        raise BadInput("must be a table", path=CONFIG_FILE, field=f"tool.{TABLE}")
+    return table
+
+
+def _validate(table: dict[str, Any]) -> Settings:
     try:
         return Settings.model_validate(table)
     except ValidationError as exc:
-        raise ValidationProblems(display, validation_problems(exc, Settings), prefix="tool.research-dispatch.") \
-            from None
+        raise ValidationProblems(CONFIG_FILE, validation_problems(exc, Settings), prefix=f"tool.{TABLE}.") from None
 
 
+def load_settings(repo: Path) -> Settings:
+    """Read `[tool.research-dispatch]` from repo/pyproject.toml; a missing file or table means defaults.
+    The first thing wrong is `BadInput` (exit 2), a misspelt table of ours included (`misplaced_tables`)."""
+    data = _read_config(repo)
+    if data is None:
+        return Settings()
+    problems, _ = misplaced_tables(data.get("tool"))
+    if problems:
+        raise BadInput(problems[0].message, path=problems[0].file, field=problems[0].field)
+    return _validate(_table_of(data))
+
+
+def check_settings(repo: Path) -> SettingsCheck:
+    """Every problem and warning of the configuration, and its valid part (`SettingsCheck`)."""
+    try:
+        data = _read_config(repo)
+        if data is None:
+            return SettingsCheck(Settings())
+        problems, warnings = misplaced_tables(data.get("tool"))
+        table = dict(_table_of(data))
+    except BadInput as exc:
+        return SettingsCheck(Settings(), exc.problems())
+    try:
+        return SettingsCheck(_validate(table), problems, warnings)
+    except ValidationProblems as exc:
+        problems += exc.problems()
+    while table:  # the valid part: drop the keys that hold an error (each round drops at least one)
+        try:
+            return SettingsCheck(Settings.model_validate(table), problems, warnings)
+        except ValidationError as exc:
+            wrong = {str(err["loc"][0]) for err in exc.errors() if err["loc"]}
+            table = {key: value for key, value in table.items() if key not in wrong} if wrong else {}
+    return SettingsCheck(Settings(), problems, warnings)

@@ -23,7 +23,7 @@ from research_dispatch.config.settings import Budget, ModelRoute, SearchSettings
 from research_dispatch.core.errors import BadInput
 from research_dispatch.core.fsio import read_text_strict
 from research_dispatch.core.records import ValidationProblems, validation_problems
-from research_dispatch.core.strictyaml import load_yaml_text
+from research_dispatch.core.strictyaml import load_yaml_text, locator
 
 TOPIC_FILE_RE = re.compile(r"^(?P<nn>\d{2})-(?P<id>[a-z0-9][a-z0-9.-]*)\.ya?ml$")
 MAX_TOPIC_BYTES = 64 * 1024
@@ -68,7 +68,7 @@ def load_topic_file(path: Path, *, repo: Path) -> TopicFile:
     try:
         topic = Topic.model_validate(data)
     except ValidationError as exc:
-        raise ValidationProblems(display, validation_problems(exc, Topic)) from None
+        raise ValidationProblems(display, validation_problems(exc, Topic, where=locator(text))) from None
     if topic.id != match.group("id"):
         raise BadInput(f"id {topic.id!r} does not match the file name ({match.group('id')!r})",
                        path=display, field="id")
@@ -118,9 +118,13 @@ def check_topics(repo: Path, settings: Settings) -> tuple[list[TopicFile], list[
     topics: list[TopicFile] = []
     problems: list[BadInput] = []
     paths = topic_paths(repo, settings)
-    if not paths:
-        problems.append(BadInput("no topic files (expected NN-<id>.yaml files)",
+    if not (repo / settings.topics_dir).is_dir():
+        problems.append(BadInput(f"there is no {settings.topics_dir}/ folder here: run `research-dispatch init` to set "
+                                 "this repository up (the configuration, an example topic, the workflows)",
                                  path=settings.topics_dir + "/"))
+    elif not paths:
+        problems.append(BadInput("no topic files (expected NN-<id>.yaml files; `research-dispatch init` writes an "
+                                 "example)", path=settings.topics_dir + "/"))
     for path in paths:
         try:
             topics.append(load_topic_file(path, repo=repo))

@@ -5,7 +5,9 @@ Exit codes (FIXED): 0 ok, 1 runtime failure, 2 bad input or usage, 3 route fidel
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from enum import IntEnum
+from typing import Any
 
 
 class ExitCode(IntEnum):
@@ -15,6 +17,27 @@ class ExitCode(IntEnum):
     FAILED = 1  # runtime failure (a leg failed, a service or git failed, interrupted)
     BAD_INPUT = 2  # bad input or usage: the message names the file (or variable) and the field
     ROUTE_UNVERIFIED = 3  # every report written, but some route is not verified
+
+
+@dataclass(frozen=True)
+class Problem:
+    """One thing wrong with the input, in the house's one-line form `file: field: message`.
+
+    Why a type and not a string: `check --json` prints every problem as `{file, field, message}` (a
+    script or an editor integration points at the file and the field without parsing our prose), and the
+    same problem is said on a terminal as one line. `file` is a repository-relative path, or
+    `environment` for a variable (then `field` is the variable); either may be None when the problem is
+    about the whole repository (no topics at all) or the whole file."""
+
+    file: str | None
+    field: str | None
+    message: str
+
+    def line(self) -> str:
+        return "".join(f"{part}: " for part in (self.file, self.field) if part) + self.message
+
+    def document(self) -> dict[str, Any]:
+        return {"file": self.file, "field": self.field, "message": self.message}
 
 
 class DispatchError(Exception):
@@ -31,9 +54,12 @@ class BadInput(DispatchError):
     def __init__(self, message: str, *, path: str | None = None, field: str | None = None) -> None:
         self.path = path
         self.field = field
-        prefix = f"{path}: " if path else ""
-        where = f"{field}: " if field else ""
-        super().__init__(f"{prefix}{where}{message}")
+        self.message = message
+        super().__init__(Problem(path, field, message).line())
+
+    def problems(self) -> list[Problem]:
+        """What is wrong, one `Problem` each (a file with several problems says each)."""
+        return [Problem(self.path, self.field, self.message)]
 
 
 class MissingKey(BadInput):
@@ -55,6 +81,9 @@ class MissingKeys(MissingKey):
         self.variables = [m.variable for m in missing]
         parts = "; ".join(str(m).removeprefix("environment: ").removeprefix(f"{m.variable}: ") for m in missing)
         self.args = (f"environment: {len(missing)} keys are not set: {parts}",)
+
+    def problems(self) -> list[Problem]:
+        return [problem for key in self.missing for problem in key.problems()]
 
 
 class LockHeld(DispatchError):

@@ -20,13 +20,13 @@ import functools
 import json
 import types
 import typing
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import fields, is_dataclass
 from typing import Any, TypeVar
 
 from pydantic import BaseModel, ConfigDict, TypeAdapter, ValidationError, with_config
 
-from research_dispatch.core.errors import BadInput
+from research_dispatch.core.errors import BadInput, Problem
 
 __all__ = ["ValidationProblems", "check_value", "first_error", "load_record", "record", "validation_problems"]
 
@@ -194,13 +194,14 @@ def _keys_at(model: type[BaseModel], loc: tuple[int | str, ...]) -> list[str]:
     return list(current.model_fields) if current is not None else []
 
 
-def validation_problems(exc: ValidationError, model: type[BaseModel]) -> list[tuple[str, str]]:
+def validation_problems(exc: ValidationError, model: type[BaseModel],
+                        where: Callable[[tuple[int | str, ...]], str] | None = None) -> list[tuple[str, str]]:
     """Every pydantic error as (dotted field path, message), in order, for a report of all of them.
 
     An unknown key gets the nearest allowed key as a did-you-mean; a required key that is missing
     because it was misspelt (`modles:` for `models:`) is said once, on the misspelt key; an error on a
     container that only follows from an error inside it (a list left empty because its item failed)
-    is left out."""
+    is left out. `where` (a file's `strictyaml.locator`) adds each field's position to its message."""
     errors = exc.errors()
     inner = [tuple(e["loc"]) for e in errors]
     errors = [e for e in errors if not any(len(o) > len(e["loc"]) and o[:len(e["loc"])] == tuple(e["loc"])
@@ -221,6 +222,10 @@ def validation_problems(exc: ValidationError, model: type[BaseModel]) -> list[tu
                     str(loc[-1]), [str(other[-1])], cutoff=0.6) for other in unknown):
                 continue  # the unknown key next to it, its misspelling, says it
             message = "required key is missing"
+        if where is not None and err["type"] != "missing":
+            position = where(loc)
+            message = message.replace(";", position + ";", 1) if ";" in message and "did you mean" in message \
+                else message + position
         problems.append((_dotted(loc), message))
     return problems
 
@@ -229,10 +234,14 @@ class ValidationProblems(BadInput):
     """A file with several problems: one line each (`file: field: message`), at most `MAX_PROBLEMS`."""
 
     def __init__(self, path: str, problems: list[tuple[str, str]], prefix: str = "") -> None:
-        lines = [f"{path}: {prefix}{field}: {message}" for field, message in problems[:MAX_PROBLEMS]]
+        listed = [Problem(path, prefix + field, message) for field, message in problems[:MAX_PROBLEMS]]
         if len(problems) > MAX_PROBLEMS:
-            lines.append(f"{path}: … and {len(problems) - MAX_PROBLEMS} more problem(s)")
+            listed.append(Problem(path, None, f"… and {len(problems) - MAX_PROBLEMS} more problem(s)"))
         first_field, first_message = problems[0]
         super().__init__(first_message, path=path, field=prefix + first_field)
-        self.args = ("\n".join(lines),)
-        self.lines = lines
+        self.listed = listed
+        self.lines = [problem.line() for problem in listed]
+        self.args = ("\n".join(self.lines),)
+
+    def problems(self) -> list[Problem]:
+        return list(self.listed)

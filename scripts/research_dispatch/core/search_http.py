@@ -8,23 +8,25 @@ leg), at its size cap, or when the run is interrupted, whatever the server does.
 bounded by the per-read timeout, never longer than what is left of the deadline
 (`CallBounds.read_timeout`).
 
-The bounds of the call in flight are set around each client call with `BoundedSession.within`. A
-leg's tools run one call at a time on the leg's thread, so one session per leg holds one bound at a time.
+The bounds of the call in flight are set around each client call with `BoundedSession.within`, per
+thread: a leg's tool calls of one turn run at once (`SearchTools.call_many`), each on its own thread, over
+the same session, so each thread's requests are read under its own call's bounds.
 
 **Every read, headers too.** `requests` (urllib3, http.client) reads a response through a buffered file
 over its socket, and a per-read timeout lets a server that trickles its status line and headers a byte
 at a time hold the call for ever. So the adapter's connections wrap their socket once connected
 (`_DeadlineSocket`): while a request is sent inside `BoundedAdapter.send`, every read of that socket —
 status line, headers, body — is made in slices that never pass the call's deadline and notice an
-interrupt (`bounded_http.sliced_read`, the slicing rule of the httpx2 clients too). PyGithub's session
-is one of these (`publish/github_http.py`), so the GitHub API is held to the same bounds as the search
-services and the gateway.
+interrupt (`bounded_http.sliced_read`, the slicing rule of the httpx2 clients too; its bounds are the
+sending thread's). PyGithub's session is one of these (`publish/github_http.py`), so the GitHub API is
+held to the same bounds as the search services and the gateway.
 """
 
 from __future__ import annotations
 
 import io
 import socket
+import threading
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Any, TypeVar
@@ -180,20 +182,31 @@ class BoundedSession(requests.Session):
 
     def __init__(self) -> None:
         super().__init__()
-        self.bounds: CallBounds | None = None
-        self.what = "request"
-        self.read_margin_s = 0.0
+        self._call = threading.local()  # the bounds of the call in flight on each thread
         adapter = BoundedAdapter(self)
         self.mount("https://", adapter)
         self.mount("http://", adapter)
 
+    @property
+    def bounds(self) -> CallBounds | None:
+        bounds: CallBounds | None = getattr(self._call, "bounds", None)
+        return bounds
+
+    @property
+    def what(self) -> str:
+        return str(getattr(self._call, "what", "request"))
+
+    @property
+    def read_margin_s(self) -> float:
+        return float(getattr(self._call, "read_margin_s", 0.0))
+
     @contextmanager
     def within(self, bounds: CallBounds, what: str, *, read_margin_s: float = 0.0) -> Iterator[None]:
-        """Read every response sent inside this block under `bounds`; `read_margin_s` is added to the
-        client's per-read timeout (still capped by the deadline)."""
+        """Read every response this thread sends inside this block under `bounds`; `read_margin_s` is added
+        to the client's per-read timeout (still capped by the deadline)."""
         previous = self.bounds, self.what, self.read_margin_s
-        self.bounds, self.what, self.read_margin_s = bounds, what, read_margin_s
+        self._call.bounds, self._call.what, self._call.read_margin_s = bounds, what, read_margin_s
         try:
             yield
         finally:
-            self.bounds, self.what, self.read_margin_s = previous
+            self._call.bounds, self._call.what, self._call.read_margin_s = previous

@@ -16,6 +16,8 @@ events cost a fraction of that; a refresh reads each report several times.
 
 from __future__ import annotations
 
+import re
+from collections.abc import Callable
 from typing import Any
 
 import yaml
@@ -26,6 +28,10 @@ MAX_YAML_DEPTH = 12
 READER: type[Any] = yaml.CSafeLoader if getattr(yaml, "__with_libyaml__", False) else yaml.SafeLoader
 """The loader documents are read with: libyaml's where PyYAML has it, else PyYAML's own."""
 _STR_TAG = "tag:yaml.org,2002:str"
+_BLOCK_HEADER = re.compile(
+    r"^(?P<indent> *)(?:- +)?(?P<key>[^\s:#'\"][^:#]*?):[ \t]+(?P<style>[|>])[-+0-9]*[ \t]*(?:#.*)?$")
+Location = tuple[int | str, ...]
+"""Where a value sits in a document: mapping keys and list indexes from the top (`("models", 0, "model")`)."""
 
 
 def _refuse(problem: str, mark: Any) -> yaml.constructor.ConstructorError:
@@ -95,15 +101,93 @@ def load_documents(text: str, loader: type[Any] = READER) -> list[Any]:
     return list(yaml.load_all(text, Loader=loader))
 
 
+def _at(mark: Any) -> str:
+    return f"line {mark.line + 1}, column {mark.column + 1}"
+
+
+def lost_indentation(text: str, line: int) -> str | None:
+    """`scope: |` when the 0-based `line` looks like a line of that block scalar's text that lost its
+    indentation (the commonest mistake in a hand-edited topic: a pasted paragraph at column 1), else None.
+
+    Why by the text: such a line either ends the block and reads as a key of its own (`Note: ...`, an
+    "unknown key") or breaks the parse ("could not find expected ':'"), and in both cases the reader's
+    own message points elsewhere. The line belongs to the block when, going up, every line is blank or
+    indented deeper than it until a line `key: |` (or `>`) indented no deeper than it."""
+    lines = text.splitlines()
+    if not 0 < line < len(lines) or not lines[line].strip():
+        return None
+    own = len(lines[line]) - len(lines[line].lstrip(" "))
+    for above in reversed(lines[:line]):
+        if not above.strip() or len(above) - len(above.lstrip(" ")) > own:
+            continue
+        header = _BLOCK_HEADER.match(above)
+        return f"{header['key'].strip()}: {header['style']}" if header else None
+    return None
+
+
+def indentation_hint(text: str, line: int) -> str:
+    """`lost_indentation` said for people ("" when the line does not look like one)."""
+    block = lost_indentation(text, line)
+    if block is None:
+        return ""
+    return f"; is line {line + 1} part of the `{block}` text above it? Indent it like the lines before it"
+
+
+def key_locations(text: str) -> dict[Location, tuple[int, int]]:
+    """Where each key and list item of a (valid) document starts: 0-based (line, column) by location.
+
+    A schema names a field by its location (`models[0].model`); a person edits by line, so a problem the
+    schema finds (an unknown key, a wrong type) is said with the line and column of its key."""
+    marks: dict[Location, tuple[int, int]] = {}
+
+    def walk(node: Any, here: Location) -> None:
+        if isinstance(node, yaml.MappingNode):
+            for key, value in node.value:
+                if isinstance(key, yaml.ScalarNode):
+                    marks.setdefault((*here, key.value), (key.start_mark.line, key.start_mark.column))
+                    walk(value, (*here, key.value))
+        elif isinstance(node, yaml.SequenceNode):
+            for index, item in enumerate(node.value):
+                marks.setdefault((*here, index), (item.start_mark.line, item.start_mark.column))
+                walk(item, (*here, index))
+
+    try:
+        walk(yaml.compose(text, Loader=READER), ())
+    except yaml.YAMLError:
+        return {}
+    return marks
+
+
+def locator(text: str) -> Callable[[Location], str]:
+    """For `records.validation_problems`: the position of a location's key (or of the nearest enclosing
+    one), and `indentation_hint` when that key looks like a line that lost its indentation."""
+    marks = key_locations(text)
+
+    def where(location: Location) -> str:
+        for end in range(len(location), 0, -1):
+            if location[:end] in marks:
+                line, column = marks[location[:end]]
+                return f" (line {line + 1}, column {column + 1}){indentation_hint(text, line)}"
+        return ""
+
+    return where
+
+
 def load_yaml_text(text: str, *, path: str) -> Any:
-    """Parse one YAML document strictly; every failure is a one-line BadInput naming `path`."""
+    """Parse one YAML document strictly; every failure is a one-line BadInput naming `path`, with the line
+    and column (and, where the reader noticed only later, the line it was reading: "while scanning a
+    simple key")."""
     try:
         documents = load_documents(text)
     except yaml.MarkedYAMLError as exc:
         mark = exc.problem_mark or exc.context_mark
-        where = f" (line {mark.line + 1}, column {mark.column + 1})" if mark else ""
+        where = f" ({_at(mark)})" if mark else ""
         problem = exc.problem or exc.context or "invalid YAML"
-        raise BadInput(f"{problem}{where}", path=path) from None
+        context = exc.context_mark
+        if exc.problem and exc.context and context is not None and mark is not None and context.line != mark.line:
+            where += f", {exc.context} ({_at(context)})"
+        hint = indentation_hint(text, context.line if context is not None else mark.line) if mark else ""
+        raise BadInput(f"{problem}{where}{hint}", path=path) from None
     except yaml.YAMLError as exc:
         raise BadInput(f"invalid YAML: {str(exc).splitlines()[0]}", path=path) from None
     except RecursionError:

@@ -28,45 +28,15 @@ look-ups), so nothing is checked there.
 from __future__ import annotations
 
 import difflib
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from research_dispatch.config.plan import Leg
-from research_dispatch.config.settings import Settings
-from research_dispatch.core.errors import BadInput, ErrorInResponse
+from research_dispatch.config.uses import ModelUse
+from research_dispatch.core.errors import BadInput, ErrorInResponse, Problem
 from research_dispatch.gateway.endpoints import Endpoint, candidates
 
-RESEARCH_NEEDS = frozenset({"tools"})
-"""What a researcher's calls need an endpoint to list."""
-STRUCTURED_NEEDS = frozenset({"response_format", "structured_outputs"})
-"""What the extractor's and judges' `json_schema` calls need an endpoint to list."""
-CONFIG = "pyproject.toml"
 SUGGESTIONS = 3
-
-
-@dataclass(frozen=True)
-class ModelUse:
-    """One place the configuration names a model, and what the calls made there need."""
-
-    model: str
-    provider: str | None
-    needs: frozenset[str]
-    path: str  # the file that names it (a topic file, pyproject.toml)
-    field: str  # the field in that file
-    purpose: str  # for people: "the researcher of diloco-family", "the synthesis's extractor"
-
-
-@dataclass(frozen=True)
-class ModelProblem:
-    """One thing wrong with one use of a model: said in one line naming the file and the field."""
-
-    path: str
-    field: str
-    message: str
-
-    def line(self) -> str:
-        return f"{self.path}: {self.field}: {self.message}"
 
 
 @dataclass(frozen=True)
@@ -122,50 +92,31 @@ def parse_catalogue(payload: Any) -> Catalogue:
     return Catalogue(tuple(models))
 
 
-def model_uses(settings: Settings, legs: Iterable[Leg]) -> list[ModelUse]:
-    """Every model the plan's legs and the synthesis name, with what their calls need."""
-    uses: list[ModelUse] = []
-    for leg in legs:
-        index = next((i for i, route in enumerate(leg.topic.models) if route == leg.route), 0)
-        uses.append(ModelUse(leg.route.model, leg.route.provider, RESEARCH_NEEDS, leg.topic_file.relpath,
-                             f"models[{index}].model", f"the researcher of {leg.topic.id}"))
-    synthesis = "tool.research-dispatch.synthesis"
-    uses.append(ModelUse(settings.synthesis.extractor_model, None, STRUCTURED_NEEDS, CONFIG,
-                         f"{synthesis}.extractor_model", "the synthesis's extractor"))
-    for index, judge in enumerate(settings.synthesis.judge_models):
-        uses.append(ModelUse(judge, None, STRUCTURED_NEEDS, CONFIG, f"{synthesis}.judge_models[{index}]",
-                             "a synthesis judge"))
-    for index, checker in enumerate(settings.synthesis.citation_models):
-        uses.append(ModelUse(checker, None, STRUCTURED_NEEDS, CONFIG, f"{synthesis}.citation_models[{index}]",
-                             "a synthesis citation checker"))
-    return uses
-
-
 def model_problems(uses: Sequence[ModelUse], catalogue: Catalogue,
-                   endpoints_of: Callable[[str], list[Endpoint]]) -> list[ModelProblem]:
+                   endpoints_of: Callable[[str], list[Endpoint]]) -> list[Problem]:
     """Every problem of every use, in the order of the uses (each model's listing read once)."""
-    problems: list[ModelProblem] = []
+    problems: list[Problem] = []
     for use in uses:
         listed = catalogue.find(use.model)
         if listed is None:
             near = catalogue.suggestions(use.model)
             hint = f"; did you mean {' or '.join(near)}?" if near else ""
-            problems.append(ModelProblem(use.path, use.field, f"{use.model} is not a model the gateway lists{hint}"))
+            problems.append(Problem(use.path, use.field, f"{use.model} is not a model the gateway lists{hint}"))
             continue
         if use.provider:  # the pinned provider's endpoints must take the calls (as `request_shape` decides)
             pinned = candidates(endpoints_of(listed.id), use.provider)
             if not pinned:
-                problems.append(ModelProblem(use.path, use.field.replace(".model", ".provider"),
+                problems.append(Problem(use.path, use.field.replace(".model", ".provider"),
                                              f"no endpoint of {use.model} is served by provider {use.provider}"))
             elif not any(use.needs <= e.supported_parameters for e in pinned):
                 offered = frozenset().union(*(e.supported_parameters for e in pinned))
                 lacking = sorted(use.needs - offered) or sorted(use.needs)
-                problems.append(ModelProblem(use.path, use.field, f"{use.model} via {use.provider} does not list "
+                problems.append(Problem(use.path, use.field, f"{use.model} via {use.provider} does not list "
                                              f"{', '.join(lacking)}, which {use.purpose}'s calls need"))
             continue
         lacking = sorted(use.needs - listed.supported_parameters)
         if lacking:
-            problems.append(ModelProblem(use.path, use.field, f"{use.model} does not list {', '.join(lacking)} in "
+            problems.append(Problem(use.path, use.field, f"{use.model} does not list {', '.join(lacking)} in "
                                          f"its supported parameters, which {use.purpose}'s calls need"))
     return problems
 

@@ -894,6 +894,19 @@ class Gateway:
         pinned = listing.candidates(endpoints, provider_slug) if provider_slug else endpoints
         return listing.pricing_of(pinned or endpoints)
 
+    def context_window(self, model: str, provider_slug: str | None = None) -> int | None:
+        """Tokens of prompt and output a call on this route may hold: the smallest `context_length` of the
+        endpoints that may serve it. None when unknown (an `openai-compatible` gateway publishes no listing).
+        Never raises: an interrupt is noticed by the next call."""
+        if self.kind != OPENROUTER:
+            return None
+        try:
+            endpoints = self._endpoints(model)
+        except (Interrupted, GatewayError):
+            return None
+        pinned = listing.candidates(endpoints, provider_slug) if provider_slug else endpoints
+        return listing.context_of(pinned or endpoints)
+
     def generation(self, generation_id: str, *, attempts: int = 4, within_s: float | None = None) -> dict[str, Any]:
         """`GET /generation?id=`: the gateway's own record of a call (polled briefly: it 404s for a while).
 

@@ -111,6 +111,7 @@ class Endpoint:
     tag: str
     supported_parameters: frozenset[str]
     price: EndpointPrice | None
+    context_length: int | None = None  # tokens of prompt and output together (`context_length`)
 
     @property
     def base_tag(self) -> str:
@@ -164,6 +165,20 @@ def parse_price(raw: Any) -> EndpointPrice | None:
                          cache_write=_price(raw.get("input_cache_write")))
 
 
+def _context(value: Any) -> int | None:
+    """A listed context length (a positive whole number of tokens), or None."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) or value < 1:
+        return None
+    return int(value)
+
+
+def context_of(endpoints: Iterable[Endpoint]) -> int | None:
+    """The smallest context window among the endpoints that list one (a request must fit every candidate);
+    None when none lists it."""
+    lengths = [e.context_length for e in endpoints if e.context_length is not None]
+    return min(lengths) if lengths else None
+
+
 def parse_endpoints(payload: Any) -> list[Endpoint]:
     """`{"data": {"endpoints": [...]}}` as typed endpoints; malformed entries are skipped."""
     data = payload.get("data") if isinstance(payload, Mapping) else None
@@ -176,7 +191,7 @@ def parse_endpoints(payload: Any) -> list[Endpoint]:
         endpoints.append(Endpoint(
             provider_name=str(entry.get("provider_name") or ""), tag=str(entry.get("tag") or ""),
             supported_parameters=frozenset(str(p) for p in params) if isinstance(params, list) else frozenset(),
-            price=parse_price(entry.get("pricing"))))
+            price=parse_price(entry.get("pricing")), context_length=_context(entry.get("context_length"))))
     return endpoints
 
 

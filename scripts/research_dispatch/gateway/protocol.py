@@ -3,12 +3,12 @@
 Why a protocol and not the `Gateway` class: the stages above the gateway (`leg.researcher`,
 `synthesis.common.calls` and the synthesis pipeline) need a few things of it — one chat completion with
 provenance (`complete`, returning a `Completion` that carries its `CallRecord`), a structured answer in
-the form the server takes (`complete_structured`), the prices and reasoning room of the leg's route
-(`pricing`, `reasoning_plan`), and the output cap of its settings — and nothing of how it gets them (HTTP, the
-`openai` client, retries, the endpoints listing). Naming exactly that makes the injection honest: the
-product's `Gateway` satisfies it, and so does an in-process scripted model (the tests' `ScriptedGateway`,
-like simonw/llm's `MockModel`), so the rules of the loop and the synthesis can be tested at this seam
-while the wire stays tested against the HTTP fakes.
+the form the server takes (`complete_structured`), the prices, reasoning room and context window of the
+leg's route (`pricing`, `reasoning_plan`, `context_window`), and the output cap of its settings — and
+nothing of how it gets them (HTTP, the `openai` client, retries, the endpoints listing). Naming exactly
+that makes the injection honest: the product's `Gateway` satisfies it, and so does an in-process scripted
+model (the tests' `ScriptedGateway`, like simonw/llm's `MockModel`), so the rules of the loop and the
+synthesis can be tested at this seam while the wire stays tested against the HTTP fakes.
 """
 
 from __future__ import annotations
@@ -55,6 +55,9 @@ class ModelGateway(Protocol):
 
     def pricing(self, model: str, provider_slug: str | None = None) -> Pricing | None: ...
 
+    def context_window(self, model: str, provider_slug: str | None = None) -> int | None:
+        """Tokens of prompt and output one call on this route may hold; None when unknown."""
+        ...
 
 class GenerationRecords(Protocol):
     """What `verify --online` asks of a gateway: the gateway's own record of one call (`GET /generation`),

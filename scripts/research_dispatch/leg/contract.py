@@ -10,8 +10,9 @@ reworded prompt silently stopped being recognised by the fake and tests passed o
 wrong reason.
 
 Rules (tests/test_contract.py checks them): this module imports only the standard library; the fakes
-import nothing else of the product; every user message the researcher sends after its brief is one of
-`FOLLOW_UPS`, each starting with its `*_PREFIX`. Change a string here and both sides follow.
+import nothing else of the product; every user message the researcher sends after the first of each of its
+two conversations (research, then writing) is one of `FOLLOW_UPS`, each starting with its `*_PREFIX`. Change
+a string here and both sides follow.
 docs/FAKES.md describes the conversation in prose.
 """
 
@@ -21,18 +22,44 @@ import re
 
 # --- the first messages (the system prompt states the band; the user prompt starts with the brief) --
 BAND_SENTENCE = "Write between {min_words} and {max_words} words."
-"""The system prompt's word-band rule (`str.format` with `min_words`, `max_words`)."""
+"""The writing system prompt's word-band rule (`str.format` with `min_words`, `max_words`)."""
 TOPIC_ID_LABEL = "Topic id:"
 TITLE_LABEL = "Title:"
 BRIEF_LABEL = "Research brief:"
-"""The first user message: one line per label, in this order, the brief's text after `BRIEF_LABEL`."""
+DATE_LABEL = "Today's date:"
+"""The first user message of both conversations (research, writing): one line per label, in this order, the
+brief's text after `BRIEF_LABEL`, then the date (`DATE_LABEL` and an ISO date, `2026-12-04`)."""
+PLAN_LABEL = "Research plan:"
+DOSSIER_LABEL = "Dossier:"
+"""The writing call's first user message goes on, after the brief, with the plan (`PLAN_LABEL`, one numbered
+sub-question a line) and the dossier (`DOSSIER_LABEL`, then one `<source id="S<n>" url=".." title="..">`
+element per source with every passage the model was shown of it, passages a blank line apart)."""
 
-# --- follow-ups: every later user message of a researcher conversation is one of these -----------------
-STOP_RESEARCHING_PREFIX = "Stop researching:"
-STOP_RESEARCHING = (STOP_RESEARCHING_PREFIX + " the {cap} is reached. Write the complete report now from the "
-                    "sources above, citing their [S<n>] ids. Do not call tools.")
-"""Near a cap: the tools close (`tool_choice: "none"`) and the report is asked for (`cap`: which one)."""
+# --- follow-ups: every later user message of a conversation is one of these ---------------------------
+# The research conversation.
+START_RESEARCH_PREFIX = "Now research your plan"
+START_RESEARCH = (START_RESEARCH_PREFIX + " with the tools. Reply without tool calls once you have the evidence: "
+                  "the report is written afterwards, in a separate step.")
+"""After a first reply that stated the plan but called no tool."""
 
+GAP_CHECK_PREFIX = "Before the report is written"
+GAP_CHECK = (GAP_CHECK_PREFIX + ", check your plan against your sources.{stalled}\nPlan:\n{plan}\n"
+             "Read in full: {read}. Known only from search snippets: {snippets}.\n"
+             "Reply without tool calls, one line per sub-question: `<n>: S<id>, S<id>` naming the sources that "
+             "answer it, or `<n>: none`.")
+"""The gap check, once, when research ends with budget left (`plan`: the sub-questions as code numbered them,
+or `NO_PLAN`; `stalled`: `STALLED` or nothing). The model points at ids; code decides the gaps."""
+STALLED = " Your last {count} searches found no new source: searching has stalled."
+NO_PLAN = ("(none was stated: number the brief's sub-questions yourself, one line each: "
+           "`<n>. <sub-question>: S<id>, S<id>` or `<n>. <sub-question>: none`)")
+
+GAPS_PREFIX = "Some sub-questions are not settled yet"
+GAPS = (GAPS_PREFIX + ":\n{gaps}\nResearch them now, reading pages in full with web_extract: you have {turns} "
+        "more turn(s) of tool calls. Then reply without tool calls; the report is written from everything you "
+        "were shown.")
+"""Sends the model back once, for the gaps that matter (`gaps`: one line each)."""
+
+# The writing conversation.
 CONTINUE_PREFIX = "Continue exactly where you stopped"
 CONTINUE = CONTINUE_PREFIX + ". Do not repeat anything already written."
 """After `finish_reason: "length"`: the truncated reply is kept and its rest asked for."""
@@ -42,12 +69,35 @@ REVISE = (REVISE_PREFIX + " {words} words; the required band is {min_words}–{m
           "reply with the complete revised report, keeping the [S<n>] citations.")
 """A draft outside the word band (`verb`: Expand or Tighten) is sent back for one complete revision."""
 
+# Either conversation.
 EMPTY_REPLY_PREFIX = "Your last reply was empty"
 EMPTY_REPLY = EMPTY_REPLY_PREFIX + ". Continue the research or write the report."
 """A reply with neither text nor tool calls, answered once."""
 
-FOLLOW_UPS = (STOP_RESEARCHING, CONTINUE, REVISE, EMPTY_REPLY)
-FOLLOW_UP_PREFIXES = (STOP_RESEARCHING_PREFIX, CONTINUE_PREFIX, REVISE_PREFIX, EMPTY_REPLY_PREFIX)
+FOLLOW_UPS = (START_RESEARCH, GAP_CHECK, GAPS, CONTINUE, REVISE, EMPTY_REPLY)
+FOLLOW_UP_PREFIXES = (START_RESEARCH_PREFIX, GAP_CHECK_PREFIX, GAPS_PREFIX, CONTINUE_PREFIX, REVISE_PREFIX,
+                      EMPTY_REPLY_PREFIX)
+
+# --- recommendations: one line per decision, one per rejected option (what the synthesis aligns) ----
+RECOMMENDATION = ("- **{decision}:** {pick} over {alternatives} — {evidence}; switch to {switch_to} when {condition}; "
+                  "confidence {confidence}.")
+"""One decision of a report's `## Recommendations`: the decision, the pick over its alternatives, the evidence
+with its `[S<n>]` citations, when to switch (to what), and the confidence (high, medium or low). The writer is
+shown it with `<placeholders>`; the scripted model writes it; `RECOMMENDATION_RE` reads it back."""
+NOT_RECOMMENDED = "- **Not recommended:** {option} for {decision}, because {evidence}."
+"""One rejected option, with the evidence (cited) for rejecting it."""
+
+RECOMMENDATION_RE = re.compile(
+    r"^\s*(?:[-*+]\s+|\d+[.)]\s+)?\*{0,2}(?P<decision>[^*\n:]{2,160}?)\*{0,2}:\*{0,2}\s+(?P<pick>[^\n]+?)\s+"
+    r"(?:over|rather than|instead of)\s+(?P<alternatives>[^\n]+?)\s+[\u2014\u2013:-]+\s+(?P<evidence>[^\n]+?);\s*"
+    r"switch(?:\s+to\s+(?P<switch_to>[^\n;]+?))?\s+(?:when|once|if|as soon as)\s+(?P<condition>[^\n;]+?);\s*"
+    r"confidence:?\s*(?P<confidence>high|medium|low)\b", re.IGNORECASE)
+"""A decision line in the form of `RECOMMENDATION` (read leniently: a numbered item, no bold, `:` for the dash,
+`once`/`if` for `when`)."""
+NOT_RECOMMENDED_RE = re.compile(
+    r"^\s*(?:[-*+]\s+|\d+[.)]\s+)?\*{0,2}not recommended:?\*{0,2}:?\s+(?P<option>[^\n]+?)\s+for\s+"
+    r"(?P<decision>[^\n]+?),?\s+because\s+(?P<evidence>[^\n]+)$", re.IGNORECASE)
+"""A rejected-option line in the form of `NOT_RECOMMENDED`."""
 
 # --- citations and words ------------------------------------------------------------------------------
 CITATION = re.compile(r"\[\s*(S\d+(?:\s*[,;]\s*S\d+)*)\s*\]", re.IGNORECASE)

@@ -100,6 +100,36 @@ class CompactEvent(TraceEvent):
 
 
 @dataclass(frozen=True)
+class StallEvent(TraceEvent):
+    """Searching stalled: this many searches in a row added no new source, so research moves on."""
+
+    EVENT: ClassVar[str] = "stall"
+    searches: int
+
+
+@dataclass(frozen=True)
+class GapCheckEvent(TraceEvent):
+    """The gap check was answered (or not, `answered` false), and the gaps code found in the answer."""
+
+    EVENT: ClassVar[str] = "gap_check"
+    answered: bool
+    gaps: Sequence[str]
+
+
+@dataclass(frozen=True)
+class WriteEvent(TraceEvent):
+    """Research ended and the report is asked for: the writing call's messages (system, brief, plan and
+    dossier: `scripts/dev/real_check.py` measures from them what the writer was shown) and the dossier's
+    size — its sources and passages, and the passages left out to fit the call."""
+
+    EVENT: ClassVar[str] = "write"
+    sources: int
+    passages: int
+    left_out: int
+    messages: Sequence[Mapping[str, Any]]
+
+
+@dataclass(frozen=True)
 class EndEvent(TraceEvent):
     """The research loop ended: why it stopped, and the calls and dollars it took."""
 

@@ -54,6 +54,7 @@ from research_dispatch.core.errors import BadInput
 from research_dispatch.core.fsio import read_text_strict
 from research_dispatch.core.records import first_error
 from research_dispatch.core.redact import redact
+from research_dispatch.leg.dossier import round_robin
 from research_dispatch.leg.report import CappedReport, CitedSource, FinalBody, Report, ReportMeta, cap_report
 from research_dispatch.tools.sources import SourceRegistry
 
@@ -184,8 +185,7 @@ def gather(sources: Sequence[CitedSource], registry: SourceRegistry, *, limit: i
                 seen.add(line.sha256)
                 passages.append(line)
         per_source.append(passages)
-    ranked = [passages[rank] for rank in range(max((len(p) for p in per_source), default=0))
-              for passages in per_source if rank < len(passages)]
+    ranked = [per_source[index][rank] for index, rank in round_robin(per_source)]
     kept: list[EvidenceLine] = []
     used = 0
     for line in ranked:

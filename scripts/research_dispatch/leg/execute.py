@@ -281,7 +281,7 @@ class _LegRun:
         leg = self.leg
         spec = LegSpec(topic_id=leg.topic.id, title=leg.topic.title, scope=leg.topic.scope, model=leg.route.model,
                        provider=leg.route.provider, session_id=f"{self.cycle}:{leg.stem}", words=self.words,
-                       budget=self.budget)
+                       budget=self.budget, today=self.result.started_at[:10])
         leg_deadline = time.monotonic() + self.budget.timeout_minutes * 60
         with self.gateway(leg_deadline) as gateway, contextlib.ExitStack() as stack:
             tools = self.toolset(stack, leg_deadline)
@@ -321,7 +321,7 @@ class _LegRun:
                            retry=service.retry_policy(self.retry.sleep if self.retry is not None else time.sleep),
                            timeout_s=service.timeout_s,
                            leg_deadline=leg_deadline, interrupt=self.interrupt,
-                           destinations=destinations)
+                           destinations=destinations, prices=settings.search_prices)
 
     # --- the outcome ---------------------------------------------------------------------------
     def conclude(self, outcome: ResearchOutcome, tools: SearchTools) -> LegResult:
@@ -334,7 +334,7 @@ class _LegRun:
         result.route_verified = route.is_verified(verdict,
                                                   trust_self_reported=self.settings.gateway.trust_self_reported)
         result.calls = len(records)
-        result.cost_usd = round(sum(r.cost_usd for r in records), 6)
+        result.cost_usd = round(sum(r.cost_usd for r in records) + outcome.search_cost_usd, 6)
         if outcome.interrupted:  # no report from an interrupted leg, even with a draft: it did not finish
             result.error, result.interrupted, result.finished_at = interrupted_reason(), True, timestamp()
             result.reasons = ["interrupted"]
@@ -357,14 +357,14 @@ class _LegRun:
             result.finished_at = timestamp()
             self.write_status(quiet=True)
             return result
-        return self.write_report(self.report_meta(records, verdict, tools, final, reasons), final, records,
+        return self.write_report(self.report_meta(outcome, verdict, tools, final, reasons), final, records,
                                  tools.registry)
 
-    def report_meta(self, records: list[CallRecord], verdict: str, tools: SearchTools, final: FinalBody,
+    def report_meta(self, outcome: ResearchOutcome, verdict: str, tools: SearchTools, final: FinalBody,
                     reasons: list[str]) -> ReportMeta:
         """The report's front matter: the route that served it, what it cost, its sources, why it is
         degraded (`reasons`), and the inputs it was written from."""
-        leg, words, stats = self.leg, self.words, tools.stats
+        leg, words, stats, records = self.leg, self.words, tools.stats, outcome.records
         return ReportMeta(
             topic=leg.topic.id, title=leg.topic.title, requested_model=leg.route.model, family=leg.family,
             served_models=sorted({r.served_model for r in records if r.served_model and not r.aborted}),
@@ -381,7 +381,10 @@ class _LegRun:
             links_removed=final.unlinked_urls,
             search={"searches": stats.searches, "extracts": stats.extracts, "mcp_calls": stats.mcp_calls,
                     "retrieved": len(tools.registry), "tool_errors": stats.errors,
+                    "pages_read": sum(1 for s in tools.registry.all() if s.extracted),
+                    "cost_usd": round(stats.cost_usd, 6),
                     "providers": list(self.search.providers), "mcp": list(leg.topic.mcp)},
+            research=research_summary(outcome),
             prompt_version=PROMPT_VERSION, input_hash=self.result.input_hash, cycle=self.cycle,
             run_url=self.run_url,
         )
@@ -429,9 +432,10 @@ def quality_reasons(outcome: ResearchOutcome, stats: SearchStats, registry: Sour
 
     The research loop's own (a cap reached, truncation, a draft outside the band); then the search
     statistics: service and MCP errors that reached the researcher, every search empty, no page read in
-    full. With the finalised report (`final`): the loop stopped early, citations dropped and links
-    removed as never retrieved, fewer than `MIN_CITED_SOURCES` sources, words outside the band (said
-    once: not when the loop already said it).
+    full; the dossier cut to fit the writing call. With the finalised report (`final`): no cited source read
+    in full (the report rests on snippets: never silently `ok`), the loop stopped early, citations dropped
+    and links removed as never retrieved, fewer than `MIN_CITED_SOURCES` sources, words outside the band
+    (said once: not when the loop already said it).
     """
     reasons = list(outcome.reasons)
     service_errors = {k: v for k, v in stats.error_kinds.items() if k not in MODEL_ERROR_KINDS}
@@ -445,11 +449,22 @@ def quality_reasons(outcome: ResearchOutcome, stats: SearchStats, registry: Sour
         reasons.append(f"MCP tool errors reached the researcher ({kinds})")
     if stats.searches and stats.empty_searches == stats.searches:
         reasons.append(f"all {stats.searches} search(es) returned no results")
-    if stats.extracts and not any(s.extracted for s in registry.all()):
+    every_read_failed = bool(stats.extracts) and not any(s.extracted for s in registry.all())
+    if every_read_failed:
         reasons.append("no page could be read in full (every extraction failed); the report rests on search "
                        "snippets")
+    if outcome.dossier is not None and outcome.dossier.left_out:
+        reasons.append(f"the dossier was cut to fit the writing call (the route's context window or the dollars "
+                       f"left): {outcome.dossier.left_out} of {outcome.dossier.left_out + outcome.dossier.passages} "
+                       "passages shown to the researcher were not in front of the writer")
     if final is None:
         return reasons
+
+    cited = [registry.by_url(s.url) for s in final.sources]
+    known = [s for s in cited if s is not None]
+    if known and len(known) == len(cited) and not every_read_failed and not any(s.extracted for s in known):
+        reasons.append(f"the report rests on search snippets only: none of its {len(final.sources)} cited source(s) "
+                       "was read in full")
 
     if outcome.failure:
         reasons.append(f"stopped early: {outcome.failure}")
@@ -464,6 +479,19 @@ def quality_reasons(outcome: ResearchOutcome, stats: SearchStats, registry: Sour
     if not band.min <= words_count <= band.max and not any("band" in r for r in reasons):
         reasons.append(f"{words_count} words, outside the {band.min}–{band.max} band")
     return reasons
+
+
+def research_summary(outcome: ResearchOutcome) -> dict[str, Any]:
+    """How the research went, for the front matter: the plan's size, the gap check and what it sent the model
+    back for, whether searching stalled, and what the writing call was given (the dossier)."""
+    summary: dict[str, Any] = {"plan_items": len(outcome.plan), "stalled": outcome.stalled,
+                               "gap_check": "none" if outcome.coverage is None else
+                               "answered" if outcome.coverage.understood else "unreadable",
+                               "gaps_researched": len(outcome.gaps)}
+    if outcome.dossier is not None:
+        summary["dossier"] = {"sources": outcome.dossier.sources, "passages": outcome.dossier.passages,
+                              "left_out": outcome.dossier.left_out}
+    return summary
 
 
 def _failed_write(result: LegResult, error: str) -> None:

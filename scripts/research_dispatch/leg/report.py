@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import functools
 import hashlib
+import math
 import re
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
@@ -92,7 +93,8 @@ def _is_retrieved(url: str, registry: SourceRegistry) -> bool:
     url = url.rstrip(".,;:!?*_~")
     if url.startswith("//"):
         url = "https:" + url
-    return registry.by_url(url if "://" in url else "https://" + url) is not None
+    source = registry.by_url(url if "://" in url else "https://" + url)
+    return source is not None and source.shown
 
 
 def finalize_citations(draft: str, registry: SourceRegistry) -> FinalBody:
@@ -118,7 +120,7 @@ def finalize_citations(draft: str, registry: SourceRegistry) -> FinalBody:
             digits = label.strip()[1:]
             source_id = int(digits) if len(digits) <= 9 else -1  # `[S<5000 digits>]` is no id (nor a crash)
             source = registry.get(source_id)
-            if source is None:
+            if source is None or not source.shown:  # registered but never shown (a brief URL never read): no evidence
                 unknown.append(label.strip().upper())
                 continue
             if source_id not in mapping:
@@ -234,7 +236,8 @@ class ReportMeta(BaseModel):
     word_band: dict[str, int] | None = None
     citations_dropped: Count = 0
     links_removed: Count = 0
-    search: dict[str, Any] | None = None  # calls by kind (searches, extracts, mcp_calls), providers, mcp
+    search: dict[str, Any] | None = None  # calls by kind (searches, extracts, mcp_calls), pages read, cost, ...
+    research: dict[str, Any] | None = None  # the plan's size, the gap check, the stall, the dossier written from
     prompt_version: str | None = None
     input_hash: str | None = None
     cycle: str | None = None
@@ -245,13 +248,21 @@ class ReportMeta(BaseModel):
     # evidence files existed
     evidence_sha256: str | None = None
 
+    @property
+    def cost_usd(self) -> float:
+        """Everything the report cost: its model calls and its search spend (a malformed figure counts 0)."""
+        search = (self.search or {}).get("cost_usd")
+        spent = search if isinstance(search, (int, float)) and not isinstance(search, bool) \
+            and math.isfinite(search) and search >= 0 else 0.0
+        return round(self.usage.cost_usd + float(spent), 6)
+
     def ordered(self) -> dict[str, Any]:
         """Keys in a fixed order (FIXED keys first), nested mappings sorted: stable diffs."""
         data = self.model_dump(by_alias=True, exclude_none=True)
         order = ["schema", "topic", "title", "requested_model", "requested_provider", "family", "rationale",
                  "served_models", "served_providers", "route", "route_verified", "calls", "generation_ids",
                  "status", "status_reasons", "words", "word_band", "usage", "citations_dropped",
-                 "links_removed", "search", "sources", "prompt_version", "input_hash", "cycle", "run_url",
+                 "links_removed", "search", "research", "sources", "prompt_version", "input_hash", "cycle", "run_url",
                  "body_sha256", "evidence_sha256", "started_at", "finished_at"]
         result = {key: data.pop(key) for key in order if key in data}
         result.update(dict(sorted(data.items())))

@@ -131,7 +131,9 @@ class Candidate:
 
     @property
     def cost_usd(self) -> float:
-        return self.report.meta.usage.cost_usd if self.report is not None else 0.0
+        """What the report cost: its model calls (`usage`) and its search services (`search.cost_usd`, since
+        issue 32; absent from older reports)."""
+        return self.report.meta.cost_usd if self.report is not None else 0.0
 
     def good(self, cycle: str) -> bool:
         return (self.usable and self.report is not None and self.report.meta.cycle == cycle

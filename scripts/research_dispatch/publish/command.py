@@ -30,6 +30,7 @@ current knowledge of the branch would commit and say.
 from __future__ import annotations
 
 import contextlib
+import datetime as dt
 import os
 import time
 from collections.abc import Callable, Mapping
@@ -41,6 +42,7 @@ from github import GithubException
 
 from research_dispatch.config import environment
 from research_dispatch.config.plan import Leg, companions, plan_legs
+from research_dispatch.config.schedule import Outlook, outlook, read_crons
 from research_dispatch.config.settings import Settings, load_settings
 from research_dispatch.config.topics import load_topics
 from research_dispatch.core import gitref
@@ -561,8 +563,14 @@ class _Publisher:
                                  run_url=self.run_url, synthesis_cost_usd=synthesis_usd,
                                  changed=changed_stems, removed=removed, synthesis_note=synthesis_note,
                                  notes=list(self.notes), notice=read_notice(self.repo),
-                                 synthesis_missing=synthesis.missing)
+                                 synthesis_missing=synthesis.missing, schedule=self.schedule(base_sha))
         return prbody.render_body(facts, secrets=self.secrets)
+
+    def schedule(self, base_sha: str) -> Outlook:
+        """The next cycle and the pause date, from the repository's own schedule file and the base's last
+        commit (the PR body's 📅 line)."""
+        now = dt.datetime.now(dt.timezone.utc)
+        return outlook(read_crons(self.repo), self.git.commit_date(base_sha) or now.date(), now)
 
     # -- flows ----------------------------------------------------------------------------------
     def blocked(self, plan: _Plan | None, where: str, tip: str, foreign: list[CommitInfo]) -> PublishResult:

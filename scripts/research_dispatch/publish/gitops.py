@@ -17,6 +17,7 @@ environment — never in `.git/config`, never in argv (visible in `ps`), never i
 from __future__ import annotations
 
 import base64
+import datetime as dt
 import os
 import re
 import subprocess
@@ -191,6 +192,14 @@ class Git:
         proc = self.run("rev-parse", "--verify", "--quiet", "--end-of-options", f"{ref}^{{commit}}", check=False)
         sha = proc.stdout.strip()
         return sha if proc.returncode == 0 and sha else None
+
+    def commit_date(self, rev: str) -> dt.date | None:
+        """The committer date of a commit (UTC), or None when it cannot be read."""
+        done = self.run("log", "-1", "--format=%ct", rev, check=False)
+        stamp = done.stdout.strip()
+        if done.returncode != 0 or not stamp.isdigit():
+            return None
+        return dt.datetime.fromtimestamp(int(stamp), dt.timezone.utc).date()
 
     def remote_url(self, remote: str) -> str | None:
         proc = self.run("remote", "get-url", remote, check=False)

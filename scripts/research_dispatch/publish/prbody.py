@@ -17,6 +17,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from research_dispatch.config.schedule import ENABLE_COMMAND, INACTIVITY_DAYS, SCHEDULE_WORKFLOW, Outlook
 from research_dispatch.core import sanitize
 from research_dispatch.core.redact import redact, register_secrets
 from research_dispatch.leg.standing import LegAssessment
@@ -128,6 +129,7 @@ class BodyFacts:
     notes: list[str] = field(default_factory=list)  # what GitHub could not do (draft state), said once
     notice: str | None = None  # the repository's standing notice (`core.notice`: a demo says so)
     synthesis_missing: bool = False  # no synthesis describes these reports: the PR is partial until one does
+    schedule: Outlook | None = None  # the next cycle, and when GitHub pauses the schedule without activity
 
 
 def incomplete(entries: Iterable[LegAssessment]) -> list[LegAssessment]:
@@ -276,10 +278,25 @@ def _details(facts: BodyFacts) -> list[str]:
             "", "</details>"]
 
 
-def _configuration() -> list[str]:
+def schedule_line(outlook: Outlook | None, base: str) -> str:
+    """The 📅 line: when the schedule runs next, and the date by which GitHub pauses it without activity
+    (counted from the last commit on the base branch, which merging this PR moves) with the one command
+    that re-enables it — where the lead looks, in time (issue 30.1)."""
+    line = f"📅 **Schedule** (`{SCHEDULE_WORKFLOW}`, plus manual runs of `research-refresh.yml`)"
+    if outlook is None:
+        return line + "."
+    line += f": the next cycle is {outlook.next_cycle()}. "
+    line += (f"GitHub pauses a public repository's schedule after {INACTIVITY_DAYS} days without activity: counting "
+             f"from the last commit on `{base}` ({outlook.last_activity:%Y-%m-%d}), on "
+             f"**{outlook.pauses_on:%Y-%m-%d}**")
+    line += ", before the next cycle" if outlook.pauses_first else ""
+    return line + (" (merging this PR counts as activity). If it pauses, re-enable it with "
+                   f"`{ENABLE_COMMAND}`; `research-dispatch check --online` says whether it is active.")
+
+
+def _configuration(facts: BodyFacts) -> list[str]:
     return ["<details><summary>Configuration</summary>", "",
-            "📅 **Schedule**: 06:17 UTC on 1 January and 1 July (`research-refresh-schedule.yml`), "
-            "plus manual runs of `research-refresh.yml`.",
+            schedule_line(facts.schedule, facts.base),
             "",
             "♻ **Updating**: re-running this cycle (all topics or some) updates this branch: for every planned "
             "leg it keeps the newest good report of the cycle from any run, **unless someone else has pushed to "
@@ -310,7 +327,7 @@ def _render(facts: BodyFacts, claim_diff: str | None) -> str:
         _cost(facts),
         _checklist(facts),
         _details(facts),
-        ["---", "", *_configuration()],
+        ["---", "", *_configuration(facts)],
         ["---", footer],
     ]
     return "\n\n".join("\n".join(section) for section in sections if section) + "\n"

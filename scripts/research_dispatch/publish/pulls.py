@@ -154,6 +154,28 @@ def describe(exc: Any) -> str:
     return f"HTTP {getattr(exc, 'status', '?')}: {_message(exc)}"
 
 
+def open_repository(target: GitHubTarget, settings: PRSettings, retry: Retrier) -> tuple[Github, Any]:
+    """The client and the repository through the real PyGithub client (bounded retries are `retry`'s); a
+    refused token is exit 2 naming GITHUB_TOKEN, any other failure a `PublishError`. The caller closes the
+    client when done (a command is one of many in a process); on failure it is closed here."""
+    loopback = environment.is_loopback(urlsplit(target.api_url).hostname or "")
+    # PyGithub's own throttling protects github.com's secondary limits; a loopback fake has none.
+    use_bounded_connections()  # every response read under a whole-call deadline and a size cap
+    gh = Github(base_url=target.api_url, auth=Auth.Token(target.token), timeout=int(settings.api_timeout_s),
+                retry=None, seconds_between_requests=None if loopback else 0.25,
+                seconds_between_writes=None if loopback else 1.0)
+    try:
+        return gh, retry("read the repository", lambda: gh.get_repo(target.repository))
+    except BaseException as exc:
+        gh.close()  # nobody else holds the client yet
+        if isinstance(exc, BadCredentialsException):
+            raise BadInput("GitHub rejected the token (401 Bad credentials)", path="environment",
+                           field="GITHUB_TOKEN") from None
+        if isinstance(exc, GithubException):
+            raise PublishError(f"GitHub: cannot read {target.repository}: {describe(exc)}") from None
+        raise
+
+
 class PullRequests:
     """The repository's pull requests for one refresh branch, through the real PyGithub client."""
 
@@ -161,23 +183,8 @@ class PullRequests:
         self.target = target
         self.settings = settings
         self.retry = retry
-        loopback = environment.is_loopback(urlsplit(target.api_url).hostname or "")
-        # PyGithub's own throttling protects github.com's secondary limits; a loopback fake has none.
         self.notes: list[str] = []  # what GitHub could not do, for the caller to say once
-        use_bounded_connections()  # every response read under a whole-call deadline and a size cap
-        self.gh = Github(base_url=target.api_url, auth=Auth.Token(target.token), timeout=int(settings.api_timeout_s),
-                         retry=None, seconds_between_requests=None if loopback else 0.25,
-                         seconds_between_writes=None if loopback else 1.0)
-        try:
-            self.repo = retry("read the repository", lambda: self.gh.get_repo(target.repository))
-        except BaseException as exc:
-            self.close()  # nobody else holds the client yet
-            if isinstance(exc, BadCredentialsException):
-                raise BadInput("GitHub rejected the token (401 Bad credentials)", path="environment",
-                               field="GITHUB_TOKEN") from None
-            if isinstance(exc, GithubException):
-                raise PublishError(f"GitHub: cannot read {target.repository}: {describe(exc)}") from None
-            raise
+        self.gh, self.repo = open_repository(target, settings, retry)
 
     def close(self) -> None:
         """Close the client's connections (its owner does, when done: a command is one of many in a process)."""

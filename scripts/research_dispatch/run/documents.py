@@ -14,7 +14,10 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-if TYPE_CHECKING:  # `check` prints its document without the route table's stage, `verify` without a run's
+from research_dispatch.config.check import Checked
+from research_dispatch.core.errors import BadInput, Problem
+
+if TYPE_CHECKING:  # types only: `check` prints its document without the route table's stage, `verify` without a run's
     from research_dispatch.config.settings import Settings
     from research_dispatch.leg.verify import RouteRow
     from research_dispatch.run.outcome import RunOutcome
@@ -33,9 +36,36 @@ def dumps(document: dict[str, Any]) -> str:
 _UNSHOWN = re.compile("[\x7f-\x9f\u200b-\u200f\u202a-\u202e\u2060-\u2064\u2066-\u206f\ufeff\ufff9-\ufffb]")
 
 
-def check_document(*, topics: int, legs: int, online: bool, problems: Sequence[str]) -> dict[str, Any]:
-    return {"schema": SCHEMA.format(command="check"), "ok": not problems, "topics": topics, "legs": legs,
-            "online": online, "problems": list(problems)}
+CHECK_SCHEMA = "research-dispatch/check@2"
+"""`check --json`; @2: problems and warnings are `{file, field, message}` objects (issue 30.3), and `checked`
+lists what `--online` asked, one `{subject, status, detail}` each."""
+
+
+def check_document(*, topics: int, legs: int, online: bool, problems: Sequence[Problem],
+                   warnings: Sequence[Problem] = (), checked: Sequence[Checked] = ()) -> dict[str, Any]:
+    return {"schema": CHECK_SCHEMA, "ok": not problems, "topics": topics, "legs": legs, "online": online,
+            "problems": [p.document() for p in problems], "warnings": [w.document() for w in warnings],
+            "checked": [c.document() for c in checked]}
+
+
+def read_check_document(text: str, *, option: str = "--check") -> tuple[bool, list[Problem]]:
+    """(ok, problems) of a `check --json` document handed on (the workflow's plan job to its notify job).
+    It came through an artifact-like channel, so it is validated: anything else is `BadInput` naming
+    `option`."""
+    try:
+        document = json.loads(text)
+    except ValueError:
+        raise BadInput("is not a JSON document (the output of `check --json`)", path=option) from None
+    if not isinstance(document, dict) or document.get("schema") != CHECK_SCHEMA \
+            or not isinstance(document.get("ok"), bool) or not isinstance(document.get("problems"), list):
+        raise BadInput(f"is not a {CHECK_SCHEMA} document", path=option)
+    problems = []
+    for item in document["problems"]:
+        if not isinstance(item, dict) or not isinstance(item.get("message"), str) \
+                or not all(item.get(key) is None or isinstance(item[key], str) for key in ("file", "field")):
+            raise BadInput("a problem is not {file, field, message}", path=option)
+        problems.append(Problem(item.get("file"), item.get("field"), item["message"]))
+    return document["ok"], problems
 
 
 def route_row(row: RouteRow) -> dict[str, Any]:

@@ -30,6 +30,7 @@ from exa_py.api import ExaJSONEncoder  # type: ignore[attr-defined]
 from tavily import TavilyClient
 from tavily import errors as tavily_errors
 
+from research_dispatch.config.settings import SearchPriceSettings
 from research_dispatch.core import sanitize
 from research_dispatch.core.bounds import CallBounds
 from research_dispatch.core.errors import CallTimedOut, Interrupted, ResponseTooLarge, SearchError
@@ -135,11 +136,48 @@ def _translated(provider: str, translate: Callable[[Exception], SearchServiceErr
 # Tavily
 
 
+@dataclass(frozen=True)
+class SearchCredits:
+    """What a search key may still spend this billing cycle, in the service's credits (Tavily's
+    `GET /usage`: the key's own usage and limit, and the plan's and pay-as-you-go's of the account)."""
+
+    key_usage: int
+    key_limit: int | None  # None: the key has no limit of its own
+    plan: str
+    plan_usage: int | None
+    plan_limit: int | None
+    paygo_usage: int | None = None
+    paygo_limit: int | None = None
+
+    @property
+    def remaining(self) -> int | None:
+        """Credits left: the tighter of the key's limit and the account's (plan plus pay-as-you-go); None
+        when neither has a limit."""
+        left = []
+        if self.key_limit is not None:
+            left.append(self.key_limit - self.key_usage)
+        if self.plan_limit is not None and self.plan_usage is not None:
+            paygo = (self.paygo_limit - (self.paygo_usage or 0)) if self.paygo_limit is not None else 0
+            left.append(self.plan_limit - self.plan_usage + max(0, paygo))
+        return max(0, min(left)) if left else None
+
+
+def _count(value: Any, what: str) -> int | None:
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+        raise SearchServiceError(f"Tavily's usage record has {what} {str(value)[:40]!r}, not a count",
+                                 kind="malformed_response")
+    return value
+
+
 class TavilyProvider:
     name = "tavily"
 
     def __init__(self, *, api_key: str, base_url: str, client: Any = None) -> None:
         self.session = BoundedSession()
+        self._key = api_key
+        self._base_url = base_url.rstrip("/")
         if client is None:
             client = TavilyClient(api_key=api_key, api_base_url=base_url.rstrip("/"), session=self.session)
             # tavily-python only sets headers a caller's session lacks; ours has none of its own.
@@ -173,6 +211,35 @@ class TavilyProvider:
             if isinstance(result, dict) and result.get("url"):
                 pages.failed[str(result["url"])] = str(result.get("error") or "failed")
         return pages
+
+    def usage(self, *, bounds: CallBounds, timeout_s: float) -> SearchCredits:
+        """Tavily's `GET /usage` (api-facts §3.0): the key checked and its credits read without spending
+        one. tavily-python has no method for it, so it goes on this provider's bounded session with the
+        same bearer key; a refused key is `key_rejected`, as it is for a search."""
+
+        def get() -> Any:
+            response = self.session.get(f"{self._base_url}/usage", timeout=timeout_s,
+                                        headers={"Authorization": f"Bearer {self._key}"})
+            if response.status_code == 401:
+                raise SearchServiceError("search key rejected (HTTP 401)", kind="key_rejected", status=401,
+                                         fatal=True)
+            response.raise_for_status()
+            return response.json()
+
+        with self.session.within(bounds, "Tavily usage"):
+            payload = _translated("Tavily", self.translate, get)
+        key = payload.get("key") if isinstance(payload, dict) else None
+        account = payload.get("account") if isinstance(payload, dict) else None
+        if not isinstance(key, dict) or not isinstance(account, dict):
+            raise SearchServiceError("Tavily's usage record has no `key` and `account` objects",
+                                     kind="malformed_response")
+        return SearchCredits(key_usage=_count(key.get("usage"), "key.usage") or 0,
+                             key_limit=_count(key.get("limit"), "key.limit"),
+                             plan=sanitize.one_line(str(account.get("current_plan") or "unknown"), 60),
+                             plan_usage=_count(account.get("plan_usage"), "account.plan_usage"),
+                             plan_limit=_count(account.get("plan_limit"), "account.plan_limit"),
+                             paygo_usage=_count(account.get("paygo_usage"), "account.paygo_usage"),
+                             paygo_limit=_count(account.get("paygo_limit"), "account.paygo_limit"))
 
     @staticmethod
     def translate(exc: Exception) -> SearchServiceError:
@@ -317,3 +384,28 @@ def _exa_error_detail(body: str) -> str:
 
 def names(providers: Iterable[SearchProvider]) -> list[str]:
     return [p.name for p in providers]
+
+
+# ----------------------------------------------------------------------------------------------
+# Prices: a leg's search spend counts in its dollars and its cap (`SearchPriceSettings`)
+
+EXA_RESULTS_IN_BASE_PRICE = 10
+
+
+def search_cost(provider: str, request: SearchQuery, results: int, prices: SearchPriceSettings) -> float:
+    """What one answered search costs: Tavily by its depth's credits, Exa by request (up to 10 results,
+    more billed per result). Any other provider (a scripted one in tests) is priced as Tavily."""
+    if provider == "exa":
+        extra = max(0, min(results, request.max_results) - EXA_RESULTS_IN_BASE_PRICE)
+        return prices.exa_search_usd + extra * prices.exa_extra_result_usd
+    credits = prices.tavily_search_credits["advanced" if request.depth == "advanced" else "basic"]
+    return credits * prices.tavily_credit_usd
+
+
+def extract_cost(provider: str, pages: int, prices: SearchPriceSettings, *, depth: str = "basic") -> float:
+    """What reading `pages` pages successfully costs (a failed URL is free): Exa per page, Tavily per five
+    pages at its depth (pro rata: the credit is charged on every fifth page a key reads, across calls)."""
+    if provider == "exa":
+        return pages * prices.exa_page_usd
+    credits = prices.tavily_extract_credits_per_5_urls["advanced" if depth == "advanced" else "basic"]
+    return pages / 5 * credits * prices.tavily_credit_usd

@@ -8,19 +8,25 @@ provider or an MCP server. Kept apart from `search.py`, reading a report imports
 
 from __future__ import annotations
 
+import html
 import re
 from dataclasses import dataclass, field
 from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
 from research_dispatch.core import sanitize
 
-__all__ = ["WEB_EXTRACT", "WEB_SEARCH", "Passage", "Source", "SourceRegistry", "mcp_tool", "normalise_url"]
+__all__ = ["WEB_EXTRACT", "WEB_SEARCH", "Passage", "Source", "SourceRegistry", "mcp_tool", "normalise_url",
+           "source_header"]
 
 _TRACKING_PARAMS = re.compile(r"^(utm_.*|fbclid|gclid|mc_cid|mc_eid|ref|ref_src)$", re.IGNORECASE)
 
 
-def normalise_url(url: str) -> str:
-    """The identity of a page: scheme-agnostic, lower-case host without www, no fragment, no tracking."""
+def normalise_url(url: str, *, reading: bool = False) -> str:
+    """The identity of a page: scheme-agnostic, lower-case host without www, no fragment, no tracking.
+
+    An arXiv paper is one source whether it is named by its abstract page (`/abs/`) or its PDF (`/pdf/`),
+    in any version; `reading=True` keeps the two apart: they are two readings of the source (the abstract
+    page, the full paper), and a reading is fetched as asked."""
     try:
         parts = urlsplit(url.strip())
     except ValueError:
@@ -31,7 +37,8 @@ def normalise_url(url: str) -> str:
         host = f"{host}:{parts.port}"
     path = re.sub(r"/{2,}", "/", parts.path or "/")
     if host.endswith("arxiv.org"):
-        path = re.sub(r"^/pdf/", "/abs/", path)
+        if not reading:
+            path = re.sub(r"^/pdf/", "/abs/", path)
         path = re.sub(r"(\d{4}\.\d{4,5})(v\d+)?(\.pdf)?$", r"\1", path)
     if len(path) > 1:
         path = path.rstrip("/")
@@ -115,3 +122,11 @@ class SourceRegistry:
 
     def __len__(self) -> int:
         return len(self._by_id)
+
+
+def source_header(source: Source, *, seen: str | None = None) -> str:
+    """The opening tag of a source's element in a tool result or the dossier (attribute values escaped);
+    `seen`, in the dossier, says how the model knew the source (read in full, or a search snippet only)."""
+    how = f' seen="{html.escape(seen, quote=True)}"' if seen else ""
+    return (f'<source id="{source.label}" url="{html.escape(source.url, quote=True)}" '
+            f'title="{html.escape(source.title, quote=True)}"{how}>')

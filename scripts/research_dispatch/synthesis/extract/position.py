@@ -39,6 +39,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validat
 from research_dispatch.core import sanitize
 from research_dispatch.gateway.protocol import ModelGateway
 from research_dispatch.gateway.provenance import CallRecord
+from research_dispatch.gateway.structured import answer_schema
 from research_dispatch.synthesis.common.calls import call_structured, every_id_once
 from research_dispatch.synthesis.common.checked import Position
 from research_dispatch.synthesis.common.text import pick_key
@@ -71,20 +72,6 @@ USER_TEMPLATE = """Say where {count} sentences stand on their option.
 <sentences>
 {items}
 </sentences>"""
-
-_NULLABLE_STRING = {"type": ["string", "null"]}
-POSITION_SCHEMA: dict[str, Any] = {
-    "type": "object",
-    "properties": {"checks": {"type": "array", "items": {
-        "type": "object",
-        "properties": {"id": {"type": "string"}, "position": {"type": "string", "enum": ["for", "against"]},
-                       "condition": _NULLABLE_STRING},
-        "required": ["id", "position", "condition"], "additionalProperties": False}}},
-    "required": ["checks"],
-    "additionalProperties": False,
-}
-PROMPT_VERSION = "position@1+" + hashlib.sha256(
-    (SYSTEM_PROMPT + USER_TEMPLATE + json.dumps(POSITION_SCHEMA, sort_keys=True)).encode()).hexdigest()[:8]
 
 
 class PositionCheck(str, enum.Enum):
@@ -175,6 +162,11 @@ class PositionAnswers(BaseModel):
     def _every_id_once(cls, checks: list[PositionAnswer], info: ValidationInfo) -> list[PositionAnswer]:
         every_id_once([c.id for c in checks], (info.context or {}).get("ids"))
         return checks
+
+
+POSITION_SCHEMA: dict[str, Any] = answer_schema(PositionAnswers)  # generated from PositionAnswers: one definition
+PROMPT_VERSION = "position@1+" + hashlib.sha256(
+    (SYSTEM_PROMPT + USER_TEMPLATE + json.dumps(POSITION_SCHEMA, sort_keys=True)).encode()).hexdigest()[:8]
 
 
 def messages(questions: list[Question]) -> list[dict[str, Any]]:
