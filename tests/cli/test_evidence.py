@@ -43,10 +43,12 @@ def _lines(repo: Path) -> list[dict[str, str]]:
     return [json.loads(line) for line in (repo / EVIDENCE).read_text(encoding="utf-8").splitlines()]
 
 
-def _tool_texts(fakes: Fakes) -> str:
-    """Everything the gateway's requests carried in tool results, whitespace-normalised."""
+def _shown_texts(fakes: Fakes) -> str:
+    """Everything the gateway's requests showed the model of the sources, whitespace-normalised: the tool
+    results, and the writing call's dossier (a user message: the report is written from every passage
+    shown, a search of the last research turn included)."""
     texts = [m.get("content") or "" for c in fakes.gateway.completions for m in c["request"]["messages"]
-             if m.get("role") == "tool"]
+             if m.get("role") in ("tool", "user") and isinstance(m.get("content"), str)]
     return " ".join(" ".join(t.split()) for t in texts)
 
 
@@ -54,11 +56,12 @@ def copy(repo: Path, tmp_path: Path) -> Path:
     return Path(shutil.copytree(repo, tmp_path / "repo", symlinks=True))
 
 
+@pytest.mark.slow  # 1.5 s of CPU: the gateway's every request searched for every evidence line
 def test_research_keeps_what_the_researcher_was_shown_of_every_cited_source(leg: Researched, fakes: Fakes) -> None:
     front, lines = _front(leg.repo), _lines(leg.repo)
     cited = {s["url"] for s in front["sources"]}  # type: ignore[attr-defined]
     assert {line["url"] for line in lines} == cited  # every cited source, and only those
-    shown = _tool_texts(fakes)
+    shown = _shown_texts(fakes)
     for line in lines:
         assert line["tool"] in ("web_search", "web_extract")
         assert " ".join(line["text"].split()) in shown, line["text"][:120]  # only what reached the model

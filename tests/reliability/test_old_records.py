@@ -87,12 +87,16 @@ def test_synthesize_reads_0_1_0_reports_and_call_logs(tmp_path: Path, gateway, t
 
 
 @reliability(area="records", case="`run` resuming over status files and reports written by 0.1.0",
-             expect="both legs kept as good reports of this cycle (0 ran, no request to the gateway for a leg); "
-                    "no status file reported damaged")
+             expect="both status files read (none reported damaged); both legs run again, each said with its reason "
+                    "(the researcher's prompts changed since 0.1.0: researcher@2), and both write reports")
 def test_run_resumes_over_0_1_0_status_files(tmp_path: Path, gateway, tavily) -> None:
+    """A 0.1.0 status file is read like a current one; the leg's inputs decide. The researcher's prompts
+    are part of a leg's inputs (`leg/execute.input_hash`), and they changed since 0.1.0 (issue 32: plan,
+    gap check, a report written from a dossier), so the legs run again and say why."""
     repo = old_repository(tmp_path)
     done = run_cli("run", "--no-publish", "--repo", str(repo), env=child_env(fake_env(gateway, tavily)))
     assert done.code == 0, done.output
-    assert f"0 leg(s) ran, {len(STEMS)} kept, 0 failed" in done.output, done.output
+    assert f"{len(STEMS)} leg(s) ran, 0 kept, 0 failed" in done.output, done.output
+    for stem in STEMS:
+        assert f"run  {stem} " in done.output and "inputs changed" in done.output
     assert "damaged" not in done.output and "ignoring" not in done.output
-    assert not [c for c in gateway.completions if c["kind"] != "structured"]
