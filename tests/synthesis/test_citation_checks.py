@@ -299,6 +299,41 @@ def test_a_verdict_edited_in_the_ledger_is_asked_again_not_replayed(tmp_path: Pa
     assert again["counts"]["citations"] == honest["counts"]["citations"]
 
 
+def test_answers_kept_before_they_were_bound_are_asked_again_once_in_one_warning(tmp_path: Path, synth_env,
+                                                                                 gateway) -> None:
+    """A ledger of an earlier version has no answer hashes on its calls: each answer is asked again once (a
+    replay with no call behind it is what finding 9 forbids), said in one line rather than one per entry,
+    and the answers of that run replay from then on."""
+    repo = two_reports(tmp_path)
+    run(repo, synth_env)
+    ledger_path = repo / "framework" / "claims.json"
+    older = ledger_path.read_text(encoding="utf-8")
+    data = json.loads(older)
+
+    def unbind(node: Any) -> None:
+        if isinstance(node, dict):
+            node.pop("answers_sha256", None)
+            for value in node.values():
+                unbind(value)
+        elif isinstance(node, list):
+            for value in node:
+                unbind(value)
+
+    unbind(data)
+    ledger_path.write_text(json.dumps(data, indent=2, sort_keys=True) + "\n", encoding="utf-8")
+    shutil.rmtree(repo / "build" / "synthesis-cache")
+    gateway.reset()
+    again = run(repo, synth_env)
+    assert len(structured_calls(gateway, "citation_check")) >= 1 and structured_calls(gateway, "claim_extraction")
+    lines = [line for line in again["_stdout"].splitlines() if "asked again once" in line]
+    assert len(lines) == 1 and lines[0].startswith("warning: framework/claims.json: answers kept before"), lines
+    assert "damaged synthesis cache entry" not in again["_stdout"]
+    shutil.rmtree(repo / "build" / "synthesis-cache")
+    gateway.reset()
+    run(repo, synth_env)
+    assert gateway.completions == []  # bound now: the committed ledger replays every answer
+
+
 def test_the_fake_extractor_reads_negations_and_hedges(tmp_path: Path, synth_env) -> None:
     against = "We do not recommend PPO for long-horizon agent training on stale rollouts"
     hedged = "Tentatively, GRPO should be the default algorithm for maths only"

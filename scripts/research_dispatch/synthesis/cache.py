@@ -13,8 +13,8 @@ request key and its answer (`answer_sha256`) is written onto the call records it
 (`ANSWERS_FIELD`, in place, so the ledger written from the same records carries it too). A replayed
 answer must be named so by one of its own call records; an answer edited in `framework/claims.json` (a
 judge's verdict rewritten to flip a citation to `supported`) no longer is, and it is asked again — a
-warning names where, never a silent replay with no call behind it. A ledger written before this rule has
-no such hashes: its answers are asked again once.
+warning names where, never a silent replay with no call behind it. A cache entry or ledger written before
+this rule has no such hashes at all: its answers are asked again once, said in one warning.
 
 A damaged entry (not JSON, wrong types, truncated, answers that no longer validate, calls that are not
 call records) is a miss, never an error: the cache only saves money. It is reported once as a warning
@@ -138,6 +138,7 @@ class SynthesisCache:
         self.root = f"{settings.build_dir}/synthesis-cache"
         self.warnings: list[str] = []
         self._unwritable = False
+        self._unbound = False
         self._ledger_extractions: dict[str, dict[str, Any]] = {}
         self._ledger_judgements: dict[str, dict[str, Any]] = {}
         self._ledger_citations: dict[str, dict[str, Any]] = {}
@@ -194,6 +195,13 @@ class SynthesisCache:
         self.warnings.append(f"{where or self._rel(kind, key)}: damaged synthesis cache entry ({problem}); "
                              "ignored, the answer is asked for again")
 
+    def _older(self, where: str | None) -> None:
+        """An answer kept before answers were bound to their calls: asked again, said once (not per entry)."""
+        if not self._unbound:
+            self._unbound = True
+            self.warnings.append(f"{where or self.root}: answers kept before they were bound to their calls "
+                                 "(answers_sha256) are asked again once; their new answers replay from then on")
+
     def _write(self, kind: str, key: str, payload: dict[str, Any]) -> None:
         """Keep an answer; a write the disk refuses is a warning (the module docstring), never an error."""
         if not _KEY.fullmatch(key):
@@ -222,8 +230,11 @@ class SynthesisCache:
                 answer = answer_of(entry)
                 _valid_calls(entry.calls)
                 if not _produced(entry.calls, key, entry.answer):
-                    raise ValueError("field answer: no call record of this entry produced this answer (edited, "
-                                     "or written before answers were bound to their calls)")
+                    if any(ANSWERS_FIELD in call for call in entry.calls):
+                        raise ValueError("field answer: no call record of this entry produced this answer (edited "
+                                         "after it was kept)")
+                    self._older(where)
+                    continue
             except ValidationError as exc:
                 self._damaged(kind, key, _problem(exc), where=where)
                 continue
