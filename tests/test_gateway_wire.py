@@ -255,6 +255,17 @@ def test_a_cost_below_the_listed_price_is_replaced_by_the_priced_figure_and_flag
     assert math.isclose(floored.cost_usd, honest.cost_usd, rel_tol=1e-3)  # the fake bills exactly the listed price
 
 
+def test_a_second_tiny_usage_chunk_cannot_shrink_what_the_call_is_billed_at(gateway_server: FakeGateway) -> None:
+    """Issue 31 (low): a stream whose real usage is followed by a stray usage chunk of 2 tokens and $0.0000001
+    was billed at the stray one. The usage that counts the most tokens is the one kept (gateway/stream.py)."""
+    with product(gateway_server) as gw:
+        honest = gw.complete(model="deepseek/deepseek-v4-pro", messages=USER).record
+        gateway_server.set_scenario({"rules": [{"bad_chunk": "second_usage"}]})
+        doubled = gw.complete(model="deepseek/deepseek-v4-pro", messages=USER).record
+    assert (doubled.prompt_tokens, doubled.completion_tokens) == (honest.prompt_tokens, honest.completion_tokens)
+    assert doubled.prompt_tokens > 1 and doubled.cost_usd == honest.cost_usd and doubled.reported_cost_usd is None
+
+
 def test_a_cost_at_or_above_the_listed_price_is_taken_as_reported(gateway_server: FakeGateway) -> None:
     gateway_server.set_scenario({"rules": [{"usage_cost": 0.25}]})
     with product(gateway_server) as gw:
