@@ -146,6 +146,9 @@ REFERENCED: tuple[Referenced, ...] = (
                "`reported_cost_usd` (the flag); a cost at or above the listed price is taken as reported",
                "tests/test_gateway_wire.py::test_a_cost_below_the_listed_price_is_replaced_by_the_priced_figure_and"
                "_flagged"),
+    Referenced("budget", "a stray second usage chunk of 2 tokens and $0.0000001 after the real one",
+               "the usage that counts the most tokens is kept: the call is billed at the real usage",
+               "tests/test_gateway_wire.py::test_a_second_tiny_usage_chunk_cannot_shrink_what_the_call_is_billed_at"),
 )
 
 # Cases the issue asks for that no test covers yet (rendered as "pending", counted apart).
