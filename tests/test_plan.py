@@ -23,9 +23,38 @@ def make_topics(repo: Path, count: int, models_per_topic: int) -> None:
 def test_plan_prints_matrix(repo: Path) -> None:
     result = run_cli("plan", "--repo", str(repo), "--topics", "verl-trl,composer-2.5")
     assert result.code == 0, result.output
-    assert json.loads(result.output) == {"include": [
+    document = json.loads(result.output)
+    assert document["include"] == [
         {"leg": "01-composer-2.5", "model": "google/gemini-3.1-pro-preview", "topic": "composer-2.5"},
-        {"leg": "04-verl-trl", "model": "anthropic/claude-sonnet-4.6", "topic": "verl-trl"}]}
+        {"leg": "04-verl-trl", "model": "anthropic/claude-sonnet-4.6", "topic": "verl-trl"}]
+    assert document["worst_case_usd"] == 6.0  # two legs at the default $3.00 cap
+
+
+def test_plan_json_carries_the_worst_case_and_the_estimate_beside_the_matrix(repo: Path, tmp_path: Path) -> None:
+    """Issue 30.7: a script sees what a plan may cost; the matrix's consumers see the same `include`, and
+    the workflow's `matrix=` output stays the matrix alone (any other key would be a matrix dimension)."""
+    out = tmp_path / "out"
+    result = run_cli("plan", "--repo", str(repo), "--json", "--github-output",
+                     env={**os.environ, "GITHUB_OUTPUT": str(out)})
+    assert result.code == 0, result.output
+    document = json.loads(result.output)
+    assert set(document) == {"include", "worst_case_usd", "estimate_usd", "unpriced_models"}
+    assert document["worst_case_usd"] == 15.0  # five legs at $3.00, under the $50.00 run budget
+    assert document["estimate_usd"] is None or 0 < document["estimate_usd"] < document["worst_case_usd"] * 10
+    written = out.read_text(encoding="utf-8").splitlines()
+    assert json.loads(written[written.index(next(w for w in written if w.startswith("matrix<<"))) + 1]) == \
+        {"include": document["include"]}
+
+
+def test_plan_json_estimate_is_null_when_no_leg_is_priced(tmp_path: Path) -> None:
+    repo = tmp_path / "unpriced"
+    write_topic(repo, "01-new.yaml", "id: new\ntitle: New\nscope: s\nmodels:\n  - model: acme/unreleased-1\n"
+                                     "  - model: zeta/unreleased-2\n")
+    result = run_cli("plan", "--repo", str(repo), "--json")
+    assert result.code == 0, result.output
+    document = json.loads(result.output)
+    assert document["estimate_usd"] is None and document["worst_case_usd"] == 6.0
+    assert {"acme/unreleased-1", "zeta/unreleased-2"} <= set(document["unpriced_models"])
 
 
 def test_plan_github_output(repo: Path, tmp_path: Path) -> None:

@@ -155,7 +155,37 @@ def _print_version(ctx: click.Context, _param: click.Parameter, value: bool) -> 
     ctx.exit()
 
 
-@click.group(context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100})
+class WorkflowOrder(click.Group):
+    """`--help` lists the commands in the order a lead meets them (set up, try, check, plan, run, verify),
+    then, in a section of their own, the steps the workflow runs in CI, one job each, in job order (issue 30.8):
+    alphabetical order put `collect`, CI plumbing, second, beside `init`."""
+
+    PEOPLE = ("init", "demo", "check", "plan", "run", "verify")
+    CI_STEPS = ("notify", "research", "collect", "synthesize", "publish")  # in job order: notify follows plan
+
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        names = set(self.commands)
+        known = [*self.PEOPLE, *self.CI_STEPS]
+        people = [n for n in self.PEOPLE if n in names] + sorted(names - set(known))
+        return people + [n for n in self.CI_STEPS if n in names]
+
+    def format_commands(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
+        shown = [(name, command) for name in self.list_commands(ctx)
+                 if (command := self.get_command(ctx, name)) is not None and not command.hidden]
+        if not shown:
+            return
+        limit = formatter.width - 6 - max(len(name) for name, _ in shown)
+        sections = (("Commands", [item for item in shown if item[0] not in self.CI_STEPS]),
+                    ("CI steps (the workflow runs them, one job each)",
+                     [item for item in shown if item[0] in self.CI_STEPS]))
+        for title, items in sections:
+            if items:
+                with formatter.section(title):
+                    formatter.write_dl([(name, command.get_short_help_str(limit)) for name, command in items])
+
+
+@click.group(cls=WorkflowOrder,
+             context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100})
 @click.option("--version", is_flag=True, expose_value=False, is_eager=True, callback=_print_version,
               help="Show the version and the commit it was built from, and exit.")
 def main() -> None:
@@ -196,7 +226,8 @@ def check(repo: Path, online: bool, github_summary: bool, github_output: bool, a
               "(research-minutes=, synthesize-minutes=) to $GITHUB_OUTPUT.")
 @click.option("--github-summary", is_flag=True, help="Also append the plan for people (legs, caps, worst case, "
               "estimate) to $GITHUB_STEP_SUMMARY.")
-@click.option("--json", "as_json", is_flag=True, help="Print the matrix JSON even on a terminal.")
+@click.option("--json", "as_json", is_flag=True, help="Print the matrix JSON (with worst_case_usd and estimate_usd) "
+              "even on a terminal.")
 @click.option("--publishing", type=click.BOOL, default=False, show_default=True,
               help="This refresh will publish: also refuse a cycle whose PR was closed without merging (needs "
               "GITHUB_TOKEN, GITHUB_REPOSITORY), before any leg is paid for.")
@@ -205,7 +236,7 @@ def check(repo: Path, online: bool, github_summary: bool, github_output: bool, a
 def plan(repo: Path, topic_ids: str | None, model_ids: str | None, github_output: bool, github_summary: bool,
          as_json: bool, publishing: bool, cycle: str | None) -> None:
     """On a terminal: the legs, their caps, the worst-case spend and an estimate. Piped or with --json:
-    the matrix JSON {"include": [{"leg", "topic", "model"}, ...]}.
+    the matrix JSON {"include": [{"leg", "topic", "model"}, ...], "worst_case_usd", "estimate_usd"}.
 
     With --github-output (the workflow's plan job) also what the jobs need, derived from the caps:
     `research-minutes` and `synthesize-minutes` (the jobs' timeouts); a plan no hosted job can hold, or a
@@ -241,8 +272,11 @@ def plan(repo: Path, topic_ids: str | None, model_ids: str | None, github_output
 
         require_open_cycle(settings, require_target(os.environ), refresh_branch(settings, cycle_id), cycle_id,
                            remedy="dispatch with dry-run")
-    if as_json or not sys.stdout.isatty():  # FIXED: the matrix JSON exactly as before, for machines
-        click.echo(text)
+    if as_json or not sys.stdout.isatty():  # FIXED: the matrix JSON, with what the plan may cost beside it
+        # lazy: `--help` must not import the stages (module docstring)
+        from research_dispatch.config.estimate import plan_document
+
+        click.echo(plan_document(settings, legs))
     else:
         # lazy: `--help` must not import the stages (module docstring)
         from research_dispatch.config.estimate import plan_lines

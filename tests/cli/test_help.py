@@ -48,6 +48,17 @@ def test_top_level_help_lists_every_command() -> None:
     assert set(FIXED_FLAGS) <= set(listed), listed
 
 
+def test_top_level_help_is_in_workflow_order_with_ci_steps_last() -> None:
+    """Issue 30.8: a lead reads the commands in the order they use them; the CI steps (`collect` among them)
+    come after, under their own heading, not alphabetically beside `init`."""
+    done = run_cli("--help", env=child_env())
+    people, steps = done.stdout.split("Commands:", 1)[1].split("CI steps", 1)
+    names = [line.split()[0] for line in people.splitlines() if line.startswith("  ")]
+    assert names == ["init", "demo", "check", "plan", "run", "verify"], done.stdout
+    ci = [line.split()[0] for line in steps.splitlines() if line.startswith("  ")]
+    assert ci == ["notify", "research", "collect", "synthesize", "publish"], done.stdout  # job order
+
+
 def test_version() -> None:
     done = run_cli("--version", env=child_env())
     assert (done.code, done.stderr) == (0, ""), done.output

@@ -18,6 +18,7 @@ from tests.reliability.userworld import (  # noqa: F401  (the fixture)
     STEMS,
     TOPIC_IDS,
     UserWorld,
+    checkout_status,
     expect_branch,
     expect_pr,
     front_matter,
@@ -46,6 +47,7 @@ def test_three_runs_from_three_clones_accumulate_on_one_branch(user_world: UserW
     assert done.code == 1, done
     expected = {"A": report(first, "A"), "C": report(first, "C")}
     expect_branch(world, expected)
+    assert checkout_status(first) == "", "the run left results on main's work tree"
     pr = expect_pr(world, complete=False)
     assert f"`{STEMS['B']}`" in pr["body"] and "Partial refresh: 2 of 3 planned legs" in pr["body"]
 
@@ -53,10 +55,11 @@ def test_three_runs_from_three_clones_accumulate_on_one_branch(user_world: UserW
     world.fail_legs("A")
     done = world.cli(second, "run", "--push", "--fresh")
     assert done.code == 1, done
-    assert "took research/" in done.output  # the overlay brought the branch's reports in
+    assert f"continuing {BRANCH}: took 2 report(s)" in done.output  # the overlay brought the branch's reports in
     expected |= {"B": report(second, "B"), "C": report(second, "C")}
     assert report(second, "A") == expected["A"], "the failed leg keeps the first run's report"
     expect_branch(world, expected)
+    assert checkout_status(second) == ""
     pr = expect_pr(world, complete=True)
     assert "last attempt failed" in pr["body"]  # said out loud, although A's report from run 1 stands
 
@@ -110,6 +113,8 @@ def test_random_sequences_of_runs_keep_the_newest_good_report_per_leg(user_world
                 expected[name] = report(clone, name)  # this step produced a new good report of the leg
         assert done.code in (0, 1), context
         expect_branch(world, expected)
+        if done.args[0] == "run":
+            assert checkout_status(clone) == "", context  # the results are commits, not files on main
         if world.pulls():
             expect_pr(world, complete=len(expected) == len(names))
         else:
@@ -158,8 +163,8 @@ def test_a_renamed_topic_loses_its_old_report_from_the_branch_and_the_synthesis(
     document = world.branch_file("framework/composer-replication-framework.md") or ""
     ledger = world.branch_file("framework/claims.json") or ""
     assert old_stem not in ledger and old_stem not in document, "the synthesis still counts the unplanned report"
-    assert not (second / "research" / f"{old_stem}.md").exists()
     for suffix in (".md", ".calls.jsonl", ".evidence.jsonl"):  # moved aside together, not lost
         assert (second / "build" / "unplanned" / f"{old_stem}{suffix}").exists(), suffix
-        assert not (second / "research" / f"{old_stem}{suffix}").exists(), suffix
+    # main still carries the old report until the PR is merged: the run leaves main's work tree as it was
+    assert (second / "research" / f"{old_stem}.md").exists() and checkout_status(second) == ""
     assert front_matter(reports["05-replay-distillation"])["topic"] == "replay-distillation"

@@ -24,8 +24,10 @@ from tests.reliability.userworld import (  # noqa: F401  (the fixture)
     STEMS,
     TOPIC_IDS,
     UserWorld,
+    checkout_status,
     expect_pr,
     front_matter,
+    git,
     push_main,
     user_world,
 )
@@ -147,6 +149,8 @@ def test_a_hand_edited_report_is_never_regenerated_or_credited_silently(user_wor
     world = user_world
     clone = world.clone()
     assert world.cli(clone, "run", "--push").code == 0
+    assert checkout_status(clone) == ""  # the reports are commits on the refresh branch, not files on main
+    git(clone, "restore", f"--source={BRANCH}", "--worktree", "--", "research")  # a reviewer takes them to edit
     path = clone / "research" / f"{STEMS['A']}.md"
     topic = clone / "topics" / f"{STEMS['A']}.yaml"
     topic.write_text(topic.read_text(encoding="utf-8") + "# changed: the leg would be redone\n", encoding="utf-8")
@@ -176,11 +180,12 @@ def test_a_hand_edited_report_is_never_regenerated_or_credited_silently(user_wor
     assert (clone / "build" / "edited" / f"{STEMS['A']}.md").read_text(encoding="utf-8") == edited
     for companion in (".calls.jsonl", ".evidence.jsonl"):  # the edit's companions went aside with it
         assert (clone / "build" / "edited" / f"{STEMS['A']}{companion}").is_file(), companion
-        assert world.branch_file(f"research/{STEMS['A']}{companion}") == \
-            (clone / "research" / f"{STEMS['A']}{companion}").read_text(encoding="utf-8")
-    regenerated = path.read_text(encoding="utf-8")
+        assert world.branch_file(f"research/{STEMS['A']}{companion}") is not None, companion
+    aside = (clone / "build" / "edited" / f"{STEMS['A']}.calls.jsonl").read_text(encoding="utf-8")
+    assert world.branch_file(f"research/{STEMS['A']}.calls.jsonl") != aside  # the new leg's own calls
+    assert not path.exists() and checkout_status(clone) == ""  # committed, and main's work tree as it was
+    regenerated = world.branch_file(f"research/{STEMS['A']}.md") or ""
     assert regenerated != edited and "written by hand" not in regenerated
-    assert world.branch_file(f"research/{STEMS['A']}.md") == regenerated
     subject, found = trailers(world, STEMS["A"])
     assert "Edited" not in found and subject.endswith("with deepseek/deepseek-v4-pro")
 
@@ -193,6 +198,7 @@ def test_an_edited_synthesis_document_is_kept_until_its_reports_change(user_worl
     world = user_world
     clone = world.clone()
     assert world.cli(clone, "run", "--push").code == 0
+    git(clone, "restore", f"--source={BRANCH}", "--worktree", "--", "framework")  # a reviewer takes it to edit
     document = clone / "framework" / f"{FRAMEWORK}.md"
     edited = document.read_text(encoding="utf-8") + "\nA reviewer's closing remark.\n"
     document.write_text(edited, encoding="utf-8")
@@ -205,12 +211,18 @@ def test_an_edited_synthesis_document_is_kept_until_its_reports_change(user_worl
     assert world.branch_file(f"framework/{FRAMEWORK}.md") == edited
     subjects = world.origin_git("log", "--format=%s%n%b", f"main..{BRANCH}")
     assert "synthesis as edited by hand" in subjects and "Edited: yes" in subjects
+    assert checkout_status(clone) == ""  # the edit is a commit on the branch now
+
+    done = world.cli(clone, "run", "--push")  # the branch's edited document comes back in, and is kept
+    assert done.code == 0 and "kept as it is" in done.output, done
+    assert world.branch_file(f"framework/{FRAMEWORK}.md") == edited
 
     world.fail_legs()
-    assert world.cli(clone, "research", TOPIC_IDS["B"]).code == 0  # a report changes
-    done = world.cli(clone, "synthesize")
+    topic = clone / "topics" / f"{STEMS['B']}.yaml"
+    topic.write_text(topic.read_text(encoding="utf-8").replace("title: ", "title: Revised ", 1), encoding="utf-8")
+    done = world.cli(clone, "run", "--push")  # a report changes
     assert done.code == 0 and "its reports changed" in done.output, done
-    assert document.read_text(encoding="utf-8") != edited
+    assert world.branch_file(f"framework/{FRAMEWORK}.md") not in (None, edited)
     assert (clone / "build" / "edited" / f"{FRAMEWORK}.md").read_text(encoding="utf-8") == edited
 
 

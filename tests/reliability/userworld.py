@@ -145,8 +145,19 @@ class UserWorld:
 
 
 def report(clone: Path, name: str) -> str:
-    """The report of leg `name` ("A", "B", "C") as it stands in a clone's work tree."""
-    return (clone / "research" / f"{STEMS[name]}.md").read_text(encoding="utf-8")
+    """The report of leg `name` ("A", "B", "C") as the clone holds it: in its work tree (where `research`
+    writes it), else on its local refresh branch (where `run` commits it, leaving the work tree as it
+    found it)."""
+    path = clone / "research" / f"{STEMS[name]}.md"
+    if path.exists():
+        return path.read_text(encoding="utf-8")
+    return git(clone, "cat-file", "blob", f"{BRANCH}:research/{STEMS[name]}.md")
+
+
+def checkout_status(clone: Path) -> str:
+    """`git status --porcelain` of the research and framework directories and the methodology page: empty
+    when a run left the base branch's work tree as it found it."""
+    return git(clone, "status", "--porcelain", "-uall", "--", "research", "framework", "docs/METHODOLOGY.md")
 
 
 def front_matter(text: str) -> dict[str, Any]:

@@ -39,19 +39,28 @@ def test_run_commits_the_refresh_to_a_local_branch_and_a_rerun_changes_nothing(
         git_repo: Path, run_env: dict, gateway: Any) -> None:
     first = run(git_repo, run_env)
     assert first.code == 0, first.output + first.stderr
-    assert "synthesis:" in first.output and "local branch only: use --push" in first.output
+    assert "synthesis:" in first.output and "push it:     research-dispatch run --push" in first.output
+    assert f"look at it:  git log --stat main..{BRANCH}" in first.output
+    assert git(git_repo, "status", "--porcelain", "-uall") == ""  # the base branch's work tree as it was
     subjects = git(git_repo, "log", "--format=%s", f"main..{BRANCH}").splitlines()
     assert len(subjects) == 6  # one per report, one for the synthesis
     trailers = git(git_repo, "log", "--format=%(trailers:key=Route,valueonly)", f"main..{BRANCH}").split()
     assert trailers.count("exact") == 5
     assert git(git_repo, "rev-parse", "--abbrev-ref", "HEAD").strip() == "main"  # the work tree is left alone
 
+    tip = git(git_repo, "rev-parse", BRANCH)
+    calls = git(git_repo, "show", f"{BRANCH}:framework/synthesis.calls.jsonl")
+    [cost] = [line for line in first.output.splitlines() if line.startswith("  cost: $")]
+
     gateway.reset()
     second = run(git_repo, run_env)
     assert second.code == 0, second.output
     assert gateway.completions == []  # no leg ran, and the synthesis came from its cache
-    assert "nothing changed" in second.output
-    assert git(git_repo, "log", "--format=%s", f"main..{BRANCH}").splitlines() == subjects
+    assert "nothing changed" in second.output and "calls: none; cost $0.0000" in second.output
+    assert git(git_repo, "rev-parse", BRANCH) == tip  # no new commit, nothing to force-push
+    assert git(git_repo, "show", f"{BRANCH}:framework/synthesis.calls.jsonl") == calls  # no call, no line
+    assert cost in second.output.splitlines()  # the refresh's cost, as the PR says it, is the same
+    assert git(git_repo, "status", "--porcelain", "-uall") == ""
 
 
 @pytest.mark.slow
@@ -60,7 +69,7 @@ def test_a_failed_leg_still_synthesizes_and_publishes_and_exits_1(git_repo: Path
     result = run(git_repo, run_env)
     assert result.code == 1
     assert "failed legs: 04-verl-trl" in result.output
-    assert (git_repo / "framework" / "claims.json").exists()
+    assert git(git_repo, "cat-file", "-t", f"{BRANCH}:framework/claims.json").strip() == "blob"
     assert len(git(git_repo, "log", "--format=%s", f"main..{BRANCH}").splitlines()) == 5
 
 
@@ -100,3 +109,21 @@ def test_no_publish_stops_after_the_synthesis(repo: Path, run_env: dict) -> None
     assert result.code == 0, result.output + result.stderr
     assert "publish" not in result.output.replace("--publish", "")
     assert (repo / "framework" / "claims.json").exists()
+
+
+@pytest.mark.slow
+def test_a_run_pointed_at_the_fakes_by_hand_says_so_in_every_output(git_repo: Path, run_env: dict,
+                                                                    gateway: Any) -> None:
+    """Issue 30.8: no demo marker, only the fakes' base URLs in the environment: the reports carry the fake
+    gateway's banner, and so do the synthesis and the PR body, which must never read as research."""
+    done = run(git_repo, run_env)
+    assert done.code == 0, done.output + done.stderr
+    reports = git(git_repo, "ls-tree", "--name-only", f"{BRANCH}:research").split()
+    assert [r for r in reports if r.endswith(".md")]
+    for name in (r for r in reports if r.endswith(".md")):
+        assert "> **Demo output, not research.**" in git(git_repo, "show", f"{BRANCH}:research/{name}"), name
+    document = git(git_repo, "show", f"{BRANCH}:framework/composer-replication-framework.md")
+    assert document.split("\n## ", 1)[0].count("Demo output, not research: 5 reports here") == 1, document[:800]
+    body = run_cli("publish", "--repo", str(git_repo), "--cycle", CYCLE, "--dry-run", env={**os.environ, **run_env})
+    assert body.code == 0, body.output + body.stderr
+    assert "Demo output, not research: 5 reports here" in body.output, body.output[:1500]

@@ -433,6 +433,7 @@ def run_demo(directory: Path | None, *, repo: Path | None = None, echo: Echo, ve
             pulls = github.pulls
         if outcome.interrupted:
             raise Interrupted("the run was interrupted")
+    _show_branch(directory, settings, outcome, log)
     wall = time.monotonic() - started
     log.detail("")
     checks = report_and_check(directory, origin, outcome, pulls, log, reference=source.reference)
@@ -449,6 +450,19 @@ def run_demo(directory: Path | None, *, repo: Path | None = None, echo: Echo, ve
     branch = _refresh_branch(settings, outcome)
     pr = next((p for p in pulls if (p.get("head") or {}).get("ref") == branch), None)
     return DemoOutcome(source.label, directory, origin, log.path, tuple(checks), outcome.exit_code, pr, wall)
+
+
+def _show_branch(directory: Path, settings: Settings, outcome: RunOutcome, log: DemoLog) -> None:
+    """`run` leaves the base branch's working tree as it found it (the results are commits on the refresh
+    branch); the demo repository is there to be looked at, so its working tree switches to that branch."""
+    branch = _refresh_branch(settings, outcome)
+    try:
+        git(directory, "switch", "-q", branch)
+    except DispatchError as exc:
+        log.summary(f"  the working tree stays on {settings.pr.base}: {exc}")
+        return
+    log.summary(f"  working tree: the refresh branch {branch}")
+    log.summary(f"    its commits: git -C {_show(directory)} log --stat {settings.pr.base}..")
 
 
 def _show(path: Path) -> str:
@@ -475,7 +489,7 @@ def report_and_check(directory: Path, origin: Path, outcome: Any, pulls: list[di
     return checks
 
 
-ROUTE_COLUMNS = (Column("leg", keep=True), Column("model"), Column("provider"), Column("route"),
+ROUTE_COLUMNS = (Column("leg", ident=True), Column("model", cut_last=True), Column("provider"), Column("route"),
                  Column("words", right=True), Column("sources", right=True), Column("status"))
 
 

@@ -19,13 +19,14 @@ A model the price list does not know is left out of the estimate, and named (its
 from __future__ import annotations
 
 import difflib
+import json
 import textwrap
 from collections.abc import Sequence
 from dataclasses import dataclass
 from decimal import Decimal
 from typing import Any
 
-from research_dispatch.config.plan import Leg
+from research_dispatch.config.plan import Leg, matrix
 from research_dispatch.config.settings import Settings
 from research_dispatch.config.topics import effective
 from research_dispatch.config.uses import model_uses
@@ -169,8 +170,9 @@ def estimate_plan(settings: Settings, legs: Sequence[Leg]) -> PlanCost:
                     tuple(unpriced), source)
 
 
-PLAN_COLUMNS = (Column("leg", keep=True), Column("model"), Column("family"), Column("steps", right=True),
-                Column("cap $", right=True), Column("min", right=True), Column("est. $", right=True))
+PLAN_COLUMNS = (Column("leg", ident=True), Column("model", cut_last=True), Column("family"),
+                Column("steps", right=True), Column("cap $", right=True), Column("min", right=True),
+                Column("est. $", right=True))
 
 
 def plan_lines(settings: Settings, legs: Sequence[Leg], cycle: str) -> list[str]:
@@ -200,8 +202,22 @@ def plan_lines(settings: Settings, legs: Sequence[Leg], cycle: str) -> list[str]
     if cost.unpriced:  # every model when there is no price list (Python 3.10): wrapped for an 80-column terminal
         lines += textwrap.wrap(f"not in the price list, so not estimated: {', '.join(cost.unpriced)}", WIDTH,
                                initial_indent="  ", subsequent_indent="    ", break_on_hyphens=False)
-    lines.append("piped, or with --json: the matrix JSON for GitHub Actions")
+    lines.append("piped, or with --json: the matrix JSON for GitHub Actions, and both figures")
     return lines
+
+
+def plan_document(settings: Settings, legs: Sequence[Leg]) -> str:
+    """`plan` piped or with `--json`: the matrix (`include`, unchanged for its consumers) and beside it what
+    the plan may cost — `worst_case_usd` (the caps, bounded by the run budget) and `estimate_usd` (the
+    priced part; null when nothing of the legs is priced, e.g. without the price list), with the models
+    left out of the estimate in `unpriced_models`. The workflow's `matrix=` output stays the matrix alone:
+    every other top-level key of a matrix would be a dimension to GitHub Actions."""
+    cost = estimate_plan(settings, legs)
+    priced = any(c.estimate_usd is not None for c in cost.legs)
+    document = {**matrix(list(legs)), "worst_case_usd": round(cost.worst_case_usd, 2),
+                "estimate_usd": round(cost.estimate_usd, 2) if priced else None,
+                "unpriced_models": cost.unpriced}
+    return json.dumps(document, separators=(",", ":"), sort_keys=True)
 
 
 def plan_markdown(settings: Settings, legs: Sequence[Leg], cycle: str) -> str:

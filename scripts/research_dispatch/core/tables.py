@@ -5,9 +5,12 @@
   people piping it, and model-chosen text (a reason, a model slug) must print as written — `[S1]` is not
   markup, `:x:` not an emoji. Trailing spaces are cut.
 * `render_table` — tables for people (the demo's route table, `plan`'s table, the summaries on a
-  terminal): drawn to the terminal's width (80 columns and up), so that nothing wraps mid-word; the
-  columns that may shrink are cut with an ellipsis or wrap, the identifying ones stay whole.
-* `shorten_ids` — leg ids cut so that two legs of one topic stay distinct (the live table).
+  terminal): drawn to the terminal's width (60 to 160 columns), never wider, so that nothing wraps
+  mid-word. When a table does not fit, the leg ids (`ident` columns) are shortened first, by their
+  middle (`shorten_ids`), then the other long columns are cut with an ellipsis or wrap. Why ids first:
+  a leg id says its topic and its model, both of which the row shows whole elsewhere, and its cut keeps
+  the legs apart (`01-ex….openai-gpt-5`); a model slug cut to `anthropic/cl…` says nothing.
+* `shorten_ids` — leg ids cut so that two legs of one topic stay distinct (the live table too).
 """
 
 from __future__ import annotations
@@ -22,8 +25,8 @@ from rich import box
 from rich.console import Console
 from rich.table import Table
 
-MAX_WIDTH = 100
-"""Tables never grow wider than this, however wide the terminal: they stay readable in a log."""
+MAX_WIDTH = 160
+"""Tables never grow wider than this, however wide the terminal: a row stays readable in one glance."""
 MIN_WIDTH = 60
 SHRINK_FROM = 8
 """A column at most this wide is never cut (statuses, numbers); wider ones may be."""
@@ -36,15 +39,23 @@ def terminal_width(limit: int = MAX_WIDTH) -> int:
     return max(MIN_WIDTH, min(limit, shutil.get_terminal_size(fallback=(limit, 24)).columns))
 
 
+ID_MIN = 10
+"""A shortened id keeps at least this many characters (`01-…ser-2.5`): its number and its end."""
+
+
 @dataclass(frozen=True)
 class Column:
-    """One column: `keep` columns are never cut (ids that must stay distinct); `wrap` columns (reasons,
-    notes) wrap onto more lines instead of losing their end; the others may be cut with an ellipsis."""
+    """One column: `keep` columns are never cut (short words: statuses, routes); `ident` columns (leg ids)
+    are shortened first when the table does not fit, by their middle, staying distinct; `wrap` columns
+    (reasons, notes) wrap onto more lines instead of losing their end; the others may be cut with an
+    ellipsis, the `cut_last` ones (model slugs) only after the rest."""
 
     header: str
     keep: bool = False
     right: bool = False
     wrap: bool = False
+    ident: bool = False
+    cut_last: bool = False
 
 
 def render_table(columns: Sequence[Column], rows: Sequence[Sequence[str]], *, width: int | None = None,
@@ -52,6 +63,7 @@ def render_table(columns: Sequence[Column], rows: Sequence[Sequence[str]], *, wi
     """The table as lines of at most `width` characters (default: `terminal_width()`); `rule=False`
     leaves out the line under the header (a log's tables: the header, then one line per row)."""
     total = (width if width is not None else terminal_width()) - indent
+    rows = _shortened_ids(columns, [list(row) for row in rows], total)
     widest = [max([len(column.header), *(len(row[index]) for row in rows)]) for index, column in enumerate(columns)]
     widths = _widths(columns, widest, total)
     # Two spaces between columns: SIMPLE_HEAD draws a one-space separator, so one of padding; no box, two.
@@ -59,7 +71,7 @@ def render_table(columns: Sequence[Column], rows: Sequence[Sequence[str]], *, wi
                   padding=(0, 1 if rule else 2, 0, 0), header_style="")
     for column, size in zip(columns, widths, strict=True):
         table.add_column(column.header, justify="right" if column.right else "left", no_wrap=not column.wrap,
-                         overflow="fold" if column.keep or column.wrap else "ellipsis", width=size)
+                         overflow="fold" if column.keep or column.ident or column.wrap else "ellipsis", width=size)
     for row in rows:
         table.add_row(*row)
     buffer = io.StringIO()
@@ -68,19 +80,46 @@ def render_table(columns: Sequence[Column], rows: Sequence[Sequence[str]], *, wi
     return [" " * indent + line.rstrip() for line in buffer.getvalue().splitlines() if line.strip()]
 
 
+def _shortened_ids(columns: Sequence[Column], rows: list[list[str]], total: int) -> list[list[str]]:
+    """The rows with their `ident` columns shortened (`shorten_ids`) as far as the table is too wide,
+    down to `ID_MIN` (or the header's width)."""
+    widest = [max([len(column.header), *(len(row[index]) for row in rows)]) for index, column in enumerate(columns)]
+    over = sum(widest) + 2 * (len(columns) - 1) - total
+    for index, column in enumerate(columns):
+        if over <= 0:
+            break
+        limit = max(ID_MIN, len(column.header), widest[index] - over)
+        if not column.ident or limit >= widest[index]:
+            continue
+        short = shorten_ids([row[index] for row in rows], limit)
+        for row in rows:
+            row[index] = short[row[index]]
+        narrower = max([len(column.header), *(len(row[index]) for row in rows)])
+        over -= widest[index] - narrower
+    return rows
+
+
 def _widths(columns: Sequence[Column], widest: list[int], total: int) -> list[int]:
-    """Column widths within `total` (two spaces between columns): kept and short columns whole; the
+    """Column widths within `total` (two spaces between columns): kept, id and short columns whole; the
     long ones (wider than `SHRINK_FROM`) get at least `SHRUNK_MIN` each and share the rest of the room
-    in proportion to what they lack."""
+    in proportion to what they lack — the `cut_last` ones (model slugs) only once the others are at
+    their least."""
     room = total - 2 * (len(columns) - 1)
-    shrink = [not c.keep and w > SHRINK_FROM for c, w in zip(columns, widest, strict=True)]
-    left = room - sum(w for w, s in zip(widest, shrink, strict=True) if not s)
-    natural = sum(w for w, s in zip(widest, shrink, strict=True) if s)
-    if natural <= left or natural == 0:
-        return widest
-    spare = max(0, left - SHRUNK_MIN * sum(shrink))
-    lacking = sum(w - SHRUNK_MIN for w, s in zip(widest, shrink, strict=True) if s)
-    return [SHRUNK_MIN + spare * (w - SHRUNK_MIN) // lacking if s else w for w, s in zip(widest, shrink, strict=True)]
+    widths = list(widest)
+    for last in (False, True):
+        shrink = [not (c.keep or c.ident) and c.cut_last is last and w > SHRINK_FROM
+                  for c, w in zip(columns, widths, strict=True)]
+        left = room - sum(w for w, s in zip(widths, shrink, strict=True) if not s)
+        natural = sum(w for w, s in zip(widths, shrink, strict=True) if s)
+        if natural <= left:
+            return widths
+        spare = max(0, left - SHRUNK_MIN * sum(shrink))
+        lacking = sum(w - SHRUNK_MIN for w, s in zip(widths, shrink, strict=True) if s)
+        widths = [SHRUNK_MIN + spare * (w - SHRUNK_MIN) // lacking if s else w
+                  for w, s in zip(widths, shrink, strict=True)]
+        if left >= SHRUNK_MIN * sum(shrink):
+            return widths
+    return widths
 
 
 def shorten_ids(ids: Sequence[str], limit: int) -> dict[str, str]:
@@ -105,7 +144,7 @@ def _middle_cut(ident: str, limit: int) -> str:
     if len(ident) <= limit:
         return ident
     head, dot, tail = ident.partition(".")
-    if dot and len(tail) + 4 <= limit:
+    if dot and len(tail) >= 4 and len(tail) + 4 <= limit:  # `composer-2.5`: a dot of the topic id, not a leg's
         return head[: limit - len(tail) - 2] + "…." + tail
     keep = max(1, limit - 4)
     return ident[:3] + "…" + ident[-keep:]
@@ -133,5 +172,4 @@ def console_table(columns: Sequence[Column], headers: Sequence[str], rows: Seque
     stdout is a terminal, `render_table` to its width, so that nothing wraps mid-word."""
     if not sys.stdout.isatty():
         return plain_table(headers, rows)
-    width = max(MIN_WIDTH, shutil.get_terminal_size().columns)
-    return "\n".join(render_table(columns, terminal_rows or rows, width=width, indent=0, rule=False))
+    return "\n".join(render_table(columns, terminal_rows or rows, width=terminal_width(), indent=0, rule=False))

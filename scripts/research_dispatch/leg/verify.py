@@ -238,15 +238,16 @@ def markdown_table(rows: Iterable[RouteRow]) -> str:
     return "\n".join(lines)
 
 
-TEXT_COLUMNS = (Column("topic", keep=True), Column("requested"), Column("served"), Column("provider"),
-                Column("route", keep=True), Column("words", right=True), Column("cost", right=True),
+TEXT_COLUMNS = (Column("topic", ident=True), Column("requested", cut_last=True), Column("served", cut_last=True),
+                Column("provider"), Column("route", keep=True), Column("words", right=True), Column("cost", right=True),
                 Column("status"))
 
 
 def text_table(rows: Iterable[RouteRow]) -> str:
     """The route table for a log (`plain_table`: every name whole) or, when stdout is a terminal, drawn
-    to its width (model and provider names cut with an ellipsis on a narrow one, topic and route never;
-    a served model that is the requested one reads "(same)", so the requested model keeps its room)."""
+    to its width (on a narrow one the topic id shortened first, then provider and model names cut with an
+    ellipsis; the route never; a served model that is the requested one reads "(same)", so the requested
+    model keeps its room)."""
     body = table_rows(rows)
     terminal = [[*values[:2], "(same)" if values[2] == values[1] else values[2], *values[3:]] for values in body]
     return console_table(TEXT_COLUMNS, HEADERS, body, terminal_rows=terminal)

@@ -49,7 +49,7 @@ from research_dispatch.core import gitref
 from research_dispatch.core.errors import BadInput, DispatchError, ExitCode, PublishError
 from research_dispatch.core.fsio import confined, write_atomic
 from research_dispatch.core.ghactions import append_step_summary, run_url
-from research_dispatch.core.notice import read_notice
+from research_dispatch.core.notice import canned_notice, is_canned, read_notice
 from research_dispatch.core.redact import KEY_VARIABLES, redacting, register_env
 from research_dispatch.core.sanitize import one_line
 from research_dispatch.leg.files import writer_lock
@@ -555,6 +555,7 @@ class _Publisher:
         if synthesis.edited and synthesis_changed:
             synthesis_note = (f"`{settings.document_relpath}` was edited by hand and nothing it depends on changed: "
                               "it is committed as edited (trailer `Edited: yes`).")
+        canned = [e.stem for e in entries if e.chosen is not None and is_canned(e.chosen.text)]  # a run on the fakes
         facts = prbody.BodyFacts(cycle=self.cycle, branch=self.branch, base=self.base, base_sha=base_sha,
                                  entries=entries, synthesis_changed=synthesis_changed,
                                  framework_doc=settings.document_relpath,
@@ -562,7 +563,7 @@ class _Publisher:
                                  agreement=prbody.agreement_matrix(self.repo / ledger) if synthesis.commit else None,
                                  run_url=self.run_url, synthesis_cost_usd=synthesis_usd,
                                  changed=changed_stems, removed=removed, synthesis_note=synthesis_note,
-                                 notes=list(self.notes), notice=read_notice(self.repo),
+                                 notes=list(self.notes), notice=read_notice(self.repo) or canned_notice(canned),
                                  synthesis_missing=synthesis.missing, schedule=self.schedule(base_sha))
         return prbody.render_body(facts, secrets=self.secrets)
 

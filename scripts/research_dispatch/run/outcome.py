@@ -17,6 +17,7 @@ from research_dispatch.leg.standing import Candidate
 from research_dispatch.leg.status import LegResult, LegState
 from research_dispatch.leg.verify import RouteRow
 from research_dispatch.publish.command import PublishResult
+from research_dispatch.publish.worktree import PutBack
 from research_dispatch.synthesis.pipeline import SynthesisResult
 
 
@@ -80,6 +81,7 @@ class RunOutcome:
     interrupted: bool = False
     legs_cost_usd: float = 0.0
     branch_changed: bool = False
+    put_back: PutBack | None = None  # the checkout put back once the refresh branch held the results
     wall_s: float = 0.0
     exit_code: ExitCode = ExitCode.FAILED
 

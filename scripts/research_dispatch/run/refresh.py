@@ -51,7 +51,7 @@ from research_dispatch.leg.files import complete_pending, writer_lock
 from research_dispatch.leg.resume import decide_all
 from research_dispatch.leg.standing import Where, assess_worktree
 from research_dispatch.leg.status import read_status
-from research_dispatch.publish import PublishOptions, publish, summary_lines
+from research_dispatch.publish import PublishOptions, publish, summary_lines, worktree
 from research_dispatch.publish.accumulate import accumulate, apply_overlay, branch_view, move_edited_aside
 from research_dispatch.publish.readiness import publisher_git
 from research_dispatch.run import pool, summary
@@ -88,8 +88,9 @@ def run_refresh(repo: Path, *, topics: list[str] | None = None, models: list[str
                                    publish=publish and synthesize, push=push), env)
     outcome = RunOutcome(cycle=cycle)
     with writer_lock(repo, settings.build_dir, "run", warn=lambda message: echo(f"warning: {message}")):
+        start = worktree.capture(repo, settings)
         _sweep_temp_files(repo, settings, echo)
-        _overlay(repo, settings, full_plan, outcome, env=env, fresh=fresh, echo=echo)
+        earlier = _overlay(repo, settings, full_plan, outcome, env=env, fresh=fresh, echo=echo)
         _run_legs(repo, settings, legs, outcome, jobs=jobs, fresh=fresh, env=env, echo=echo, live=live)
         _assess_after(repo, settings, outcome, echo)
         summary.legs(outcome, echo)
@@ -104,6 +105,7 @@ def run_refresh(repo: Path, *, topics: list[str] | None = None, models: list[str
                 if publish and not others:
                     _publish(repo, settings, outcome, env=env, push=push, legs=full_plan, echo=echo,
                              fresh=fresh, allow_edited=allow_edited)
+                    _put_back(repo, settings, outcome, env=env, start=start, earlier=earlier, echo=echo)
                 elif publish:
                     echo("publish: skipped because an earlier stage failed")
     outcome.wall_s = round(time.monotonic() - started, 3)
@@ -134,16 +136,26 @@ def _sweep_temp_files(repo: Path, settings: Settings, echo: Echo) -> None:
 
 
 def _overlay(repo: Path, settings: Settings, planned: list[Leg], outcome: RunOutcome, *, env: Mapping[str, str],
-             fresh: bool, echo: Echo) -> None:
-    """Bring the cycle branch's newest good reports into the working tree (see `publish/accumulate.py`),
-    so that resume, the synthesis and the commit all start from what the branch already holds."""
+             fresh: bool, echo: Echo) -> list[str]:
+    """Bring the cycle branch's newest good reports and its synthesis into the working tree (see
+    `publish/accumulate.py`, `publish/worktree.py`), so that resume, the synthesis and the commit all
+    start from what the branch already holds. Returns the branch's tips (what `_put_back` may restore)."""
     view = branch_view(repo, settings, outcome.cycle, env)
     accumulation = accumulate(repo, settings, planned, outcome.cycle, view, replace_edited=fresh)
     if fresh and move_edited_aside(repo, settings, accumulation.legs, echo):
         accumulation = accumulate(repo, settings, planned, outcome.cycle, view, replace_edited=fresh)
     result = apply_overlay(repo, settings, accumulation, replace_edited=fresh)
-    for line in result.lines():
+    brought = worktree.bring_synthesis(repo, settings, view)
+    lines = result.lines()
+    if view is not None and (result.brought or brought) and len(result.brought) == len(lines):
+        what = [f"{len(result.brought)} report(s)"] if result.brought else []
+        lines = [f"continuing {view.branch}: took {' and '.join([*what, *(['its synthesis'] if brought else [])])} "
+                 "from it (this cycle's work so far)"]
+    elif brought:
+        lines.append(f"took the synthesis from {view.branch if view else 'the refresh branch'}")
+    for line in lines:
         echo(f"overlay: {line}")
+    return [tip.sha for tip in view.tips] if view is not None else []
 
 
 def overlay_for_synthesis(repo: Path, settings: Settings, cycle: str, env: Mapping[str, str], echo: Echo) -> bool:
@@ -258,8 +270,23 @@ def _publish(repo: Path, settings: Settings, outcome: RunOutcome, *, env: Mappin
     outcome.branch_changed = bool(result.commits) and result.commits[-1] not in tips_before
     for index, line in enumerate(summary_lines(result)):
         echo(line if index == 0 else f"  {line}")
-    if not push:
-        echo("  local branch only: use --push to push it and open or update the pull request")
     if result.exit_code != ExitCode.OK:
         outcome.stage_errors.append(f"publish: {result.message or 'did not complete'}")
     echo("")
+
+
+def _put_back(repo: Path, settings: Settings, outcome: RunOutcome, *, env: Mapping[str, str],
+              start: worktree.Start, earlier: list[str], echo: Echo) -> None:
+    """Once the refresh branch holds the results, put the checkout back as the run found it
+    (`publish/worktree.py`): the base branch never carries research that was not reviewed."""
+    publication = outcome.publication
+    if publication is None or not publication.commits or publication.operation == "blocked":
+        return
+    try:
+        git = publisher_git(repo, settings, env)
+        outcome.put_back = worktree.put_back(repo, settings, git, publication.commits[-1], start, earlier)
+    except Exception as exc:  # nothing is lost: the results are on the branch and still in the working tree
+        message = one_line(redact(str(exc) if isinstance(exc, DispatchError) else f"{type(exc).__name__}: {exc}"),
+                           300)
+        echo(f"warning: the working tree was not put back ({message}); the results are on {publication.branch} "
+             "and still in the working tree too")

@@ -26,7 +26,7 @@ _VERB = {ResumeAction.RUN: "run ", ResumeAction.KEEP: "keep", ResumeAction.SKIP_
 
 
 
-SUMMARY_COLUMNS = (Column("leg", keep=True), Column("this run"), Column("state"), Column("route"),
+SUMMARY_COLUMNS = (Column("leg", ident=True), Column("this run"), Column("state"), Column("route"),
                    Column("words", right=True), Column("cost", right=True), Column("reason", wrap=True))
 """The run's summary on a terminal (`console_table`: fits it, the reason wraps); in a log, a plain table."""
 
@@ -129,12 +129,37 @@ def closing(outcome: RunOutcome, echo: Echo) -> None:
     if not outcome.ran and result is not None and result.diff.is_empty and not outcome.branch_changed:
         echo("nothing changed: every leg already had a good report for this cycle, the synthesis is unchanged"
              + (" and the refresh branch already holds it." if outcome.publication is not None else "."))
+    results(outcome, echo)
     verdict = {ExitCode.OK: "ok", ExitCode.FAILED: "FAILED",
                ExitCode.ROUTE_UNVERIFIED: "ROUTE NOT VERIFIED"}[outcome.exit_code]
     problems = "; ".join(outcome.stage_errors)
     echo(f"run {verdict}: {len(outcome.ran)} leg(s) ran, {len(outcome.stems('kept'))} kept, "
          f"{len(outcome.stems('failed'))} failed, {len(outcome.stems('not started'))} not started; "
          f"cost ${outcome.cost_usd:.4f}; {outcome.wall_s:.1f} s" + (f" — {problems}" if problems else ""))
+
+
+def results(outcome: RunOutcome, echo: Echo) -> None:
+    """Where the results are: the refresh branch, how to look at it and how to push it, and what the
+    working tree still holds (`publish/worktree.py` puts the checkout back once the branch holds them)."""
+    publication = outcome.publication
+    if publication is None or not publication.commits or publication.operation == "blocked":
+        return
+    branch, base = publication.branch, publication.base
+    where = f"pushed to {branch}" if publication.pushed else f"on the local branch {branch}"
+    echo(f"results: {len(publication.commits)} commit(s) {where}, on top of {base}")
+    put_back = outcome.put_back
+    if put_back is not None and not put_back.left:
+        echo("  your working tree is as it was: the reports and the synthesis are commits on that branch")
+    elif put_back is not None:
+        echo("  still in your working tree, on no commit of that branch: " + ", ".join(put_back.left[:8])
+             + (f" and {len(put_back.left) - 8} more" if len(put_back.left) > 8 else ""))
+    echo(f"  look at it:  git log --stat {base}..{branch}")
+    if publication.pr_url:
+        echo(f"  review it:   {publication.pr_url}")
+    elif not publication.pushed:
+        echo("  push it:     research-dispatch run --push   (pushes the branch and opens or updates the pull "
+             "request; no leg is redone)")
+    echo("")
 
 
 def _rel(repo: Path, path: Path) -> str:

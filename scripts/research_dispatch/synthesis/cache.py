@@ -142,6 +142,9 @@ class SynthesisCache:
         self._ledger_extractions: dict[str, dict[str, Any]] = {}
         self._ledger_judgements: dict[str, dict[str, Any]] = {}
         self._ledger_citations: dict[str, dict[str, Any]] = {}
+        # the same answers by (report stem, key): what the previous ledger recorded for that very report
+        self._own_extractions: dict[tuple[str, str], dict[str, Any]] = {}
+        self._own_citations: dict[tuple[str, str], dict[str, Any]] = {}
         if previous is not None and previous.get("schema") in REPLAYABLE_SCHEMAS:  # validated by read_previous
             self._index_ledger(previous, extractions=previous["schema"] == SCHEMA)
 
@@ -157,10 +160,11 @@ class SynthesisCache:
                 continue
             claims = [{k: c.get(k) for k in _EXTRACTED_FIELDS if k in c}
                       for c in claims_by_report.get(report["stem"], [])]
-            self._ledger_extractions[extraction["key"]] = {
-                "key": extraction["key"], "answer": {"claims": claims},
-                "dropped_citations": extraction["dropped_citations"], "not_findings": extraction["not_findings"],
-                "malformed": extraction.get("malformed", []), "calls": extraction["calls"]}
+            entry = {"key": extraction["key"], "answer": {"claims": claims},
+                     "dropped_citations": extraction["dropped_citations"], "not_findings": extraction["not_findings"],
+                     "malformed": extraction.get("malformed", []), "calls": extraction["calls"]}
+            self._ledger_extractions[extraction["key"]] = entry
+            self._own_extractions[(report["stem"], extraction["key"])] = entry
         for batch in ledger["batches"]:
             if batch["status"] == "ok" and isinstance(batch.get("judgement"), dict):
                 self._ledger_judgements[batch["key"]] = {"key": batch["key"], "answer": batch["judgement"],
@@ -169,8 +173,9 @@ class SynthesisCache:
             for item in check["items"]:
                 if item["key"] and item["answer"] is not None:
                     calls = [check["calls"][i] for i in item["calls"] if 0 <= i < len(check["calls"])]
-                    self._ledger_citations[item["key"]] = {"key": item["key"], "answer": item["answer"],
-                                                           "calls": calls}
+                    entry = {"key": item["key"], "answer": item["answer"], "calls": calls}
+                    self._ledger_citations[item["key"]] = entry
+                    self._own_citations[(check["report"], item["key"])] = entry
 
     # -- files -------------------------------------------------------------------------------------
     def _rel(self, kind: str, key: str) -> str:
@@ -217,10 +222,20 @@ class SynthesisCache:
                                      "claims ledger, and the next run replays them from there")
 
     def _replayed(self, kind: str, key: str, ledger: dict[str, dict[str, Any]], entry_type: type[_Entry],
-                  answer_of: Callable[[_Entry], _Answer]) -> tuple[_Entry, _Answer] | None:
-        """The first usable entry for `key` — the build cache's, then the committed ledger's — and its
-        validated answer; a damaged one is a warning naming where it is, and the next source is tried."""
-        for raw, where in ((self._read(kind, key), None), (ledger.get(key), "framework/claims.json")):
+                  answer_of: Callable[[_Entry], _Answer],
+                  own: dict[str, Any] | None = None) -> tuple[_Entry, _Answer] | None:
+        """The first usable entry for `key` — the committed ledger's for this very report (`own`), the
+        build cache's, then the committed ledger's for any report — and its validated answer; a damaged
+        one is a warning naming where it is, and the next source is tried.
+
+        Why the report's own entry first: two reports may ask one question (the same request key: two
+        legs that wrote alike), each answered by its own call. The build cache keeps one answer per key,
+        so replaying from it would give both reports the same call, and an unchanged re-run would rewrite
+        the ledger and the call log (and the cost the PR shows) though no call was made."""
+        ledger_name = "framework/claims.json"
+        anyone = ledger.get(key)
+        for raw, where in ((own, ledger_name), (self._read(kind, key), None),
+                           (None if anyone is own else anyone, ledger_name)):
             if raw is None:
                 continue
             try:
@@ -245,10 +260,12 @@ class SynthesisCache:
         return None
 
     # -- extraction --------------------------------------------------------------------------------
-    def extraction(self, key: str) -> CachedExtraction | None:
-        """The cleaned claims as an Extraction, what cleaning dropped, and the calls; or None."""
+    def extraction(self, key: str, report: str = "") -> CachedExtraction | None:
+        """The cleaned claims as an Extraction, what cleaning dropped, and the calls; or None. `report`:
+        the stem asking, whose own entry in the previous ledger comes first (`_replayed`)."""
         found = self._replayed("extract", key, self._ledger_extractions, _ExtractEntry,
-                               lambda entry: Extraction.model_validate(entry.answer))
+                               lambda entry: Extraction.model_validate(entry.answer),
+                               self._own_extractions.get((report, key)))
         if found is None:
             return None
         entry, extraction = found
@@ -280,18 +297,21 @@ class SynthesisCache:
         self._write("judge", key, {"answer": answer, "calls": calls})
 
     # -- citation checks ---------------------------------------------------------------------------
-    def citation(self, key: str) -> tuple[Verdicted, list[dict[str, Any]]] | None:
-        """A citation judge's answer (call-independent form) and the calls it came from; or None."""
+    def citation(self, key: str, report: str = "") -> tuple[Verdicted, list[dict[str, Any]]] | None:
+        """A citation judge's answer (call-independent form) and the calls it came from; or None.
+        `report`: the stem asking, whose own entry in the previous ledger comes first (`_replayed`)."""
         found = self._replayed("cite", key, self._ledger_citations, _JudgeEntry,
-                               lambda entry: Verdicted.from_dict(entry.answer))
+                               lambda entry: Verdicted.from_dict(entry.answer),
+                               self._own_citations.get((report, key)))
         return None if found is None else (found[1], list(found[0].calls))
 
-    def store_citations(self, answers: dict[str, tuple[Verdicted, list[dict[str, Any]]]]) -> None:
-        """Keep each citation judge's answer (call-independent form) with the calls it came from. One call
-        answers several citations, so every answer is bound to its calls before any entry is written: each
-        entry then holds its calls as the ledger does, and a replay writes the same bytes."""
-        kept = {key: (answer.to_dict(), calls) for key, (answer, calls) in sorted(answers.items())}
-        for key, (answer, calls) in kept.items():
+    def store_citations(self, answers: list[tuple[str, Verdicted, list[dict[str, Any]]]]) -> None:
+        """Keep each citation judge's answer (call-independent form, by its request key) with the calls it
+        came from. One call answers several citations, so every answer is bound to its calls before any
+        entry is written: each entry then holds its calls as the ledger does, and a replay writes the same
+        bytes."""
+        kept = [(key, answer.to_dict(), calls) for key, answer, calls in answers]
+        for key, answer, calls in kept:
             _bind(calls, key, answer)
-        for key, (answer, calls) in kept.items():
+        for key, answer, calls in kept:
             self._write("cite", key, {"answer": answer, "calls": calls})

@@ -55,7 +55,7 @@ from typing import Any, Literal, Protocol, TypeVar
 from research_dispatch.config.plan import Leg, companions
 from research_dispatch.config.settings import Settings
 from research_dispatch.core.fsio import confined
-from research_dispatch.core.notice import read_notice
+from research_dispatch.core.notice import repository_notice
 from research_dispatch.core.redact import redact
 from research_dispatch.core.sanitize import one_line
 from research_dispatch.core.workers import Workers
@@ -344,7 +344,7 @@ def _extract_all(reports: list[ReportInput], settings: Settings, cache: Synthesi
     outcomes = [_Extracted(extract.build_request(r, model=syn.extractor_model, layers=syn.layers)) for r in reports]
     pending: list[_Extracted] = []
     for outcome in outcomes:
-        hit = cache.extraction(outcome.request.key)
+        hit = cache.extraction(outcome.request.key, outcome.request.report.stem)
         if hit is None:
             pending.append(outcome)
             continue
@@ -419,13 +419,19 @@ def _judge_all(batches: list[Batch], settings: Settings, cache: SynthesisCache, 
                            lambda o: f"judge batch {o.batch.id}: {_time_limit_note(minutes)}")
 
 
+_Answered = tuple[citations.Verdicted, list[dict[str, Any]]]
+"""A citation judge's answer and the calls it rests on; held by (report, key): two reports may ask one
+question, and each decision rests on its own report's calls (issue 30.5)."""
+
+
 def _check_all(repo: Path, reports: list[ReportInput], extracted: list[_Extracted], settings: Settings,
                cache: SynthesisCache, lazy: _LazyGateway, cycle: str, deadline: float) -> list[_ReportChecks]:
     """Check every citation of every extracted claim (`citations`); cached answers first."""
     by_stem = {r.stem: r for r in reports}
     checks: list[_ReportChecks] = []
     pending: list[_Checked] = []
-    answered: dict[str, tuple[citations.Verdicted, list[dict[str, Any]]]] = {}
+    # by (report, key): two reports may ask one question, and each decision rests on its own report's calls
+    answered: dict[tuple[str, str], _Answered] = {}
     for outcome in extracted:
         if outcome.error:
             continue
@@ -436,11 +442,11 @@ def _check_all(repo: Path, reports: list[ReportInput], extracted: list[_Extracte
         checks.append(report_checks)
         uncached = []
         for item in report_checks.plan.items:
-            hit = cache.citation(item.key)
+            hit = cache.citation(item.key, report.stem)
             if hit is None:
                 uncached.append(item)
             else:
-                answered[item.key] = hit
+                answered[(report.stem, item.key)] = hit
                 report_checks.cached += 1
         pending += [_Checked(b) for b in citations.build_batches(report.stem, uncached)]
     minutes = settings.synthesis.timeout_minutes
@@ -462,23 +468,23 @@ def _check_all(repo: Path, reports: list[ReportInput], extracted: list[_Extracte
                                    _parallel(pending, lazy.held(work), settings.synthesis.concurrency, deadline),
                                    lambda o: f"citation check {o.batch.index} of {o.batch.report}: "
                                              f"{_time_limit_note(minutes)}")
-    failed: dict[str, _Checked] = {}
+    failed: dict[tuple[str, str], _Checked] = {}
     by_report: dict[str, list[_Checked]] = {}
-    fresh: set[str] = set()
+    fresh: set[tuple[str, str]] = set()
     for checked in finished:
         by_report.setdefault(checked.batch.report, []).append(checked)
         for item in checked.batch.items.values():
             if item.key in checked.answers:
-                answered[item.key] = (checked.answers[item.key], checked.calls)
-                fresh.add(item.key)
+                answered[(checked.batch.report, item.key)] = (checked.answers[item.key], checked.calls)
+                fresh.add((checked.batch.report, item.key))
             else:
-                failed[item.key] = checked
+                failed[(checked.batch.report, item.key)] = checked
     rechecked: dict[str, list[_Rechecked]] = {}
     for second in _recheck_all(checks, answered, settings, lazy, cycle, deadline):
         rechecked.setdefault(second.batch.report, []).append(second)
-        fresh |= {q.key for q in second.batch.items.values()}
-    # each answer is kept once it is complete (with its second question's answer)
-    cache.store_citations({key: answered[key] for key in fresh})
+        fresh |= {(second.batch.report, q.key) for q in second.batch.items.values()}
+    # each answer is kept once complete (with its second question's answer)
+    cache.store_citations([(key, *answered[(stem, key)]) for stem, key in sorted(fresh)])
     for report_checks in checks:
         stem = report_checks.plan.report
         _decide_report(report_checks, answered, failed, by_report.get(stem, []), rechecked.get(stem, []))
@@ -506,7 +512,7 @@ def _attempt(outcome: _Attempted, ask: Callable[[], list[CallRecord]]) -> None:
     outcome.calls = _dicts(outcome.fresh)
 
 
-def _recheck_all(checks: list[_ReportChecks], answered: dict[str, tuple[citations.Verdicted, list[dict[str, Any]]]],
+def _recheck_all(checks: list[_ReportChecks], answered: dict[tuple[str, str], _Answered],
                  settings: Settings, lazy: _LazyGateway, cycle: str, deadline: float) -> list[_Rechecked]:
     """Ask the second, opposite-direction question about every answer whose pointed sentence is in doubt
     (`citations.recheck_of`): one call per report (at most `MAX_ITEMS_PER_CALL` each); each answer in
@@ -515,8 +521,9 @@ def _recheck_all(checks: list[_ReportChecks], answered: dict[str, tuple[citation
     pending: list[_Rechecked] = []
     for report_checks in checks:
         plan = report_checks.plan
-        questions = [question for item in plan.items if item.key in answered
-                     for question in [citations.recheck_of(item, answered[item.key][0])] if question is not None]
+        questions = [question for item in plan.items if (plan.report, item.key) in answered
+                     for question in [citations.recheck_of(item, answered[(plan.report, item.key)][0])]
+                     if question is not None]
         if questions and plan.judge_model is not None:
             pending += [_Rechecked(b) for b in citations.build_rechecks(plan.report, plan.judge_model, questions)]
     if not pending:
@@ -539,15 +546,16 @@ def _recheck_all(checks: list[_ReportChecks], answered: dict[str, tuple[citation
                                      f"{_time_limit_note(minutes)}")
     for outcome in done:
         for question in outcome.batch.items.values():
-            answer, calls = answered[question.key]
+            answer, calls = answered[(outcome.batch.report, question.key)]
             stood = outcome.stood.get(question.key)
-            answered[question.key] = (replace(answer, recheck=stood) if stood is not None else answer,
-                                      calls + outcome.calls)
+            answered[(outcome.batch.report, question.key)] = (
+                replace(answer, recheck=stood) if stood is not None else answer, calls + outcome.calls)
     return done
 
 
-def _decide_report(checks: _ReportChecks, answered: dict[str, tuple[citations.Verdicted, list[dict[str, Any]]]],
-                   failed: dict[str, _Checked], outcomes: list[_Checked], rechecks: list[_Rechecked]) -> None:
+def _decide_report(checks: _ReportChecks, answered: dict[tuple[str, str], _Answered],
+                   failed: dict[tuple[str, str], _Checked], outcomes: list[_Checked],
+                   rechecks: list[_Rechecked]) -> None:
     """Every decision of one report, in claim order, with the calls each rests on (deduplicated)."""
     calls: list[dict[str, Any]] = []
     index: dict[str, int] = {}
@@ -564,13 +572,13 @@ def _decide_report(checks: _ReportChecks, answered: dict[str, tuple[citations.Ve
 
     decisions = list(checks.plan.decided)
     for item in checks.plan.items:
-        hit = answered.get(item.key)
+        hit = answered.get((checks.plan.report, item.key))
         if hit is not None:
             answer, records = hit
             check, reason = citations.decide(item, answer)
             decisions.append(citations.Decision(item.claim, item.number, check, reason, item, answer, refer(records)))
             continue
-        outcome = failed.get(item.key)
+        outcome = failed.get((checks.plan.report, item.key))
         why = outcome.error if outcome is not None and outcome.error else "the check call gave no answer"
         decisions.append(citations.Decision(
             item.claim, item.number, CitationCheck(item.url, Support.UNSUPPORTED),
@@ -997,11 +1005,12 @@ def synthesize(repo: Path, settings: Settings, *, env: Mapping[str, str], cycle:
                             "family of a report it judges (configure a judge of another family)")
 
     methodology_path, methodology_text = _updated_methodology(repo, settings, states, reports, warnings)
+    notice = repository_notice(repo, settings.research_dir)  # the demo's, or canned reports' (a run on the fakes)
     write_unit(repo, settings.build_dir, UNIT_JOURNAL, [
         FileWrite(settings.synthesis_calls_relpath, _calls_log(extracted, judged, checks)),
         FileWrite(settings.ledger_relpath, redact(ledger.to_json())),
         *([FileWrite(settings.methodology_path, methodology_text)] if methodology_text is not None else []),
-        FileWrite(settings.document_relpath, redact(render_document(ledger, settings, read_notice(repo))))],
+        FileWrite(settings.document_relpath, redact(render_document(ledger, settings, notice)))],
         what=SYNTHESIS_WHAT)
 
     fresh = [r for o in extracted for r in o.fresh] + [r for o in judged for r in o.fresh] + \

@@ -27,7 +27,7 @@ from pydantic import ValidationError
 from research_dispatch.config.plan import Leg
 from research_dispatch.config.settings import Settings
 from research_dispatch.core.fsio import confined, write_atomic
-from research_dispatch.core.notice import read_notice
+from research_dispatch.core.notice import repository_notice
 from research_dispatch.core.redact import redact
 from research_dispatch.leg.report import sha256_of
 from research_dispatch.synthesis.write.ledger import Ledger
@@ -105,7 +105,8 @@ def document_edited(repo: Path, settings: Settings) -> bool:
         return False
     try:
 
-        rendered = redact(render_document(Ledger.model_validate(data), settings, read_notice(repo)))
+        notice = repository_notice(repo, settings.research_dir)
+        rendered = redact(render_document(Ledger.model_validate(data), settings, notice))
     except (ImportError, ValidationError, ValueError, KeyError, TypeError, AttributeError):
         return False
     return rendered != text

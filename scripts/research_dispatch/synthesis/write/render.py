@@ -1,10 +1,12 @@
 """Render `framework/<name>.md` from the ledger: the document readers act on.
 
-The document is a view of `claims.json` and nothing else, so the two cannot disagree. Sections: a
-banner when the synthesis is incomplete; a header whose numbers add up (claims: anchored, with a
-supported citation, unsupported, contradicted by their own source; decisions and findings, each
-explained once); the TL;DR decision table (layer, decision, verdict, support in families and
-sources, status) and the agreement matrix (decisions × families: for / against / conditional / none),
+The document is a view of `claims.json` and nothing else, so the two cannot disagree. Sections: the
+title, the cycle line and a banner when the synthesis is incomplete; first the TL;DR decision table
+(layer, decision, verdict, support in families and sources, status), so a reader meets the answer
+before the method; then how the synthesis was made: the extractor and judge models the ledger records,
+numbers that add up (claims: anchored, with a supported citation, unsupported, contradicted by their
+own source; decisions and findings, each explained once) and the method text, wrapped at `WRAP`
+columns; the agreement matrix (decisions × families: for / against / conditional / none),
 both from `decisions`; convergent findings ("convergent — one shared source" when every supported
 citation is one page); same-family agreement; divergences with a "use X today, switch to Y when Z"
 line (or "no consensus" when families are equal) and each side's condition beside the reports that
@@ -23,6 +25,7 @@ from __future__ import annotations
 
 import posixpath
 import re
+import textwrap
 from collections.abc import Iterable
 
 from research_dispatch.config.settings import Settings
@@ -210,7 +213,6 @@ class _Renderer:
     # -- sections ----------------------------------------------------------------------------------
     def header(self) -> None:
         counts = self.ledger.counts
-        statuses = counts["clusters"]
         families = sorted({f for r in self.ledger.reports if r.counted for f in r.families})
         skipped = ""
         if counts.get("ignored") or counts.get("failed"):
@@ -228,10 +230,38 @@ class _Renderer:
         if self.ledger.incomplete:
             self.emit("> **Incomplete synthesis.** " + " ".join(md(item, 900) for item in self.ledger.incomplete)
                       + " Re-running `research-dispatch synthesize` replays what was done and continues.", "")
+
+    def models(self) -> str:
+        """Which models extracted and judged, as the ledger records them (the calls made, or replayed), so a
+        reader can weigh the synthesis by who made it. Only the ledger: the document is a view of it (a
+        re-render must give the same bytes, or a hand edit is suspected), so a role no call filled names
+        the ledger's settings as configured, not as having run."""
+        configured = self.ledger.settings
+        extractors = sorted({r.extraction.model for r in self.ledger.reports})
+        aligners = sorted({b.judge_model for b in self.ledger.batches})
+        checkers = sorted({c.judge_model for c in self.ledger.citation_checks if c.judge_model})
+
+        def names(models: list[str], role: str) -> str:
+            if models:
+                return ", ".join(f"`{one_line(m, 120).replace('`', '')}`" for m in models)
+            value = configured.get(role) or configured.get("judge_models") or []
+            wanted = [value] if isinstance(value, str) else [str(m) for m in value]
+            return "none called this cycle" + (f" (configured: {names(wanted, role)})" if wanted else "")
+
+        return (f"**Models.** Extractor: {names(extractors, 'extractor_model')}. Judges aligning claims across "
+                f"reports: {names(aligners, 'judge_models')}. Citation judges: {names(checkers, 'citation_models')} "
+                "(for each report, one of another family than its author's).")
+
+    def method(self) -> None:
+        """After the decision table: what the numbers count, who made the synthesis and how it decides —
+        wrapped, so that the source reads as well as the rendered page."""
+        counts = self.ledger.counts
+        statuses = counts["clusters"]
+        self.emit("## How this synthesis was made", "", *_wrapped(self.models()), "")
         checked = counts.get("checked") or {}
         if checked:
             dropped = counts.get("dropped_claims", 0)
-            self.emit(
+            self.emit(*_wrapped(
                 f"**Claims.** {_plural(checked['claims'], 'claim')} from {_plural(checked['reports'], 'report')}: "
                 f"{checked['anchored']} anchored (located in their report, quoted as whole sentences; "
                 f"{checked['not_anchored']} not located), of which {checked['supported']} with a supported citation, "
@@ -239,15 +269,15 @@ class _Renderer:
                 f"{checked['counted']} count towards support; "
                 + (f"{_plural(dropped, 'claim')} extracted from counted reports could not be located, checked or "
                    "counted, each listed under Limitations with its reason." if dropped else
-                   "every claim of a counted report was located, checked and counted."), "")
+                   "every claim of a counted report was located, checked and counted.")), "")
         made = self.decisions
         by_status = {status: sum(1 for d in made if d.status == status)
                      for status in ("convergent", "same_family", "divergent", "single_source")}
         ties = sum(1 for d in made if d.tie)
         total = sum(statuses.values())
-        self.emit(
+        self.emit(*_wrapped(
             f"**Decisions and findings.** A *finding* is a set of claims that agree; a *decision* is a row of the "
-            "table below — a divergence (a finding per side) or a recommendation that stands alone. "
+            "table above — a divergence (a finding per side) or a recommendation that stands alone. "
             f"{_plural(len(made), 'decision')}: {by_status['convergent']} convergent, {by_status['same_family']} "
             f"same-family, {by_status['divergent']} divergent ({ties} without consensus), "
             f"{by_status['single_source']} single-source. "
@@ -255,8 +285,8 @@ class _Renderer:
             f"same-family, {statuses['divergent']} divergent (the sides of the "
             f"{_plural(counts.get('divergences', 0), 'divergence')}), {statuses['single_source']} single-source "
             f"({self.flag_counts()}), {statuses.get('unsupported', 0)} not counted (no checked "
-            f"support), {statuses['excluded']} made only by excluded reports.", "")
-        self.emit(
+            f"support), {statuses['excluded']} made only by excluded reports."), "")
+        self.emit(*_wrapped(
             "A claim counts only when code located the report sentence it points at (its quote is that whole "
             "sentence) and a judge of another family confirmed at least one of its citations by pointing at "
             "sentences of the stored passage that address it (the quote shown is the passage's own). A finding is "
@@ -271,7 +301,7 @@ class _Renderer:
             f"flagged “{FLAG}” when another family was asked about its topic (had a counted report on it) and "
             f"“{ONLY_ONE_ASKED}” when none was. Claims were extracted by a model; alignment and citation checks "
             "were judged "
-            "by models that saw anonymised reports; everything else is deterministic code over `claims.json`.",
+            "by models that saw anonymised reports; everything else is deterministic code over `claims.json`."),
             "")
 
     def decision_table(self) -> None:
@@ -519,6 +549,7 @@ class _Renderer:
     def render(self) -> str:
         self.header()
         self.decision_table()
+        self.method()
         self.agreement_matrix()
         self.cluster_section("Convergent findings", "convergent",
                              "Supported by counted reports from at least two model families.")
@@ -533,6 +564,23 @@ class _Renderer:
         self.limitations()
         self.sources_section()
         return "\n".join(self.lines).rstrip() + "\n"
+
+
+WRAP = 100
+"""The document's own prose is wrapped at this width: its source is read in diffs and terminals too."""
+_BLOCK_START = re.compile(r"^(?:[-+*](?:\s|$)|[>#|<]|(?:[-*_]\s*){3,}$|=+\s*$|```|~~~|\d+[.)](?:\s|$))")
+"""How a line starts a block in CommonMark: a list item, a quote, a heading, a table row, HTML, a
+setext underline or a thematic break, a fence."""
+
+
+def _wrapped(paragraph: str) -> list[str]:
+    """A paragraph as lines of at most `WRAP` characters (a long word stays whole). Markdown joins them
+    back into one paragraph — unless a line would start like a block (a list item, a quote, a heading)
+    or end in a hard break: then the paragraph stays on one line rather than render differently."""
+    lines = textwrap.wrap(paragraph, WRAP, break_long_words=False, break_on_hyphens=False)
+    starts_block = any(_BLOCK_START.match(line) for line in lines[1:])
+    hard_break = any(line.endswith("\\") for line in lines[:-1])  # `\` before a line end is a hard break
+    return [paragraph] if starts_block or hard_break else lines
 
 
 def render_document(ledger: Ledger, settings: Settings, notice: str | None = None) -> str:
