@@ -61,7 +61,12 @@ def test_collect_rejects_tampered_and_ignores_strays(repo: Path, fake_env: dict,
     assert "ignored: research/99-evil.md" in result.stderr and "ignored: .github/workflows.yml" in result.stderr
     assert not (target / "research" / "02-diloco-family.md").exists()
     assert not (target / "research" / "99-evil.md").exists() and not (target / ".github").exists()
-    assert (target / "research" / "04-verl-trl.md").exists()
+    # a report whose call log is refused is not imported without it (all or none), nor its evidence or status
+    assert "rejected: research/04-verl-trl.md: not imported: research/04-verl-trl.calls.jsonl is refused" \
+        in result.stderr
+    assert not (target / "research" / "04-verl-trl.md").exists()
+    assert not (target / "research" / "04-verl-trl.evidence.jsonl").exists()
+    assert not (target / "build" / "legs" / "04-verl-trl.json").exists()
 
 
 def test_collect_synthesis_accepts_only_the_dispatch_table_change(repo: Path, fake_env: dict, tmp_path: Path) -> None:

@@ -22,9 +22,11 @@ from research_dispatch.core.errors import GatewayError, MissingKey, UnsupportedP
 from research_dispatch.core.retry import RetryPolicy
 from research_dispatch.gateway.client import Gateway, canonical_assistant_turn, credentials
 from research_dispatch.gateway.endpoints import (
+    Endpoint,
     EndpointPrice,
     PriceOverride,
     Pricing,
+    least_cost,
     parse_endpoints,
     request_shape,
 )
@@ -236,6 +238,57 @@ def test_unusable_cost_is_a_typed_error(gateway_server: FakeGateway, cost: Any) 
     gateway_server.set_scenario({"rules": [{"usage_cost": cost}]})
     with product(gateway_server) as gw, pytest.raises(UnusableUsage, match=r"usage\.cost"):
         gw.complete(model="deepseek/deepseek-v4-pro", messages=USER)
+
+
+@pytest.mark.parametrize("reported", [0, 1e-9])
+def test_a_cost_below_the_listed_price_is_replaced_by_the_priced_figure_and_flagged(gateway_server: FakeGateway,
+                                                                                      reported: float) -> None:
+    """Issue 31 (low): a gateway reporting `cost: 0` (or next to nothing) for the tokens of a priced endpoint
+    was believed, so no dollar cap could hold. The priced figure counts; the reported one is kept as the flag."""
+    with product(gateway_server) as gw:
+        honest = gw.complete(model="deepseek/deepseek-v4-pro", messages=USER).record
+        gateway_server.set_scenario({"rules": [{"usage_cost": reported}]})
+        floored = gw.complete(model="deepseek/deepseek-v4-pro", messages=USER).record
+    assert honest.reported_cost_usd is None and honest.cost_usd > 0
+    assert (floored.prompt_tokens, floored.completion_tokens) == (honest.prompt_tokens, honest.completion_tokens)
+    assert floored.reported_cost_usd == reported
+    assert math.isclose(floored.cost_usd, honest.cost_usd, rel_tol=1e-3)  # the fake bills exactly the listed price
+
+
+def test_a_second_tiny_usage_chunk_cannot_shrink_what_the_call_is_billed_at(gateway_server: FakeGateway) -> None:
+    """Issue 31 (low): a stream whose real usage is followed by a stray usage chunk of 2 tokens and $0.0000001
+    was billed at the stray one. The usage that counts the most tokens is the one kept (gateway/stream.py)."""
+    with product(gateway_server) as gw:
+        honest = gw.complete(model="deepseek/deepseek-v4-pro", messages=USER).record
+        gateway_server.set_scenario({"rules": [{"bad_chunk": "second_usage"}]})
+        doubled = gw.complete(model="deepseek/deepseek-v4-pro", messages=USER).record
+    assert (doubled.prompt_tokens, doubled.completion_tokens) == (honest.prompt_tokens, honest.completion_tokens)
+    assert doubled.prompt_tokens > 1 and doubled.cost_usd == honest.cost_usd and doubled.reported_cost_usd is None
+
+
+def test_a_cost_at_or_above_the_listed_price_is_taken_as_reported(gateway_server: FakeGateway) -> None:
+    gateway_server.set_scenario({"rules": [{"usage_cost": 0.25}]})
+    with product(gateway_server) as gw:
+        record = gw.complete(model="deepseek/deepseek-v4-pro", messages=USER).record
+    assert record.cost_usd == 0.25 and record.reported_cost_usd is None
+
+
+@given(prompt=st.integers(0, 300_000), cached=st.integers(0, 300_000), completion=st.integers(0, 100_000),
+       base=st.floats(1e-8, 1e-4), factor=st.floats(0.1, 10.0), threshold=st.integers(0, 300_000))
+@settings(max_examples=examples(100), deadline=None)
+def test_the_least_listed_cost_never_exceeds_what_the_listing_charges(prompt: int, cached: int, completion: int,
+                                                                      base: float, factor: float,
+                                                                      threshold: int) -> None:
+    """The floor is a bound from below: at most what the dearest schedule (the pre-call bound) charges for
+    the same tokens, whatever the overrides and time windows, so an honest cost is never raised."""
+    schedule = EndpointPrice(prompt=base, completion=4 * base, overrides=(
+        PriceOverride(prompt=base * factor, completion=4 * base * factor, min_prompt_tokens=threshold),
+        PriceOverride(prompt=base / 2, timed=True)))
+    endpoint = Endpoint(provider_name="DeepSeek", tag="deepseek", supported_parameters=frozenset(), price=schedule)
+    floor = least_cost([endpoint], prompt_tokens=prompt, cached_tokens=min(cached, prompt),
+                       completion_tokens=completion)
+    dearest = schedule.at(prompt)
+    assert floor is not None and floor <= (prompt - min(cached, prompt)) * dearest[0] + completion * dearest[1] + 1e-12
 
 
 def _status_error(status: int, body: dict[str, Any]) -> openai.APIStatusError:

@@ -7,15 +7,14 @@ import subprocess
 from pathlib import Path
 
 import pytest
-from click.testing import CliRunner
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 # `check` loads its stage lazily; imported here, while collecting, so that the tests below measure the rule and
 # not the first import of the client libraries (the fast tier's CPU guard, tests/tierguard.py)
 import research_dispatch.run.documents  # noqa: F401
-from research_dispatch.cli import main
 from research_dispatch.core import gitref
+from tests.clirun import run_cli
 from tests.profiles import examples
 
 PIECES = ["a", "Z", "0", ".", "/", "-", "_", "..", ".lock", "@{", "@", "//", " ", "~", "^", ":", "*", "[", "\\"]
@@ -50,13 +49,13 @@ def test_check_refuses_a_branch_setting_git_refuses(repo: Path, table: str, fiel
     """`check` used to take a branch prefix git refuses (issue 31): the refresh branch then failed at publish."""
     pyproject = repo / "pyproject.toml"
     pyproject.write_text(pyproject.read_text(encoding="utf-8") + f"pr = {{{table}}}\n", encoding="utf-8")
-    done = CliRunner().invoke(main, ["check", "--repo", str(repo)])
-    assert done.exit_code == 2, done.output
+    done = run_cli("check", "--repo", str(repo))
+    assert done.code == 2, done.output
     [line] = done.stderr.strip().splitlines()
     assert "pyproject.toml" in line and field in line and shown in line and "git check-ref-format" in line
 
 
 @pytest.mark.parametrize("cycle", ["abc.", "a.lock", "a..b"])
 def test_a_cycle_git_refuses_as_a_branch_is_bad_input(repo: Path, cycle: str) -> None:
-    done = CliRunner().invoke(main, ["plan", "--repo", str(repo), "--cycle", cycle])
-    assert done.exit_code == 2 and "--cycle" in done.stderr and repr(cycle) in done.stderr
+    done = run_cli("plan", "--repo", str(repo), "--cycle", cycle)
+    assert done.code == 2 and "--cycle" in done.stderr and repr(cycle) in done.stderr

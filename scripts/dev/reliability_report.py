@@ -133,6 +133,22 @@ REFERENCED: tuple[Referenced, ...] = (
                "tests/publish/test_publish_secrets.py::test_the_token_reaches_git_only_through_the_environment"),
     Referenced("input", "bad topic file: {id}", "exit 2, one line naming the file and the field",
                "tests/test_config.py::test_bad_topic_file_exits_2_with_one_line_naming_the_file"),
+    Referenced("input", "`run --json` refused before it starts (bad --topics, missing keys)",
+               "exit 2 and still one run@1 document on stdout: nothing run, `error` the one line stderr says",
+               "tests/firsthour/test_json.py::test_run_json_on_bad_input_is_still_one_document"),
+    Referenced("hostile", "a judge's verdict rewritten inside the committed claims ledger",
+               "not replayed (no call record of the entry names its hash): a warning naming framework/claims.json, "
+               "the citation asked again (1 check call) and its honest verdict kept",
+               "tests/synthesis/test_citation_checks.py::test_a_verdict_edited_in_the_ledger_is_asked_again_not_"
+               "replayed"),
+    Referenced("budget", "the gateway reports a cost below the endpoint's listed price ({id})",
+               "the call counts at the listed price for the tokens it counted; the reported figure is kept as "
+               "`reported_cost_usd` (the flag); a cost at or above the listed price is taken as reported",
+               "tests/test_gateway_wire.py::test_a_cost_below_the_listed_price_is_replaced_by_the_priced_figure_and"
+               "_flagged"),
+    Referenced("budget", "a stray second usage chunk of 2 tokens and $0.0000001 after the real one",
+               "the usage that counts the most tokens is kept: the call is billed at the real usage",
+               "tests/test_gateway_wire.py::test_a_second_tiny_usage_chunk_cannot_shrink_what_the_call_is_billed_at"),
 )
 
 # Cases the issue asks for that no test covers yet (rendered as "pending", counted apart).

@@ -20,7 +20,7 @@ import click
 
 from research_dispatch import __version__
 from research_dispatch.core.errors import BadInput, DispatchError, ExitCode
-from research_dispatch.core.interrupt import handling_sigint
+from research_dispatch.core.interrupt import handling_interrupts, reason
 from research_dispatch.core.redact import redact
 from research_dispatch.core.sanitize import for_log
 
@@ -47,12 +47,13 @@ def guarded(func: F) -> F:
     @functools.wraps(func)
     def wrapper(*args: Any, **kwargs: Any) -> Any:
         try:
-            with handling_sigint():  # Ctrl-C: the command's interrupt path, with a backstop (interrupt.py)
+            # Ctrl-C and SIGTERM: the command's interrupt path, with a backstop (interrupt.py)
+            with handling_interrupts():
                 return func(*args, **kwargs)
         except DispatchError as exc:
             _fail(str(exc), exc.exit_code)
         except KeyboardInterrupt:
-            _fail("interrupted", ExitCode.FAILED)
+            _fail(reason(), ExitCode.FAILED)
         except Exception as exc:
             if os.environ.get("RESEARCH_DISPATCH_DEBUG"):
                 raise
@@ -327,7 +328,7 @@ def research(repo: Path, topic: str, model: str | None, export_dir: Path | None,
             codes.append(result.exit_code)
             _say(_leg_line(result))
             if result.interrupted:
-                raise Interrupted(f"interrupted by the user (Ctrl-C); {leg.stem} is recorded as interrupted in "
+                raise Interrupted(f"{reason()}; {leg.stem} is recorded as interrupted in "
                                   f"{leg.status_relpath(settings)}")
             if export_dir is not None:
                 export_leg(repo, settings, leg, export_dir)
@@ -536,18 +537,26 @@ def run(repo: Path, topic_ids: str | None, model_ids: str | None, jobs: int | No
     # lazy: `--help` must not import the stages (module docstring)
     from research_dispatch.run.refresh import run_command, run_refresh
 
-    topics, models = _split(topic_ids, "--topics"), _split(model_ids, "--models")
     if not as_json:
+        topics, models = _split(topic_ids, "--topics"), _split(model_ids, "--models")
         sys.exit(run_command(repo, topics=topics, models=models, jobs=jobs, publish=do_publish, push=push,
                              fresh=fresh, cycle=_cycle(cycle), env=os.environ, echo=_say,
                              allow_edited=allow_edited))
     # lazy: `--help` must not import the stages (module docstring)
     from research_dispatch.config.settings import load_settings
-    from research_dispatch.run.documents import run_document
+    from research_dispatch.core.errors import DispatchError
+    from research_dispatch.run.documents import refused_run_document, run_document
 
-    outcome = run_refresh(repo, topics=topics, models=models, jobs=jobs, publish=do_publish, push=push, fresh=fresh,
-                          cycle=_cycle(cycle), env=os.environ, echo=_narrate, live=False, allow_edited=allow_edited)
-    _print_document(run_document(outcome, repo, load_settings(repo)))
+    try:
+        topics, models = _split(topic_ids, "--topics"), _split(model_ids, "--models")
+        outcome = run_refresh(repo, topics=topics, models=models, jobs=jobs, publish=do_publish, push=push,
+                              fresh=fresh, cycle=_cycle(cycle), env=os.environ, echo=_narrate, live=False,
+                              allow_edited=allow_edited)
+        document = run_document(outcome, repo, load_settings(repo))
+    except DispatchError as exc:  # bad input (exit 2) or a held lock: still one document on stdout
+        _print_document(refused_run_document(str(exc), exc.exit_code, cycle))
+        raise
+    _print_document(document)
     sys.exit(outcome.exit_code)
 
 

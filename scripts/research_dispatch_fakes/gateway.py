@@ -112,6 +112,10 @@ Actions (combinable where sensible):
   * `no_metadata`: no `openrouter_metadata` and no top-level `provider`.
   * `delay_s`: extra delay.
   * `usage_fields: {NAME: VALUE}`: those `usage` fields are VALUE as is (a key where a count belongs...);
+  * `bad_chunk: KIND` (a streamed request): one malformed chunk (`sse.BAD_CHUNKS`: `tool_call_index`,
+    `tool_calls`, `choices`, `usage`) halfway through the stream, or (`second_usage`) a second, tiny usage
+    chunk after the real one; the generation is billed as usual (for what was streamed, if the client
+    stops reading).
   * `usage_cost: VALUE`: `usage.cost` is VALUE as is (a broken or hostile gateway): "NaN" and
     "Infinity" go out as those JSON number tokens, any other value verbatim.
   * `overstate` (claim extraction: the first claim's quote is not in the report), `misquote` (citation
@@ -740,7 +744,8 @@ class FakeGateway(FakeServer):
         """The completion as OpenRouter streams it (module `sse`): keep-alive comments through the delay,
         the deltas (a `stall_s` halfway), the usage chunk; with an error, the mid-stream error chunk."""
         pieces = list(sse.chunks(payload, delay_s=delay, stall_s=float(rule.get("stall_s") or 0.0),
-                                 keepalive_s=float(self.scenario.get("keepalive_s") or KEEPALIVE_S), error=error))
+                                 keepalive_s=float(self.scenario.get("keepalive_s") or KEEPALIVE_S), error=error,
+                                 bad=str(rule["bad_chunk"]) if rule.get("bad_chunk") else None))
 
         def ended(sent: int, completed: bool) -> None:
             self._stream_ended(gen_id, provider, pieces, sent, completed)

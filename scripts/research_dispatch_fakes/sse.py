@@ -47,11 +47,36 @@ def pause(seconds: float, keepalive_s: float) -> Iterator[bytes | float]:
         yield KEEPALIVE
 
 
+BAD_CHUNKS = ("tool_call_index", "tool_calls", "choices", "usage", "second_usage")
+"""The malformed chunks a broken gateway can send (`bad_chunk`): `tool_calls[0].index = "x"`,
+`tool_calls = 5`, `choices = 7`, `usage = "free"` halfway through the deltas, or a second, tiny usage
+chunk after the real one (a gateway that reports usage twice)."""
+
+
+def bad_chunk(kind: str, head: dict[str, Any]) -> bytes:
+    """One malformed chunk of `kind` (`BAD_CHUNKS`), as a broken gateway or proxy sends it."""
+    if kind == "tool_call_index":
+        delta: Any = {"tool_calls": [{"index": "x", "function": {"arguments": "{"}}]}
+        return event({**head, "choices": [{"index": 0, "delta": delta, "finish_reason": None}]})
+    if kind == "tool_calls":
+        return event({**head, "choices": [{"index": 0, "delta": {"tool_calls": 5}, "finish_reason": None}]})
+    if kind == "choices":
+        return event({**head, "choices": 7})
+    if kind == "usage":
+        return event({**head, "choices": [], "usage": "free"})
+    if kind == "second_usage":
+        return event({**head, "choices": [], "usage": {"prompt_tokens": 1, "completion_tokens": 1, "total_tokens": 2,
+                                                       "cost": 0.0000001}})
+    raise ValueError(f"unknown bad chunk {kind!r}; one of {', '.join(BAD_CHUNKS)}")
+
+
 def chunks(payload: dict[str, Any], *, delay_s: float = 0.0, stall_s: float = 0.0, keepalive_s: float = 0.25,
-           error: dict[str, Any] | None = None) -> Iterator[bytes | float]:
+           error: dict[str, Any] | None = None, bad: str | None = None) -> Iterator[bytes | float]:
     """The events of `payload` (a non-streamed chat completion, the fake's answer) as OpenRouter streams
     them: keep-alives through `delay_s`, the deltas, a stall of `stall_s` halfway through them, and the
-    final usage chunk; with `error`, the mid-stream error chunk halfway instead of the rest."""
+    final usage chunk; with `error`, the mid-stream error chunk halfway instead of the rest; with `bad`,
+    that malformed chunk (`bad_chunk`) halfway (a second usage chunk: after the real one), the rest as
+    usual."""
     head: dict[str, Any] = {key: payload[key] for key in ("id", "created", "model") if key in payload}
     head["object"] = "chat.completion.chunk"
     if "provider" in payload:
@@ -79,6 +104,8 @@ def chunks(payload: dict[str, Any], *, delay_s: float = 0.0, stall_s: float = 0.
     yield from pause(delay_s, keepalive_s)
     half = max(1, len(deltas) // 2)
     yield from deltas[:half]
+    if bad is not None and bad != "second_usage":
+        yield bad_chunk(bad, head)
     if error is not None:
         yield event({**head, "error": error, "choices": [{"index": 0, "delta": {"content": ""},
                                                           "finish_reason": "error", "native_finish_reason": "error"}]})
@@ -90,4 +117,6 @@ def chunks(payload: dict[str, Any], *, delay_s: float = 0.0, stall_s: float = 0.
     if "openrouter_metadata" in payload:
         final["openrouter_metadata"] = payload["openrouter_metadata"]
     yield event(final)
+    if bad == "second_usage":
+        yield bad_chunk(bad, head)
     yield event("[DONE]")

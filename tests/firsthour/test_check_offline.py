@@ -18,11 +18,10 @@ import json
 from pathlib import Path
 
 import pytest
-from click.testing import CliRunner, Result
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from research_dispatch.cli import main
+from tests.clirun import CliRun, run_cli
 from tests.profiles import examples
 
 TWO_FAMILIES = """id: rag
@@ -47,11 +46,11 @@ def repo_with(tmp_path: Path, topics: dict[str, str], pyproject: str | None = TH
     return repo
 
 
-def check(repo: Path, *args: str) -> Result:
-    return CliRunner().invoke(main, ["check", "--repo", str(repo), *args])
+def check(repo: Path, *args: str) -> CliRun:
+    return run_cli("check", "--repo", str(repo), *args)
 
 
-def lines(result: Result, kind: str) -> list[str]:
+def lines(result: CliRun, kind: str) -> list[str]:
     return [line.removeprefix(f"{kind}: ") for line in result.stderr.splitlines() if line.startswith(f"{kind}: ")]
 
 
@@ -62,7 +61,7 @@ def test_a_judge_of_the_reports_own_family_is_exit_2_naming_judge_models(tmp_pat
     repo = repo_with(tmp_path, {"01-rag.yaml": TWO_FAMILIES},
                      '[tool.research-dispatch.synthesis]\njudge_models = ["openai/gpt-5-mini"]\n')
     result = check(repo)
-    assert result.exit_code == 2, result.output
+    assert result.code == 2, result.output
     assert lines(result, "error") == [
         "pyproject.toml: tool.research-dispatch.synthesis.judge_models: no judge can check the reports of the openai "
         "family (topics/01-rag.yaml): every judge (openai/gpt-5-mini) is of that family, and a judge must be of "
@@ -74,7 +73,7 @@ def test_citation_judges_of_the_reports_family_are_named_too(tmp_path: Path) -> 
     repo = repo_with(tmp_path, {"01-rag.yaml": TWO_FAMILIES}, THIRD_FAMILY_JUDGE
                      + 'citation_models = ["anthropic/claude-haiku-4.5"]\n')
     result = check(repo)
-    assert result.exit_code == 2
+    assert result.code == 2
     (error,) = lines(result, "error")
     assert error.startswith("pyproject.toml: tool.research-dispatch.synthesis.citation_models: no judge can check "
                             "the reports of the anthropic family")
@@ -84,7 +83,7 @@ def test_a_topic_whose_models_are_one_family_is_a_warning_naming_it(tmp_path: Pa
     one_family = TWO_FAMILIES.replace("anthropic/claude-sonnet-4.6", "openai/gpt-5-mini").replace("id: rag", "id: solo")
     repo = repo_with(tmp_path, {"01-rag.yaml": TWO_FAMILIES, "02-solo.yaml": one_family})
     result = check(repo)
-    assert result.exit_code == 0, result.output
+    assert result.code == 0, result.output
     assert lines(result, "warning") == [
         "topics/02-solo.yaml: models: all 2 models of topic 'solo' are of the openai family, so its reports cannot "
         "confirm each other (convergence needs two families); route one to another family"]
@@ -94,7 +93,7 @@ def test_a_topic_whose_models_are_one_family_is_a_warning_naming_it(tmp_path: Pa
 def test_a_model_typo_gets_the_price_lists_did_you_mean_as_a_warning(tmp_path: Path) -> None:
     repo = repo_with(tmp_path, {"01-rag.yaml": TWO_FAMILIES.replace("openai/gpt-5\n", "openai/gpt5\n")})
     result = check(repo)
-    assert result.exit_code == 0, result.output  # a model newer than the bundled list is not listed yet
+    assert result.code == 0, result.output  # a model newer than the bundled list is not listed yet
     (warning,) = lines(result, "warning")
     assert warning.startswith("topics/01-rag.yaml: models[0].model: openai/gpt5 is not in the bundled price list "
                               "(genai-prices ")
@@ -109,16 +108,16 @@ def test_a_misspelt_table_of_ours_is_exit_2_in_every_command_naming_the_table_re
     expected = ("pyproject.toml: tool.research_dispatch.pr: is not read: research-dispatch reads "
                 "[tool.research-dispatch.pr] (with a hyphen); rename the table")
     result = check(repo)
-    assert result.exit_code == 2 and lines(result, "error") == [expected]
-    plan = CliRunner().invoke(main, ["plan", "--repo", str(repo), "--json"])
-    assert plan.exit_code == 2 and plan.stderr.strip() == f"error: {expected}"
+    assert result.code == 2 and lines(result, "error") == [expected]
+    plan = run_cli("plan", "--repo", str(repo), "--json")
+    assert plan.code == 2 and plan.stderr.strip() == f"error: {expected}"
 
 
 def test_a_table_name_close_to_ours_is_a_did_you_mean_warning(tmp_path: Path) -> None:
     repo = repo_with(tmp_path, {"01-rag.yaml": TWO_FAMILIES},
                      THIRD_FAMILY_JUDGE + '[tool.research-dispatcher]\nbase = "x"\n[tool.ruff]\nline-length = 9\n')
     result = check(repo)
-    assert result.exit_code == 0, result.output
+    assert result.code == 0, result.output
     assert lines(result, "warning") == ["pyproject.toml: tool.research-dispatcher: is not read by research-dispatch; "
                                         "did you mean [tool.research-dispatch]?"]
 
@@ -127,7 +126,7 @@ def test_a_config_error_no_longer_hides_the_topic_errors(tmp_path: Path) -> None
     repo = repo_with(tmp_path, {"01-rag.yaml": TWO_FAMILIES, "02-bad.yaml": "id: bad\ntitle: Bad\n"},
                      '[tool.research-dispatch]\njobs = "four"\ntopics_dir = "topics"\n')
     result = check(repo)
-    assert result.exit_code == 2
+    assert result.code == 2
     assert lines(result, "error") == [
         "pyproject.toml: tool.research-dispatch.jobs: expected a number, got str 'four'",
         "topics/02-bad.yaml: scope: required key is missing",
@@ -141,7 +140,7 @@ def test_an_unindented_line_in_scope_is_named_with_its_line_and_column(tmp_path:
     as_text = TWO_FAMILIES.replace("  Recommend what", "Recommend what").replace("id: rag", "id: rag2")
     repo = repo_with(tmp_path, {"01-rag.yaml": as_key, "02-rag2.yaml": as_text})
     result = check(repo)
-    assert result.exit_code == 2
+    assert result.code == 2
     assert lines(result, "error") == [
         "topics/01-rag.yaml: Note: unknown key (line 5, column 1); is line 5 part of the `scope: |` text above it? "
         "Indent it like the lines before it",
@@ -151,8 +150,8 @@ def test_an_unindented_line_in_scope_is_named_with_its_line_and_column(tmp_path:
 
 def test_an_empty_directory_says_to_run_init(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.chdir(tmp_path)
-    result = CliRunner().invoke(main, ["check"])
-    assert result.exit_code == 2
+    result = run_cli("check")
+    assert result.code == 2
     assert result.stderr.strip() == ("error: topics/: there is no topics/ folder here: run `research-dispatch init` "
                                      "to set this repository up (the configuration, an example topic, the workflows)")
 
@@ -161,7 +160,7 @@ def test_check_json_problems_and_warnings_are_file_field_message_objects(tmp_pat
     repo = repo_with(tmp_path, {"01-rag.yaml": TWO_FAMILIES.replace("openai/gpt-5\n", "openai/gpt5\n"),
                                 "02-bad.yaml": "id: bad\ntitle: [1]\n"})
     result = check(repo, "--json")
-    assert result.exit_code == 2
+    assert result.code == 2
     document = json.loads(result.stdout)
     assert document["schema"] == "research-dispatch/check@2" and document["ok"] is False
     assert {"file": "topics/02-bad.yaml", "field": "title",
@@ -188,6 +187,6 @@ def test_an_unknown_key_is_said_at_the_line_it_is_on(tmp_path_factory: pytest.Te
     line = text.splitlines().index(f"{key}: 1") + 1
     root = tmp_path_factory.mktemp("stray")
     result = check(repo_with(root, {"01-rag.yaml": text}))
-    assert result.exit_code == 2
+    assert result.code == 2
     (error,) = lines(result, "error")
     assert error.startswith(f"topics/01-rag.yaml: {key}: unknown key (line {line}, column 1)"), error

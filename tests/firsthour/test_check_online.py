@@ -12,14 +12,12 @@ from pathlib import Path
 
 import jsonschema
 import pytest
-from click.testing import CliRunner, Result
 
-from research_dispatch.cli import main
 from research_dispatch.gateway.catalogue import Catalogue, ListedModel, parse_catalogue
 from research_dispatch_fakes.gateway import FakeGateway
 from research_dispatch_fakes.tavily import FakeTavily
 from tests.bounds.conftest import child_env
-from tests.clirun import run_cli
+from tests.clirun import CliRun, run_cli
 from tests.conftest import ROOT
 
 KEY = "sk-or-check-online-test-key"
@@ -81,12 +79,12 @@ def test_the_fakes_model_list_is_openrouters_published_shape(gateway: FakeGatewa
     assert "tools" not in qwen["supported_parameters"]
 
 
-def check_online(repo: Path, env: dict[str, str], *args: str) -> Result:
+def check_online(repo: Path, env: dict[str, str], *args: str) -> CliRun:
     """`check --online` as a user runs it, in this interpreter (the fakes are real servers on 127.0.0.1)."""
-    return CliRunner().invoke(main, ["check", "--online", "--repo", str(repo), *args], env=env)
+    return run_cli("check", "--online", "--repo", str(repo), *args, env=env)
 
 
-def errors(result: Result) -> list[str]:
+def errors(result: CliRun) -> list[str]:
     return [line for line in result.stderr.splitlines() if line.startswith("error: ")]
 
 
@@ -96,7 +94,7 @@ def test_check_online_lists_every_model_problem_in_one_run(tmp_path: Path, gatew
     repo = review(tmp_path, extra='[tool.research-dispatch.synthesis]\nextractor_model = "openai/gpt5-mini"\n'
                                   'citation_models = ["google/gemini-3-flsh"]\n')
     result = check_online(repo, full_env(gateway, tavily))
-    assert result.exit_code == 2, result.output
+    assert result.code == 2, result.output
     assert "Traceback" not in result.output
     text = "\n".join(errors(result))
     assert ("topics/01-rag-eval.yaml: models[0].model: openai/gtp-5 is not a model the gateway lists; "
@@ -121,7 +119,7 @@ def test_check_online_passes_a_plan_the_gateway_can_serve(tmp_path: Path, gatewa
                                                          tavily: FakeTavily) -> None:
     topic = TOPIC.split("models:")[0] + "models:\n  - model: openai/gpt-5\n  - model: anthropic/claude-sonnet-4.6\n"
     result = check_online(review(tmp_path, topic), full_env(gateway, tavily))
-    assert result.exit_code == 0, result.output
+    assert result.code == 0, result.output
     assert result.stdout.splitlines()[-1] == "ok: 1 topic(s), 2 leg(s), checked online, 1 warning(s)"
     assert "judge_models: every judge" in result.stderr  # the default judges are the two report families
 
@@ -135,7 +133,7 @@ def test_check_online_says_what_it_checked_one_line_each(tmp_path: Path, gateway
                                    "plan_usage": 500}})
     topic = TOPIC.split("models:")[0] + "models:\n  - model: openai/gpt-5\n  - model: anthropic/claude-sonnet-4.6\n"
     result = check_online(review(tmp_path, topic, extra=JUDGES), full_env(gateway, tavily))
-    assert result.exit_code == 0, result.output
+    assert result.code == 0, result.output
     lines = result.stdout.splitlines()
     assert lines[0] == "checked online:" and lines[-1] == "ok: 1 topic(s), 2 leg(s), checked online"
     subjects = [line.split(":")[0].strip() for line in lines[1:-1]]
@@ -156,7 +154,7 @@ def test_without_the_search_key_check_online_is_not_ok(tmp_path: Path, gateway: 
     """The trap: `check --online` said "ok … checked online" without TAVILY_API_KEY, and every research
     job then refused to start."""
     result = check_online(review(tmp_path), env_for(gateway))
-    assert result.exit_code == 2
+    assert result.code == 2
     assert ("error: environment: TAVILY_API_KEY: TAVILY_API_KEY is not set; it is required to search the web"
             in result.stderr)
     assert "  ✗ search tavily: TAVILY_API_KEY is not set" in result.stdout
@@ -168,7 +166,7 @@ def test_a_search_key_tavily_refuses_is_named_and_no_credit_is_spent(tmp_path: P
     with FakeTavily(valid_keys={TAVILY_KEY}) as tavily:
         env = {**full_env(gateway, tavily), "TAVILY_API_KEY": "tvly-revoked-key"}
         result = check_online(review(tmp_path, extra=JUDGES), env)
-        assert result.exit_code == 2
+        assert result.code == 2
         assert "error: environment: TAVILY_API_KEY: Tavily refused the key (HTTP 401)" in result.stderr
         assert f"  ✗ search tavily: {tavily.base_url}: Tavily refused the key (HTTP 401)" in result.stdout
         assert tavily.calls == [] and [r.path for r, _ in tavily.requests] == ["/usage"]
@@ -181,11 +179,11 @@ def test_no_search_credit_left_is_a_problem_and_too_few_a_warning(tmp_path: Path
     repo = review(tmp_path, TOPIC.split("models:")[0] + "models:\n  - model: openai/gpt-5\n", extra=JUDGES)
     tavily.set_scenario({"usage": {"key_limit": 100, "key_usage": 100}})
     result = check_online(repo, full_env(gateway, tavily))
-    assert result.exit_code == 2
+    assert result.code == 2
     assert "error: environment: TAVILY_API_KEY: no Tavily credit is left this billing cycle" in result.stderr
     tavily.set_scenario({"usage": {"key_limit": 100, "key_usage": 90}})  # 10 left; a leg may spend 40 × 2
     result = check_online(repo, full_env(gateway, tavily))
-    assert result.exit_code == 0, result.output
+    assert result.code == 0, result.output
     assert ("warning: environment: TAVILY_API_KEY: 10 Tavily credit(s) left, fewer than the plan's legs could spend "
             "(80: every step a search)") in result.stderr
 
@@ -196,7 +194,7 @@ def test_a_gateway_key_short_of_the_plans_estimate_is_a_problem(tmp_path: Path, 
     """"Credits short": found before the run, not when the first leg gets HTTP 402."""
     gateway.set_scenario({"key": {"limit": 1.0, "usage": 0.99}})
     result = check_online(review(tmp_path, extra=JUDGES), full_env(gateway, tavily))
-    assert result.exit_code == 2
+    assert result.code == 2
     assert re.search(r"error: environment: OPENROUTER_API_KEY: the key has \$0\.01 of credit left, less than this "
                      r"plan's estimate \(~\$\d+\.\d\d\): the refresh would stop short", result.stderr), result.stderr
 
@@ -206,9 +204,9 @@ def test_an_exa_key_is_said_set_and_not_checked(tmp_path: Path, gateway: FakeGat
     topic = TOPIC.split("models:")[0] + "models:\n  - model: openai/gpt-5\nsearch: {providers: [exa]}\n"
     repo = review(tmp_path, topic, extra=JUDGES)
     result = check_online(repo, full_env(gateway, tavily))
-    assert "  ✗ search exa: EXA_API_KEY is not set" in result.stdout and result.exit_code == 2
+    assert "  ✗ search exa: EXA_API_KEY is not set" in result.stdout and result.code == 2
     result = check_online(repo, {**full_env(gateway, tavily), "EXA_API_KEY": "exa-check-online"})
-    assert result.exit_code == 0, result.output
+    assert result.code == 0, result.output
     assert ("  - search exa: EXA_API_KEY is set; not checked online: Exa offers no free key check (a search spends "
             "credit)") in result.stdout
 
@@ -217,7 +215,7 @@ def test_an_exa_key_is_said_set_and_not_checked(tmp_path: Path, gateway: FakeGat
 def test_check_online_names_a_key_the_gateway_refuses(tmp_path: Path, gateway: FakeGateway,
                                                       tavily: FakeTavily) -> None:
     result = check_online(review(tmp_path), {**full_env(gateway, tavily), "OPENROUTER_API_KEY": "sk-or-not-known"})
-    assert result.exit_code == 2, result.output
+    assert result.code == 2, result.output
     assert "environment: OPENROUTER_API_KEY: the gateway refused the key" in result.stderr
     assert "sk-or-not-known" not in result.output
 
@@ -226,7 +224,7 @@ def test_check_online_names_a_key_the_gateway_refuses(tmp_path: Path, gateway: F
 def test_check_json_problems_are_file_field_message_objects(tmp_path: Path, gateway: FakeGateway,
                                                             tavily: FakeTavily) -> None:
     result = check_online(review(tmp_path), full_env(gateway, tavily), "--json")
-    assert result.exit_code == 2
+    assert result.code == 2
     document = json.loads(result.stdout)
     assert document["schema"] == "research-dispatch/check@2" and document["ok"] is False
     assert {"file": "topics/01-rag-eval.yaml", "field": "models[1].model",

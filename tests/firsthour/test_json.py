@@ -20,7 +20,7 @@ CHECK_KEYS = {"schema", "ok", "topics", "legs", "online", "problems", "warnings"
 ROW_KEYS = {"report", "topic", "requested_model", "requested_provider", "served_models", "served_providers",
             "route", "verified", "status", "words", "calls", "cost_usd", "problems"}
 RUN_KEYS = {"schema", "cycle", "exit_code", "interrupted", "cost_usd", "legs_cost_usd", "legs", "stage_errors",
-            "synthesis", "publication", "wall_s"}
+            "synthesis", "publication", "wall_s", "error"}
 RUN_LEG_KEYS = {"leg", "topic", "model", "this_run", "state", "note", "route", "words", "cost_usd", "report"}
 DEMO_KEYS = {"schema", "ok", "exit_code", "run_exit_code", "source", "directory", "origin", "log", "wall_s",
              "checks", "pull_request"}
@@ -70,6 +70,21 @@ def test_run_and_verify_json(tmp_path: Path, fake_services: dict[str, str]) -> N
     (row,) = document["reports"]
     assert set(row) == ROW_KEYS and row["route"] == "exact" and row["report"] == "research/02-diloco-family.md"
     assert "exact" in done.stderr  # the table, for people, on stderr
+
+
+@pytest.mark.slow
+def test_run_json_on_bad_input_is_still_one_document(tmp_path: Path) -> None:
+    """Issue 31 (low): `run --json` that ends at bad input (exit 2) printed nothing on stdout; a caller
+    parsing it now reads the same keys, nothing run, and the one line stderr says, as `check --json` does."""
+    repo = make_repo(tmp_path, topics=("02",))
+    for arguments, named in ((("--topics", ",,,"), "--topics"), (("--topics", "no-such-topic"), "no-such-topic"),
+                             ((), "OPENROUTER_API_KEY")):
+        done = run_cli("run", "--no-publish", "--json", *arguments, env=child_env(), cwd=repo)
+        assert done.code == 2, done.output
+        document = json.loads(done.stdout)
+        assert set(document) == RUN_KEYS and document["schema"] == "research-dispatch/run@1"
+        assert document["exit_code"] == 2 and document["legs"] == [] and document["cost_usd"] == 0.0
+        assert named in document["error"] and document["error"] in done.stderr
 
 
 @pytest.mark.slow

@@ -16,15 +16,14 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from click.testing import CliRunner, Result
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from research_dispatch.cli import main
 from research_dispatch.config.schedule import SEARCH_YEARS, next_run, parse_cron, pause_date
 from research_dispatch_fakes.gateway import FakeGateway
 from research_dispatch_fakes.github import FakeGitHub
 from research_dispatch_fakes.tavily import FakeTavily
+from tests.clirun import CliRun, run_cli
 from tests.conftest import ROOT
 from tests.profiles import examples
 
@@ -80,8 +79,8 @@ def test_the_next_run_matches_the_cron_and_no_earlier_day_does(cron: str, after:
 
 def test_init_says_when_the_schedule_pauses_and_the_command_that_re_enables_it(tmp_path: Path) -> None:
     subprocess.run(["git", "init", "-q", str(tmp_path)], check=True)
-    result = CliRunner().invoke(main, ["init", "--repo", str(tmp_path), "--ref", "a" * 40])
-    assert result.exit_code == 0, result.output
+    result = run_cli("init", "--repo", str(tmp_path), "--ref", "a" * 40)
+    assert result.code == 0, result.output
     today = dt.datetime.now(UTC).date()
     text = " ".join(result.output.split())
     assert "The schedule (research-refresh-schedule.yml) runs the first cycle " in text
@@ -133,7 +132,7 @@ def services(review: Path) -> Iterator[tuple[FakeGitHub, dict[str, str]]]:
                        "GITHUB_API_URL": github.base_url}
 
 
-def schedule_line(result: Result) -> str:
+def schedule_line(result: CliRun) -> str:
     return next(line for line in result.stdout.splitlines() if line.startswith(("  ✓ schedule", "  ! schedule",
                                                                                "  ✗ schedule", "  - schedule")))
 
@@ -154,8 +153,8 @@ def expected_next_cycle(now: dt.datetime) -> str:
 def test_check_online_reports_an_active_schedule_its_next_cycle_and_its_pause_date(
         review: Path, services: tuple[FakeGitHub, dict[str, str]]) -> None:
     _, env = services
-    result = CliRunner().invoke(main, ["check", "--online", "--repo", str(review)], env=env)
-    assert result.exit_code == 0, result.output
+    result = run_cli("check", "--online", "--repo", str(review), env=env)
+    assert result.code == 0, result.output
     line = schedule_line(result)
     assert line.startswith("  ✓ schedule: research-refresh-schedule.yml is active; next cycle ")
     assert expected_next_cycle(dt.datetime.now(UTC)) in line
@@ -168,8 +167,8 @@ def test_a_paused_schedule_is_a_warning_with_the_command_that_re_enables_it(
         review: Path, services: tuple[FakeGitHub, dict[str, str]], state: str) -> None:
     github, env = services
     github.set_workflow_state("research-refresh-schedule.yml", state)
-    result = CliRunner().invoke(main, ["check", "--online", "--repo", str(review)], env=env)
-    assert result.exit_code == 0, result.output  # not bad input: manual dispatch still works
+    result = run_cli("check", "--online", "--repo", str(review), env=env)
+    assert result.code == 0, result.output  # not bad input: manual dispatch still works
     assert schedule_line(result).startswith(f"  ! schedule: research-refresh-schedule.yml is {state}; next cycle ")
     assert (f"warning: {SCHEDULE_FILE}: state: GitHub has paused it ({state}): the next cycle will not run until it "
             "is re-enabled: `gh workflow enable research-refresh-schedule.yml`") in result.stderr
@@ -180,12 +179,12 @@ def test_without_actions_read_or_a_token_the_schedule_is_said_not_checked(
         review: Path, services: tuple[FakeGitHub, dict[str, str]]) -> None:
     github, env = services
     github.configure(actions_read=False)
-    result = CliRunner().invoke(main, ["check", "--online", "--repo", str(review)], env=env)
-    assert result.exit_code == 0, result.output
+    result = run_cli("check", "--online", "--repo", str(review), env=env)
+    assert result.code == 0, result.output
     assert "  ! schedule: research-refresh-schedule.yml: GitHub did not say its state: HTTP 403" in result.stdout
     assert "(the token needs `actions: read`)" in result.stdout
     bare = {k: v for k, v in env.items() if not k.startswith("GITHUB_")}
-    result = CliRunner().invoke(main, ["check", "--online", "--repo", str(review)], env={**bare, "GITHUB_TOKEN": ""})
+    result = run_cli("check", "--online", "--repo", str(review), env={**bare, "GITHUB_TOKEN": ""})
     assert "  - schedule: not asked: set GITHUB_TOKEN and GITHUB_REPOSITORY" in result.stdout
 
 
@@ -198,10 +197,10 @@ def check_document(*problems: tuple[str | None, str | None, str]) -> str:
                        "warnings": [], "checked": []})
 
 
-def notify(review: Path, github: FakeGitHub, check: str, result: str, run_id: str = "7") -> Result:
+def notify(review: Path, github: FakeGitHub, check: str, result: str, run_id: str = "7") -> CliRun:
     env = {"GITHUB_TOKEN": TOKEN, "GITHUB_REPOSITORY": github.full_name, "GITHUB_API_URL": github.base_url,
            "GITHUB_RUN_ID": run_id, "RESEARCH_DISPATCH_CHECK": check}
-    return CliRunner().invoke(main, ["notify", "--plan-result", result, "--repo", str(review)], env=env)
+    return run_cli("notify", "--plan-result", result, "--repo", str(review), env=env)
 
 
 @pytest.mark.slow
@@ -212,7 +211,7 @@ def test_notify_opens_one_issue_updates_it_and_closes_it_when_a_run_starts(revie
         github.seed_pull(head="research-refresh/2026-H2", title="the previous refresh",
                          labels=["research-refresh", "automated"])
         first = notify(review, github, check_document(withdrawn), "failure", run_id="7")
-        assert first.exit_code == 0, first.output
+        assert first.code == 0, first.output
         (issue,) = github.issues
         assert first.stdout.strip().startswith(f"opened issue #{issue['number']}: the research refresh cannot start")
         assert "- `topics/01-rag.yaml` · `models[0].model`: openai/gpt-4.5-preview is not a model the gateway lists; " \
@@ -245,9 +244,9 @@ def test_notify_opens_one_issue_updates_it_and_closes_it_when_a_run_starts(revie
 def test_notify_says_a_plan_that_failed_before_its_check_and_refuses_a_document_that_is_not_one(
         review: Path) -> None:
     with FakeGitHub(git_dir=review.parent / "origin.git", token=TOKEN) as github:
-        assert notify(review, github, "", "failure").exit_code == 0
+        assert notify(review, github, "", "failure").code == 0
         (issue,) = github.issues
         assert "the plan job failed before any leg ran" in issue["body"]
         bad = notify(review, github, '{"problems": "all of them"}', "failure")
-        assert bad.exit_code == 2
+        assert bad.code == 2
         assert bad.stderr.startswith("error: --check: is not a research-dispatch/check@2 document")

@@ -14,11 +14,14 @@ from __future__ import annotations
 
 import hashlib
 import json
-from collections.abc import Callable, Iterable, Mapping
+import subprocess
+import sys
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import pytest
 import yaml
 
 from research_dispatch.config.plan import plan_legs
@@ -174,3 +177,24 @@ class TickClock:
     def __call__(self) -> float:
         self.now += self.step
         return self.now
+
+
+HOSTILE_SERVER = Path(__file__).resolve().parent.parent / "tools" / "hostile_http.py"
+
+
+@pytest.fixture
+def hostile() -> Iterator[Any]:
+    """Start hostile HTTP servers (tests/tools/hostile_http.py) in their own processes: `hostile(mode)` is
+    the base URL of a new one; all are killed after the test."""
+    started: list[subprocess.Popen[str]] = []
+
+    def start(mode: str) -> str:
+        process = subprocess.Popen([sys.executable, str(HOSTILE_SERVER), mode], stdout=subprocess.PIPE, text=True)
+        started.append(process)
+        assert process.stdout is not None
+        return f"http://127.0.0.1:{process.stdout.readline().strip()}"
+
+    yield start
+    for process in started:
+        process.kill()
+        process.wait(timeout=30)

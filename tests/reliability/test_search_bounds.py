@@ -14,7 +14,6 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -27,23 +26,6 @@ from research_dispatch.tools.search import SearchTools
 TOOLS = Path(__file__).resolve().parent.parent / "tools"
 ROOT = TOOLS.parent.parent
 MAX_RSS_MB = 400
-
-
-@pytest.fixture
-def hostile() -> Iterator[Any]:
-    started: list[subprocess.Popen[str]] = []
-
-    def start(mode: str) -> str:
-        process = subprocess.Popen([sys.executable, str(TOOLS / "hostile_http.py"), mode], stdout=subprocess.PIPE,
-                                   text=True)
-        started.append(process)
-        assert process.stdout is not None
-        return f"http://127.0.0.1:{process.stdout.readline().strip()}"
-
-    yield start
-    for process in started:
-        process.kill()
-        process.wait(timeout=30)
 
 
 def child(provider: str, base_url: str, timeout_s: float, interrupt_after: float = 0.0) -> dict[str, Any]:
@@ -65,6 +47,17 @@ def test_slow_loris_ends_at_the_call_deadline(hostile: Any, provider: str) -> No
     assert result["error"] == "timeout", result
     assert result["seconds"] < 60  # 2 s deadline; generous for a loaded machine (a per-read timeout: ~1000 s)
     assert result["peak_rss_mb"] < MAX_RSS_MB
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("provider", ["tavily", "exa"])
+@pytest.mark.reliability(area="search", case="search server trickles its status line and headers, a byte a second",
+                         expect="the call ends at its whole-call deadline as a 'timeout' tool error: every socket "
+                                "read of the response is bounded, not only the body's")
+def test_trickled_headers_end_at_the_call_deadline(hostile: Any, provider: str) -> None:
+    result = child(provider, hostile("trickle"), timeout_s=2.0)
+    assert result["error"] == "timeout", result
+    assert result["seconds"] < 60  # 2 s deadline; a per-read timeout alone: ~100,000 s
 
 
 @pytest.mark.slow

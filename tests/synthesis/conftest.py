@@ -121,11 +121,26 @@ def evidence_line(url: str, text: str, *, tool: str = "web_extract") -> dict[str
 
 
 def write_evidence(repo: Path, stem: str, passages: list[tuple[str, str]]) -> Path:
-    """`research/<stem>.evidence.jsonl` with one passage per (url, text), in the FIXED shape and order."""
+    """`research/<stem>.evidence.jsonl` with one passage per (url, text), in the FIXED shape and order, and
+    the report beside it bound to it (its `evidence_sha256`), as a leg writes the two: evidence the report
+    does not name is no evidence to the synthesis."""
     lines = sorted((evidence_line(url, text) for url, text in passages), key=lambda d: (d["url"], d["sha256"]))
     path = repo / "research" / f"{stem}.evidence.jsonl"
-    path.write_text("".join(json.dumps(line, sort_keys=True) + "\n" for line in lines), encoding="utf-8")
+    text = "".join(json.dumps(line, sort_keys=True) + "\n" for line in lines)
+    path.write_text(text, encoding="utf-8")
+    bind_evidence(repo / "research" / f"{stem}.md", hashlib.sha256(text.encode("utf-8")).hexdigest())
     return path
+
+
+def bind_evidence(report: Path, sha256: str) -> None:
+    """Set the report's `evidence_sha256` (front matter only: the body and its hash are unchanged)."""
+    if not report.exists():
+        return
+    text = report.read_text(encoding="utf-8")
+    front, body = text[len("---\n"):].split("\n---\n", 1)
+    kept = [line for line in front.split("\n") if not line.startswith("evidence_sha256:")]
+    report.write_text("---\n" + "\n".join([*kept, f"evidence_sha256: {sha256}"]) + "\n---\n" + body,
+                      encoding="utf-8")
 
 
 GENERIC = "The Epsilon benchmark suite measures long-horizon agent reliability across forty tasks"

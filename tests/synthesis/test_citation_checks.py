@@ -10,6 +10,7 @@ cost no citation-check call).
 
 from __future__ import annotations
 
+import hashlib
 import json
 import shutil
 from pathlib import Path
@@ -19,6 +20,7 @@ from research_dispatch.synthesis.write.ledger import Ledger
 from research_dispatch_fakes.script_synthesis import MISQUOTE, OVERSTATEMENT
 from tests.synthesis.conftest import (
     SOURCES,
+    bind_evidence,
     statement,
     structured_calls,
     synthesize_cli,
@@ -190,7 +192,11 @@ def test_no_evidence_and_damaged_evidence_lines_are_said(tmp_path: Path, synth_e
     lines = path.read_text().splitlines()
     tampered = json.loads(lines[1])
     tampered["text"] += " (edited)"
-    path.write_text("\n".join([lines[0], json.dumps(tampered), "{not json"]) + "\n")
+    damaged = "\n".join([lines[0], json.dumps(tampered), "{not json"]) + "\n"
+    path.write_text(damaged)
+    # the report names this file (an edit after the report would make the whole file no evidence, issue 31.2):
+    # damaged lines in the file its report names are refused one by one
+    bind_evidence(repo / "research" / "01-alpha.md", hashlib.sha256(damaged.encode("utf-8")).hexdigest())
     data = run(repo, synth_env)
     stdout = data["_stdout"]
     assert "research/01-alpha.evidence.jsonl: line 2: damaged evidence line (sha256: not the sha256 of text" in stdout
@@ -263,6 +269,69 @@ def test_unchanged_reports_cost_no_citation_check_call_and_a_changed_passage_is_
     assert call["request"]["messages"][1]["content"].count('"id":"K') == 1
     assert "1 citation check, 2 citations cached" in third["_stdout"]
     assert first["counts"]["citations"] == third["counts"]["citations"]
+
+
+def test_a_verdict_edited_in_the_ledger_is_asked_again_not_replayed(tmp_path: Path, synth_env, gateway) -> None:
+    """Issue 31, finding 9: one judge answer rewritten inside the committed framework/claims.json (the
+    contradicting source's verdict turned to `supports`) was replayed with no check call. A replayed answer
+    must be named by one of its own call records (its hash): this one is not, so it is asked again."""
+    repo = two_reports(tmp_path)
+    opposite = GRPO_ALPHA.replace("is the RL algorithm to adopt", "is not the RL algorithm to adopt") + "."
+    write_evidence(repo, "01-alpha", [(URL1, f"An unrelated opening sentence about datasets. {opposite}"),
+                                      (URL2, f"{PRIME_ALPHA}.")])
+    honest = run(repo, synth_env)
+    assert claim_quoting(honest, GRPO_ALPHA)["citations"][0]["support"] == "contradicted"
+    ledger_path = repo / "framework" / "claims.json"
+    ledger = json.loads(ledger_path.read_text(encoding="utf-8"))
+    [item] = check_items(ledger, claim_quoting(ledger, GRPO_ALPHA)["key"])
+    assert item["answer"]["verdict"] == "contradicts"
+    item["answer"]["verdict"] = "supports"  # the edit: the rest of the ledger (and every call record) untouched
+    ledger_path.write_text(json.dumps(ledger, indent=2, sort_keys=True) + "\n", encoding="utf-8")
+    shutil.rmtree(repo / "build" / "synthesis-cache")  # a fresh checkout: only the committed ledger to replay
+    gateway.reset()
+    again = run(repo, synth_env)
+    [call] = structured_calls(gateway, "citation_check")  # the edited verdict alone is asked again
+    assert call["request"]["messages"][1]["content"].count('"id":"K') == 1
+    assert "1 citation check, 2 citations cached" in again["_stdout"]
+    assert "framework/claims.json: damaged synthesis cache entry (field answer: no call record of this entry " \
+           "produced this answer" in again["_stdout"]
+    assert claim_quoting(again, GRPO_ALPHA)["citations"][0]["support"] == "contradicted"
+    assert again["counts"]["citations"] == honest["counts"]["citations"]
+
+
+def test_answers_kept_before_they_were_bound_are_asked_again_once_in_one_warning(tmp_path: Path, synth_env,
+                                                                                 gateway) -> None:
+    """A ledger of an earlier version has no answer hashes on its calls: each answer is asked again once (a
+    replay with no call behind it is what finding 9 forbids), said in one line rather than one per entry,
+    and the answers of that run replay from then on."""
+    repo = two_reports(tmp_path)
+    run(repo, synth_env)
+    ledger_path = repo / "framework" / "claims.json"
+    older = ledger_path.read_text(encoding="utf-8")
+    data = json.loads(older)
+
+    def unbind(node: Any) -> None:
+        if isinstance(node, dict):
+            node.pop("answers_sha256", None)
+            for value in node.values():
+                unbind(value)
+        elif isinstance(node, list):
+            for value in node:
+                unbind(value)
+
+    unbind(data)
+    ledger_path.write_text(json.dumps(data, indent=2, sort_keys=True) + "\n", encoding="utf-8")
+    shutil.rmtree(repo / "build" / "synthesis-cache")
+    gateway.reset()
+    again = run(repo, synth_env)
+    assert len(structured_calls(gateway, "citation_check")) >= 1 and structured_calls(gateway, "claim_extraction")
+    lines = [line for line in again["_stdout"].splitlines() if "asked again once" in line]
+    assert len(lines) == 1 and lines[0].startswith("warning: framework/claims.json: answers kept before"), lines
+    assert "damaged synthesis cache entry" not in again["_stdout"]
+    shutil.rmtree(repo / "build" / "synthesis-cache")
+    gateway.reset()
+    run(repo, synth_env)
+    assert gateway.completions == []  # bound now: the committed ledger replays every answer
 
 
 def test_the_fake_extractor_reads_negations_and_hedges(tmp_path: Path, synth_env) -> None:

@@ -4,7 +4,9 @@ Prints its port on stdout, then serves on 127.0.0.1 until killed (every loop is 
 `MAX_SECONDS`, so a forgotten server stops by itself):
 
 * `slowloris` - answers 200 with a large Content-Length, then one byte of the body every 0.1 s;
-* `endless`   - answers 200 with a chunked body that never ends, 64 KiB chunks as fast as the client reads.
+* `endless`   - answers 200 with a chunked body that never ends, 64 KiB chunks as fast as the client reads;
+* `trickle`   - answers one byte a second from the status line on (the headers never end), so no read
+  ever waits long enough to time out.
 """
 
 from __future__ import annotations
@@ -21,7 +23,14 @@ def serve(connection: socket.socket, mode: str) -> None:
     started = time.monotonic()
     try:
         connection.recv(65536)
-        if mode == "slowloris":
+        if mode == "trickle":
+            head = b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\n" + b"X-Padding: " + b"x" * 100000
+            for byte in head:
+                if time.monotonic() - started >= MAX_SECONDS:
+                    break
+                connection.sendall(bytes([byte]))
+                time.sleep(1.0)
+        elif mode == "slowloris":
             connection.sendall(b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: 10000000\r\n\r\n")
             while time.monotonic() - started < MAX_SECONDS:
                 connection.sendall(b" ")

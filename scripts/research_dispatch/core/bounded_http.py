@@ -28,14 +28,15 @@ from __future__ import annotations
 import contextlib
 import ssl
 import threading
-from collections.abc import Iterable, Iterator
-from typing import Any
+from collections.abc import Callable, Iterable, Iterator
+from typing import Any, TypeVar
 
 import httpcore2
 import httpx2
 
 from research_dispatch.core.bounds import MIN_READ_TIMEOUT_S, CallBounds, guard_chunks
 
+T = TypeVar("T")
 POLL_S = 0.25
 """Longest single blocking read: how soon a silent socket notices an interrupt or the deadline."""
 
@@ -56,9 +57,30 @@ def bounded(bounds: CallBounds, what: str) -> Iterator[None]:
         _active.call = previous
 
 
-def _current() -> tuple[CallBounds, str] | None:
+def current() -> tuple[CallBounds, str] | None:
+    """The bounds of the call in flight on this thread (and what it is), or None outside `bounded`."""
     call: tuple[CallBounds, str] | None = getattr(_active, "call", None)
     return call
+
+
+def sliced_read(read: Callable[[float], T], timeout: float | None, bounds: CallBounds, what: str,
+                timed_out: type[BaseException]) -> T:
+    """One blocking read held to `bounds`: `read(wait)` is tried in slices of at most `POLL_S` (never past
+    the deadline), the bounds checked before each, so an interrupt or the deadline ends a read on a silent
+    socket at once; the read still fails with `timed_out` when the configured per-read `timeout` passes
+    without a byte (an ordinary, retryable timeout). The one slicing rule of both HTTP stacks: httpx2's
+    network streams here, and the sockets of `requests` (`search_http`)."""
+    gives_up_at = None if timeout is None else bounds.clock() + timeout
+    while True:
+        bounds.check(what)
+        wait = min(POLL_S, _clamp(None, bounds))
+        if gives_up_at is not None:
+            wait = max(MIN_READ_TIMEOUT_S, min(wait, gives_up_at - bounds.clock()))
+        try:
+            return read(wait)
+        except timed_out:
+            if gives_up_at is not None and bounds.clock() >= gives_up_at:
+                raise  # the configured per-read timeout: an ordinary (retryable) timeout
 
 
 def _clamp(timeout: float | None, bounds: CallBounds) -> float:
@@ -71,24 +93,13 @@ class _BoundedStream(httpcore2.NetworkStream):
         self._inner = inner
 
     def read(self, max_bytes: int, timeout: float | None = None) -> bytes:
-        call = _current()
+        call = current()
         if call is None:
             return self._inner.read(max_bytes, timeout)
-        bounds, what = call
-        gives_up_at = None if timeout is None else bounds.clock() + timeout
-        while True:
-            bounds.check(what)
-            wait = min(POLL_S, _clamp(None, bounds))
-            if gives_up_at is not None:
-                wait = max(MIN_READ_TIMEOUT_S, min(wait, gives_up_at - bounds.clock()))
-            try:
-                return self._inner.read(max_bytes, wait)
-            except httpcore2.ReadTimeout:
-                if gives_up_at is not None and bounds.clock() >= gives_up_at:
-                    raise  # the configured per-read timeout: an ordinary (retryable) timeout
+        return sliced_read(lambda wait: self._inner.read(max_bytes, wait), timeout, *call, httpcore2.ReadTimeout)
 
     def write(self, buffer: bytes, timeout: float | None = None) -> None:
-        call = _current()
+        call = current()
         if call is None:
             self._inner.write(buffer, timeout)
             return
@@ -101,7 +112,7 @@ class _BoundedStream(httpcore2.NetworkStream):
 
     def start_tls(self, ssl_context: ssl.SSLContext, server_hostname: str | None = None,
                   timeout: float | None = None) -> httpcore2.NetworkStream:
-        call = _current()
+        call = current()
         if call is not None:
             call[0].check(call[1])
             timeout = _clamp(timeout, call[0])
@@ -117,7 +128,7 @@ class _BoundedBackend(httpcore2.NetworkBackend):
 
     def connect_tcp(self, host: str, port: int, timeout: float | None = None, local_address: str | None = None,
                     socket_options: Iterable[Any] | None = None) -> httpcore2.NetworkStream:
-        call = _current()
+        call = current()
         if call is not None:
             call[0].check(call[1])
             timeout = _clamp(timeout, call[0])
@@ -125,7 +136,7 @@ class _BoundedBackend(httpcore2.NetworkBackend):
 
     def connect_unix_socket(self, path: str, timeout: float | None = None,
                             socket_options: Iterable[Any] | None = None) -> httpcore2.NetworkStream:
-        call = _current()
+        call = current()
         if call is not None:
             call[0].check(call[1])
             timeout = _clamp(timeout, call[0])
@@ -193,7 +204,7 @@ class BoundedTransport(httpx2.BaseTransport):
             max_keepalive_connections=limits.max_keepalive_connections, keepalive_expiry=limits.keepalive_expiry)
 
     def handle_request(self, request: httpx2.Request) -> httpx2.Response:
-        call = _current()
+        call = current()
         if call is not None:
             call[0].check(call[1])
         assert isinstance(request.stream, httpx2.SyncByteStream)

@@ -115,12 +115,13 @@ def append_line(path: Path, line: str) -> None:
         handle.write(line.rstrip("\n") + "\n")
 
 
-def read_text_strict(path: Path, *, display: str, max_bytes: int) -> str:
+def read_text_strict(path: Path, *, display: str, max_bytes: int, allow_empty: bool = False) -> str:
     """Read a small UTF-8 text file, refusing huge, binary or non-UTF-8 input, and anything that is not
     a regular file: a FIFO would block for ever, `/dev/zero` never ends, a directory is not text.
 
     The file is opened non-blocking and checked with `fstat` on the open descriptor, so the check and
-    the read concern the same file; at most `max_bytes + 1` bytes are ever read.
+    the read concern the same file; at most `max_bytes + 1` bytes are ever read. `allow_empty`: an
+    empty file is text (an evidence file of a report that cites nothing), not an error.
     """
     flags = os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_NOCTTY", 0)
     try:
@@ -148,7 +149,7 @@ def read_text_strict(path: Path, *, display: str, max_bytes: int) -> str:
         raise BadInput(f"not valid UTF-8 (byte {exc.start})", path=display) from None
     if "\x00" in text:
         raise BadInput("contains NUL bytes", path=display)
-    if not text.strip():
+    if not text.strip() and not allow_empty:
         raise BadInput("file is empty", path=display)
     return text.lstrip("\ufeff")
 

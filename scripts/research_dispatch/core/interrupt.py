@@ -1,4 +1,10 @@
-"""Ctrl-C ends every command within seconds, whatever is blocked.
+"""Ctrl-C — and SIGTERM — ends every command within seconds, whatever is blocked.
+
+SIGTERM is how everything but a terminal asks a process to stop: `docker stop`, systemd, `timeout`, a
+Kubernetes or CI runner cancelling a job. Left at its default it killed a leg in a fraction of a second
+with no status file (its paid calls in no record) and the repository lock left behind. So it is handled
+exactly as Ctrl-C: the same path below, the same status files (with the spend so far), the lock released,
+exit 1; only the words say which signal it was (`reason()`).
 
 SIGINT raises `KeyboardInterrupt` in the main thread, as Python does by default, and each command's
 own interrupt path runs: `run` stops new legs, gives running legs a short grace period, records the
@@ -14,7 +20,7 @@ exit 1 without joining anything. Files are never half-written by this: every wri
 (`fsio.write_atomic`), and the next run sweeps the temp files an abandoned writer leaves.
 
 `guarded` (cli.py) installs the handler for the duration of each command; `shielded()` lets an
-interrupt path finish its bookkeeping without a second Ctrl-C cutting it short.
+interrupt path finish its bookkeeping without a second Ctrl-C (or SIGTERM) cutting it short.
 """
 
 from __future__ import annotations
@@ -34,7 +40,13 @@ HARD_EXIT_AFTER_S = 5.0
 """From the first Ctrl-C to the backstop's exit. Longer than `run`'s grace for blocked legs
 (`run/pool.LEG_STOP_GRACE_S`) plus its bookkeeping, so the orderly path normally finishes first."""
 
+SIGNALS = (signal.SIGINT, signal.SIGTERM)
+"""The signals that interrupt a command (each one handled as Ctrl-C)."""
+_CAUSES = {signal.SIGINT: "the user (Ctrl-C)", signal.SIGTERM: "SIGTERM (a request to stop: docker stop, "
+                                                                "systemd, timeout, a cancelled job)"}
+
 _tripped = threading.Event()
+_cause = signal.SIGINT
 _lock = threading.Lock()
 _cleanups: list[Callable[[], None]] = []
 _backstop: threading.Thread | None = None
@@ -42,8 +54,14 @@ _shield_depth = 0
 
 
 def interrupted() -> bool:
-    """Has this process received Ctrl-C (SIGINT) since it started?"""
+    """Has this process received Ctrl-C (SIGINT) or SIGTERM since it started?"""
     return _tripped.is_set()
+
+
+def reason() -> str:
+    """What interrupted the command, for its status files and its last line: "interrupted by the user
+    (Ctrl-C)", or by SIGTERM."""
+    return f"interrupted by {_CAUSES.get(_cause, 'a signal')}"
 
 
 def register_cleanup(callback: Callable[[], None]) -> None:
@@ -79,13 +97,16 @@ def _backstop_main(after_s: float) -> None:
     with contextlib.suppress(Exception):
         sys.stdout.flush()
     with contextlib.suppress(Exception):
-        sys.stderr.write(f"error: interrupted; a call still blocked {after_s:g} s after Ctrl-C was abandoned "
+        sys.stderr.write(f"error: {reason()}; a call still blocked {after_s:g} s after it was abandoned "
                          "(nothing half-written: every write is atomic)\n")
         sys.stderr.flush()
     os._exit(int(ExitCode.FAILED))
 
 
 def _raising_handler(signum: int, frame: FrameType | None) -> None:
+    global _cause
+    if not _tripped.is_set():
+        _cause = signal.Signals(signum)
     trip()
     if _shield_depth:
         return
@@ -97,22 +118,24 @@ def _in_main_thread() -> bool:
 
 
 @contextlib.contextmanager
-def handling_sigint() -> Iterator[None]:
-    """Install the Ctrl-C handler (main thread only) for the block; restore the previous one after.
+def handling_interrupts() -> Iterator[None]:
+    """Install the Ctrl-C handler for SIGINT and SIGTERM (main thread only) for the block; restore the
+    previous ones after.
 
-    A process started with SIGINT ignored (`nohup`, a shell's background job) keeps ignoring it."""
+    A process started with a signal ignored (`nohup` ignores SIGHUP, a shell's background job SIGINT)
+    keeps ignoring it."""
     if not _in_main_thread():
         yield
         return
-    previous = signal.getsignal(signal.SIGINT)
-    if previous is signal.SIG_IGN:
-        yield
-        return
-    signal.signal(signal.SIGINT, _raising_handler)
+    previous = {signum: signal.getsignal(signum) for signum in SIGNALS}
+    for signum, handler in previous.items():
+        if handler is not signal.SIG_IGN:
+            signal.signal(signum, _raising_handler)
     try:
         yield
     finally:
-        signal.signal(signal.SIGINT, previous)
+        for signum, handler in previous.items():
+            signal.signal(signum, handler)
 
 
 @contextlib.contextmanager
@@ -123,12 +146,14 @@ def shielded() -> Iterator[None]:
     if not _in_main_thread():
         yield
         return
-    previous = signal.getsignal(signal.SIGINT)
-    if previous is not signal.SIG_IGN:
-        signal.signal(signal.SIGINT, _raising_handler)
+    previous = {signum: signal.getsignal(signum) for signum in SIGNALS}
+    for signum, handler in previous.items():
+        if handler is not signal.SIG_IGN:
+            signal.signal(signum, _raising_handler)
     _shield_depth += 1
     try:
         yield
     finally:
         _shield_depth -= 1
-        signal.signal(signal.SIGINT, previous)
+        for signum, handler in previous.items():
+            signal.signal(signum, handler)

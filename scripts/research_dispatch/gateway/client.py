@@ -98,6 +98,9 @@ LOOKUP_POLL_S = 0.1
 MAX_LOOKUPS = 12
 WORST_CHARS_PER_TOKEN = 3
 """Prompt characters per token for a worst-case cost: fewer than any tokenizer averages on prose or JSON."""
+COST_TOLERANCE = 0.02
+"""How far below the listed prices a reported cost may be before it is replaced by the priced figure
+(rounding of per-token prices and of the reported cost, never a real discount)."""
 
 
 @dataclass
@@ -268,6 +271,9 @@ def _shape_problem(completion: Any) -> str | None:
     message = choices[0].message
     if message is not None and not hasattr(message, "to_dict"):
         return "choices[0].message is not an object"
+    usage = getattr(completion, "usage", None)
+    if usage is not None and not hasattr(usage, "model_extra"):
+        return f"usage is a {type(usage).__name__}, not an object"
     return None
 
 
@@ -528,6 +534,8 @@ class Gateway:
             for chunk in events:  # a hostile value (a string for a count) is ours to refuse, not to warn about
                 assembler.add(chunk.to_dict(warnings=False))
                 tried.generation_id = tried.generation_id or assembler.generation_id
+        except stream.MalformedChunk as exc:  # the attempt was accepted: it is recorded at its cost, and retried
+            raise _malformed(str(exc)) from None
         finally:
             events.close()
         if not assembler.chunks:  # a 200 whose body held no event: an HTML page, a truncated stream
@@ -569,7 +577,7 @@ class Gateway:
         fee = _money(data.get("total_cost"), "generation total_cost", generation_id) or 0.0
         upstream = (_money(data.get("upstream_inference_cost"), "generation upstream_inference_cost",
                            generation_id) or 0.0) if byok else None
-        return CallRecord(
+        return self._at_least_listed(CallRecord(
             served_model=_text(data.get("model")), served_provider=_text(data.get("provider_name")),
             finish_reason=_text(data.get("finish_reason")),
             native_finish_reason=_text(data.get("native_finish_reason")),
@@ -579,7 +587,7 @@ class Gateway:
             reasoning_tokens=_tokens(data.get("native_tokens_reasoning"), "generation native_tokens_reasoning",
                                      generation_id),
             cost_usd=round(fee + (upstream or 0.0), 10), is_byok=byok, provider_cost_usd=upstream,
-            gateway_fee_usd=fee if byok else None, **common)
+            gateway_fee_usd=fee if byok else None, **common), model, provider)
 
     def _worst_case(self, kwargs: dict[str, Any], model: str, provider: str | None) -> float:
         """What the request could have cost at most: its prompt (characters / `WORST_CHARS_PER_TOKEN`) and
@@ -788,9 +796,31 @@ class Gateway:
             cached=cached,
             provider_display_names=display_names,
         )
-        return CallRecord(served_provider=served_provider, metadata_present=metadata is not None, attempt=attempt,
-                          attempts_recorded=attempts_recorded, strategy=metadata.get("strategy") if metadata else None,
-                          cached=cached, verdict=verdict, **common)
+        return self._at_least_listed(CallRecord(
+            served_provider=served_provider, metadata_present=metadata is not None, attempt=attempt,
+            attempts_recorded=attempts_recorded, strategy=metadata.get("strategy") if metadata else None,
+            cached=cached, verdict=verdict, **common), model, provider)
+
+    def _at_least_listed(self, record: CallRecord, model: str, provider: str | None) -> CallRecord:
+        """The record with a cost the listed prices allow. A gateway that reports `cost: 0` (or a few cents)
+        for thousands of tokens of a priced endpoint would let every dollar cap pass; a cost below the
+        least the endpoint lists for the tokens counted (`endpoints.least_cost`: the served endpoint, else
+        the cheapest candidate; cached prompt tokens free) is replaced by that priced figure, and the
+        gateway's own figure kept as `reported_cost_usd` (the flag). A response-cache hit, a BYOK call
+        (the provider bills the key) and a gateway without prices are taken as reported."""
+        if self.kind != OPENROUTER or record.cached or record.is_byok or record.cost_estimated:
+            return record
+        try:
+            endpoints = self._endpoints(model)
+        except Interrupted:
+            return record
+        pool = listing.candidates(endpoints, provider) or endpoints
+        served = [e for e in pool if record.served_provider and e.provider_name == record.served_provider]
+        floor = listing.least_cost(served or pool, prompt_tokens=record.prompt_tokens,
+                                   cached_tokens=record.cached_tokens, completion_tokens=record.completion_tokens)
+        if floor is None or record.cost_usd >= floor * (1 - COST_TOLERANCE):
+            return record
+        return replace(record, cost_usd=round(floor, 10), reported_cost_usd=record.cost_usd)
 
     # ------------------------------------------------------------------------------------------
     def _endpoints(self, model: str, *, deadline: float | None = None) -> list[listing.Endpoint]:

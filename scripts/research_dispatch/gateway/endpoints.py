@@ -62,20 +62,27 @@ class EndpointPrice:
         schedule with and without its time-windowed entries, so the bound holds at any hour; a prompt
         token at the dearer of input and cache write (a breakpoint may make every one a write)."""
 
-        def resolve(include_timed: bool) -> tuple[float, float]:
-            prompt, completion = self.prompt, self.completion
-            for entry in self.overrides:  # later entries win per price key
-                if (entry.timed and not include_timed) or not entry.applies(prompt_tokens):
-                    continue
-                prompt = entry.prompt if entry.prompt is not None else prompt
-                completion = entry.completion if entry.completion is not None else completion
-            return prompt, completion
-
-        with_timed, without = resolve(True), resolve(False)
+        with_timed, without = self._resolve(prompt_tokens, True), self._resolve(prompt_tokens, False)
         prompt = max(with_timed[0], without[0])
         if self.cache_write is not None and self.prompt > 0:  # the write premium scales with the input price
             prompt *= max(1.0, self.cache_write / self.prompt)
         return prompt, max(with_timed[1], without[1])
+
+    def least(self, prompt_tokens: int) -> tuple[float, float]:
+        """(prompt, completion) USD per token at the cheapest this schedule lists for a prompt this long:
+        the cheaper of the schedule with and without its time-windowed entries, no cache-write premium.
+        A bound from below, for telling a reported cost that cannot be right (`least_cost`)."""
+        with_timed, without = self._resolve(prompt_tokens, True), self._resolve(prompt_tokens, False)
+        return min(with_timed[0], without[0]), min(with_timed[1], without[1])
+
+    def _resolve(self, prompt_tokens: int, include_timed: bool) -> tuple[float, float]:
+        prompt, completion = self.prompt, self.completion
+        for entry in self.overrides:  # later entries win per price key
+            if (entry.timed and not include_timed) or not entry.applies(prompt_tokens):
+                continue
+            prompt = entry.prompt if entry.prompt is not None else prompt
+            completion = entry.completion if entry.completion is not None else completion
+        return prompt, completion
 
 
 @dataclass(frozen=True)
@@ -235,3 +242,15 @@ def pricing_of(endpoints: Iterable[Endpoint]) -> Pricing | None:
         return None
     return Pricing(prompt=max(s.prompt for s in schedules), completion=max(s.completion for s in schedules),
                    schedules=schedules)
+
+
+def least_cost(endpoints: Iterable[Endpoint], *, prompt_tokens: int, cached_tokens: int,
+               completion_tokens: int) -> float | None:
+    """The least the listed prices allow for the tokens a call counted: its uncached prompt tokens and
+    its completion tokens at the cheapest endpoint's least prices (cached prompt tokens at nothing), so a
+    cost below it is a figure the gateway got wrong, never a discount the listing shows. None when no
+    endpoint lists prices."""
+    uncached = max(0, prompt_tokens - cached_tokens)
+    costs = [uncached * prompt + completion_tokens * completion
+             for prompt, completion in (e.price.least(prompt_tokens) for e in endpoints if e.price is not None)]
+    return min(costs) if costs else None

@@ -60,6 +60,9 @@ class CallRecord:
     cache_write_tokens: int = 0  # prompt tokens written to the provider's cache (billed above the input price)
     aborted: bool = False  # an attempt given up (deadline, Ctrl-C, retried): its cost counts, its route does not
     cost_estimated: bool = False  # cost_usd is the pre-call worst case: the gateway's record was not found
+    reported_cost_usd: float | None = None  # the gateway's own figure, set only when it was below the listed
+    # prices for the tokens counted (`cost: 0` for 13k tokens of a priced endpoint): cost_usd is then the priced
+    # figure, so a dollar cap holds whatever the gateway reports
 
     def to_json(self) -> str:
         return json.dumps(asdict(self), sort_keys=True, separators=(",", ":"))

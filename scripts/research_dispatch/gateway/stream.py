@@ -20,6 +20,14 @@ as plain dicts, into the dict of a `chat.completion`:
 
 The gateway then reads the assembled completion exactly as a non-streamed one (`Gateway._finish`): one
 parser of what a completion means, two wire forms.
+
+**Every chunk accounted for.** A chunk is untrusted data: a field of the wrong type (`choices: 7`,
+`tool_calls: 5`, `tool_calls[0].index: "x"`, `usage: "free"`) is `MalformedChunk`, naming the chunk and the
+field — never a bare TypeError out of the fold. The gateway turns it into its retryable "malformed
+response" error, so the attempt (already accepted and billed) is recorded at its cost and retried like
+any other malformed answer. Usage is sent once by OpenRouter; a gateway that sends it more than once
+(cumulative counts in every chunk, or a stray second chunk) is read by the usage that counts the most
+tokens, so a later tiny usage chunk cannot shrink what the call is billed at.
 """
 
 from __future__ import annotations
@@ -27,6 +35,42 @@ from __future__ import annotations
 from typing import Any
 
 _TEXT_FIELDS = ("text", "summary")
+
+
+class MalformedChunk(ValueError):
+    """A stream chunk whose shape is not a chat completion chunk's; the message names the field."""
+
+
+def _kind(value: Any) -> str:
+    return "null" if value is None else type(value).__name__
+
+
+def _list(value: Any, where: str) -> list[Any]:
+    """`value` as a list (absent: empty), or `MalformedChunk` naming `where`."""
+    if value is None:
+        return []
+    if not isinstance(value, list):
+        raise MalformedChunk(f"{where} is a {_kind(value)}, not a list")
+    return value
+
+
+def _object(value: Any, where: str) -> dict[str, Any]:
+    if value is None:
+        return {}
+    if not isinstance(value, dict):
+        raise MalformedChunk(f"{where} is a {_kind(value)}, not an object")
+    return value
+
+
+def _tokens(usage: dict[str, Any]) -> float:
+    """How many tokens a usage object counts (anything not a number counts nothing here; the gateway
+    refuses such usage by name when it reads the one kept)."""
+    total = 0.0
+    for key in ("prompt_tokens", "completion_tokens"):
+        value = usage.get(key)
+        if isinstance(value, (int, float)) and not isinstance(value, bool) and value == value:
+            total += float(value)
+    return total
 
 
 class Assembler:
@@ -42,47 +86,66 @@ class Assembler:
         self._details: list[dict[str, Any]] = []
         self._choice: dict[str, Any] = {}
 
-    def add(self, chunk: dict[str, Any]) -> None:
+    def add(self, chunk: Any) -> None:
+        """Fold one chunk in; `MalformedChunk` (naming the chunk and the field) when its shape is wrong."""
         self.chunks += 1
+        try:
+            self._add(_object(chunk, "the chunk"))
+        except MalformedChunk as exc:
+            raise MalformedChunk(f"stream chunk {self.chunks}: {exc}") from None
+
+    def _add(self, chunk: dict[str, Any]) -> None:
         if chunk.get("id") and self.generation_id is None:
             self.generation_id = str(chunk["id"])
         for key in ("id", "created", "model", "provider", "system_fingerprint", "service_tier"):
             if chunk.get(key) is not None:
                 self._top[key] = chunk[key]
-        for key in ("usage", "openrouter_metadata", "error"):
+        for key in ("openrouter_metadata", "error"):
             if chunk.get(key) is not None:
                 self._top[key] = chunk[key]
-        for choice in chunk.get("choices") or []:
-            if not isinstance(choice, dict) or choice.get("index", 0) != 0:
+        if chunk.get("usage") is not None:
+            usage = _object(chunk["usage"], "usage")
+            kept = self._top.get("usage")
+            if kept is None or _tokens(usage) >= _tokens(kept):
+                self._top["usage"] = usage
+        for number, choice in enumerate(_list(chunk.get("choices"), "choices")):
+            choice = _object(choice, f"choices[{number}]")
+            if choice.get("index", 0) != 0:
                 continue
             for key in ("finish_reason", "native_finish_reason", "error"):
                 if choice.get(key) is not None:
                     self._choice[key] = choice[key]
-            delta = choice.get("delta")
-            if isinstance(delta, dict):
-                self._delta(delta)
+            self._delta(_object(choice.get("delta"), f"choices[{number}].delta"))
 
     def _delta(self, delta: dict[str, Any]) -> None:
-        if isinstance(delta.get("content"), str):
-            self._content.append(delta["content"])
-        if isinstance(delta.get("reasoning"), str):
-            self._reasoning.append(delta["reasoning"])
-        for piece in delta.get("tool_calls") or []:
-            if not isinstance(piece, dict):
-                continue
-            call = self._calls.setdefault(int(piece.get("index") or 0),
-                                          {"id": "", "type": "function", "function": {"name": "", "arguments": ""}})
+        for key, parts in (("content", self._content), ("reasoning", self._reasoning)):
+            value = delta.get(key)
+            if value is not None and not isinstance(value, str):
+                raise MalformedChunk(f"delta.{key} is a {_kind(value)}, not text")
+            if value:
+                parts.append(value)
+        for number, piece in enumerate(_list(delta.get("tool_calls"), "delta.tool_calls")):
+            where = f"delta.tool_calls[{number}]"
+            piece = _object(piece, where)
+            index = piece.get("index", 0)
+            if index is None:
+                index = 0
+            if isinstance(index, bool) or not isinstance(index, int) or index < 0:
+                raise MalformedChunk(f"{where}.index is {str(index)[:40]!r}, not a call's number")
+            call = self._calls.setdefault(index, {"id": "", "type": "function",
+                                                  "function": {"name": "", "arguments": ""}})
             if piece.get("id"):
                 call["id"] = str(piece["id"])
             if piece.get("type"):
                 call["type"] = str(piece["type"])
-            raw_function = piece.get("function")
-            function: dict[str, Any] = raw_function if isinstance(raw_function, dict) else {}
+            function = _object(piece.get("function"), f"{where}.function")
             if function.get("name"):
                 call["function"]["name"] = str(function["name"])
-            if isinstance(function.get("arguments"), str):
-                call["function"]["arguments"] += function["arguments"]
-        for detail in delta.get("reasoning_details") or []:
+            arguments = function.get("arguments")
+            if arguments is not None and not isinstance(arguments, str):
+                raise MalformedChunk(f"{where}.function.arguments is a {_kind(arguments)}, not text")
+            call["function"]["arguments"] += arguments or ""
+        for detail in _list(delta.get("reasoning_details"), "delta.reasoning_details"):
             if isinstance(detail, dict):
                 self._detail(detail)
 

@@ -32,6 +32,7 @@ from research_dispatch.config.settings import Budget, SearchSettings, Settings, 
 from research_dispatch.config.topics import effective
 from research_dispatch.core.errors import Interrupted, MissingKey
 from research_dispatch.core.fsio import append_line, confined
+from research_dispatch.core.interrupt import reason as interrupted_reason
 from research_dispatch.core.redact import redact, register_env
 from research_dispatch.core.retry import RetryPolicy
 from research_dispatch.gateway import route
@@ -68,7 +69,6 @@ from research_dispatch.tools.search import MODEL_ERROR_KINDS, SearchStats, Searc
 from research_dispatch.tools.sources import SourceRegistry
 
 MIN_CITED_SOURCES = 3
-INTERRUPTED = "interrupted by the user (Ctrl-C)"
 
 
 SEARCH_SERVICES = {"tavily": environment.TAVILY, "exa": environment.EXA}
@@ -222,9 +222,9 @@ def run_leg(repo: Path, settings: Settings, leg: Leg, *, env: Mapping[str, str] 
     except MissingKey:
         raise
     except KeyboardInterrupt:  # Ctrl-C outside the research loop (it handles its own): still recorded
-        result.error, result.interrupted, result.finished_at = INTERRUPTED, True, timestamp()
+        result.error, result.interrupted, result.finished_at = interrupted_reason(), True, timestamp()
         run.write_status()
-        raise Interrupted(f"{leg.stem}: {INTERRUPTED}") from None
+        raise Interrupted(f"{leg.stem}: {interrupted_reason()}") from None
     except Exception as exc:  # a bug or an unexpected client failure: the leg fails, loudly, others go on
         result.error = redact(f"{type(exc).__name__}: {exc}")
         result.reasons = ["internal error; see the trace"]
@@ -336,7 +336,7 @@ class _LegRun:
         result.calls = len(records)
         result.cost_usd = round(sum(r.cost_usd for r in records) + outcome.search_cost_usd, 6)
         if outcome.interrupted:  # no report from an interrupted leg, even with a draft: it did not finish
-            result.error, result.interrupted, result.finished_at = INTERRUPTED, True, timestamp()
+            result.error, result.interrupted, result.finished_at = interrupted_reason(), True, timestamp()
             result.reasons = ["interrupted"]
             self.write_status()
             return result

@@ -20,6 +20,10 @@ takes the repository lock (`core/lock.py`) through `writer_lock`, which calls it
 lock, and `verify` calls it when the lock is free (`try_complete_pending`), so any command that looks at
 the reports afterwards sees both old or both new files, and a status file that agrees with them. Until
 then, `pending_stems` names the legs whose unit is not yet applied.
+
+The same journal makes other files one unit: `collect` imports a leg's files through it, and the synthesis
+writes its document, claims ledger, call log and methodology table as one (`what` names such a unit in
+the journal, so the command that completes it can say what it completed).
 """
 
 from __future__ import annotations
@@ -61,9 +65,9 @@ def journal_relpath(build_dir: str, stem: str) -> str:
 
 
 def write_unit(repo: Path, build_dir: str, stem: str, files: Sequence[FileWrite],
-               status: FileWrite | None = None) -> None:
+               status: FileWrite | None = None, *, what: str | None = None) -> None:
     """Write `files` (call log and evidence first, report last) as one unit, then `status`. See the module
-    docstring.
+    docstring. `stem` names the journal; `what` says what the unit is (default: the leg's report and call log).
 
     Raises `UnitNotWritten` (nothing changed) or `UnitPending` (committed; completed by the next
     command). Bad paths raise `BadInput` before anything is written.
@@ -78,7 +82,8 @@ def write_unit(repo: Path, build_dir: str, stem: str, files: Sequence[FileWrite]
         record = {"schema": JOURNAL_SCHEMA, "stem": stem,
                   "moves": [[tmp.relative_to(repo.resolve()).as_posix(), f.relpath]
                             for tmp, f in zip(staged, files, strict=True)],
-                  "status": [status.relpath, status.text] if status is not None else None}
+                  "status": [status.relpath, status.text] if status is not None else None,
+                  "what": what or _leg_unit(stem)}
         write_atomic(journal, json.dumps(record, sort_keys=True) + "\n")
     except OSError as exc:
         for tmp in staged:
@@ -97,6 +102,10 @@ def write_unit(repo: Path, build_dir: str, stem: str, files: Sequence[FileWrite]
                           f"({_os_error(exc)}); the next research-dispatch command completes it") from None
 
 
+def _leg_unit(stem: str) -> str:
+    return f"{stem}'s report and call log"
+
+
 def _os_error(exc: OSError) -> str:
     return f"{exc.strerror or type(exc).__name__}" + (f" (errno {exc.errno})" if exc.errno else "")
 
@@ -109,7 +118,8 @@ def pending_stems(repo: Path, build_dir: str) -> list[str]:
 
 
 def complete_pending(repo: Path, build_dir: str) -> tuple[list[str], list[str]]:
-    """Finish every committed unit (roll forward). Returns (completed stems, problems).
+    """Finish every committed unit (roll forward). Returns (what was completed, problems): each completed
+    unit as its journal names it (`write_unit`'s `what`).
 
     Call only while holding the repository lock (or when no other writer can run). A journal that is
     not ours or names paths that are not a temp file beside its target is reported and left alone.
@@ -119,7 +129,7 @@ def complete_pending(repo: Path, build_dir: str) -> tuple[list[str], list[str]]:
     for stem in pending_stems(repo, build_dir):
         journal = repo / journal_relpath(build_dir, stem)
         try:
-            moves, status = _read_journal(repo, journal)
+            moves, status, what = _read_journal(repo, journal)
         except (OSError, ValueError, BadInput) as exc:
             problems.append(f"{journal.relative_to(repo).as_posix()}: not a unit journal ({exc}); left alone")
             continue
@@ -131,14 +141,14 @@ def complete_pending(repo: Path, build_dir: str) -> tuple[list[str], list[str]]:
                 write_atomic(status[0], status[1])
             journal.unlink()
         except OSError as exc:
-            problems.append(f"{stem}: could not complete the pending write ({_os_error(exc)}); it is retried by "
+            problems.append(f"{what}: could not complete the pending write ({_os_error(exc)}); it is retried by "
                             "the next command")
             continue
-        completed.append(stem)
+        completed.append(what)
     return completed, problems
 
 
-def _read_journal(repo: Path, journal: Path) -> tuple[list[tuple[Path, Path]], tuple[Path, str] | None]:
+def _read_journal(repo: Path, journal: Path) -> tuple[list[tuple[Path, Path]], tuple[Path, str] | None, str]:
     data = json.loads(journal.read_text(encoding="utf-8"))
     if not isinstance(data, dict) or data.get("schema") != JOURNAL_SCHEMA:
         raise ValueError("unknown schema")
@@ -151,7 +161,8 @@ def _read_journal(repo: Path, journal: Path) -> tuple[list[tuple[Path, Path]], t
         moves.append((tmp, target))
     status = data.get("status")
     status_pair = (confined(repo, str(status[0])), str(status[1])) if status else None
-    return moves, status_pair
+    what = data.get("what")
+    return moves, status_pair, str(what) if isinstance(what, str) and what else _leg_unit(journal.stem)
 
 
 @contextlib.contextmanager
@@ -169,8 +180,8 @@ def writer_lock(repo: Path, build_dir: str, command: str, *,
             register_cleanup(lock.release)
             completed, problems = complete_pending(repo, build_dir)
             say = warn or (lambda _message: None)
-            for stem in completed:
-                say(f"completed the interrupted write of {stem}'s report and call log")
+            for what in completed:
+                say(f"completed the interrupted write of {what}")
             for problem in problems:
                 say(problem)
         try:
@@ -194,4 +205,4 @@ def try_complete_pending(repo: Path, build_dir: str) -> list[str]:
         completed, problems = complete_pending(repo, build_dir)
     finally:
         lock.release()
-    return [f"completed the interrupted write of {stem}'s report and call log" for stem in completed] + problems
+    return [f"completed the interrupted write of {what}" for what in completed] + problems

@@ -13,7 +13,11 @@ front matter names this leg's topic and model, and it is not a symbolic link. It
 decide anything here (a report without one — written before evidence files existed — is still a
 report): what `leg/evidence.py` finds wrong with it is a warning of the assessment. It is *good* when it is
 usable, from this cycle, and its status is `ok` or `degraded`. A report whose body no longer matches its
-`body_sha256` was *edited by hand*.
+`body_sha256` was *edited by hand* — and so was one whose evidence file is not the one written with it
+(its sha256 is not the report's `evidence_sha256`, the report names none, or a symbolic link stands in
+its place): an edit to the evidence decides citations as surely as an edit to the body, so it is
+treated the same way (never replaced silently, never committed under the model's trailers without
+`--allow-edited`; the synthesis does not use that evidence).
 
 **The choice** (`rank`): a hand edit beats any generated report (it is never replaced silently; `run
 --fresh` sets it aside in `build/edited/` and lifts this rule, `replace_edited`); then good beats not
@@ -32,7 +36,7 @@ from __future__ import annotations
 
 import enum
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from research_dispatch.config.plan import Leg
@@ -74,6 +78,7 @@ class Candidate:
     problem: str | None = None  # why the report cannot be used at all
     origin: str = ""  # the commit it was read from (branch candidates)
     evidence_text: str | None = None  # None: no evidence file beside the report (its check: `row.evidence`)
+    evidence_link: bool = False  # a symbolic link stands where the evidence file belongs (never read)
 
     @property
     def sha256(self) -> str:
@@ -95,8 +100,26 @@ class Candidate:
         return self.problem is None and self.report is not None
 
     @property
+    def edits(self) -> tuple[str, ...]:
+        """What was changed by hand after the report was written: its body, its evidence file (see the
+        module docstring); empty when nothing was (or the report is not usable)."""
+        if not self.usable or self.report is None:
+            return ()
+        found = []
+        if self.report.edited:
+            found.append("its body no longer matches body_sha256")
+        bound = self.report.meta.evidence_sha256
+        if self.evidence_link:
+            found.append("a symbolic link stands in place of its evidence file")
+        elif self.evidence_text is not None and bound is None:
+            found.append("an evidence file lies beside it although it names no evidence_sha256")
+        elif self.evidence_text is not None and evidence_file.sha256_text(self.evidence_text) != bound:
+            found.append("its evidence file no longer matches evidence_sha256")
+        return tuple(found)
+
+    @property
     def edited(self) -> bool:
-        return self.usable and self.report is not None and self.report.edited
+        return bool(self.edits)
 
     @property
     def cycle(self) -> str | None:
@@ -164,6 +187,7 @@ def worktree_candidate(repo: Path, settings: Settings, leg: Leg) -> Candidate | 
                          problem=f"{relpath} is a symbolic link")
     if not path.is_file():
         return None
+    evidence_link = (repo / leg.evidence_relpath(settings)).is_symlink()
     try:
         if path.stat().st_size > MAX_REPORT_BYTES:
             raise ValueError(f"larger than {MAX_REPORT_BYTES} bytes")
@@ -171,9 +195,10 @@ def worktree_candidate(repo: Path, settings: Settings, leg: Leg) -> Candidate | 
     except (OSError, ValueError) as exc:
         return Candidate(leg.stem, Where.WORKTREE, relpath, "", None, None, None,
                          problem=f"unreadable: {type(exc).__name__}: {exc}")
-    return read_candidate(leg, settings, where=Where.WORKTREE, text=text,
-                          calls_text=_companion_text(repo / leg.calls_relpath(settings), MAX_CALLS_BYTES),
-                          evidence_text=_companion_text(repo / leg.evidence_relpath(settings), MAX_EVIDENCE_BYTES))
+    candidate = read_candidate(leg, settings, where=Where.WORKTREE, text=text,
+                               calls_text=_companion_text(repo / leg.calls_relpath(settings), MAX_CALLS_BYTES),
+                               evidence_text=_companion_text(repo / leg.evidence_relpath(settings), MAX_EVIDENCE_BYTES))
+    return replace(candidate, evidence_link=True) if evidence_link else candidate
 
 
 # --------------------------------------------------------------------------------------------------
@@ -280,7 +305,7 @@ def assess(leg: Leg, candidates: Sequence[Candidate | None], status: LegResult |
         meta = chosen.report.meta
         if chosen.edited:
             result.state = LegState.EDITED
-            result.reasons.append(f"{chosen.relpath} was edited by hand (its body no longer matches body_sha256)")
+            result.reasons.append(f"{chosen.relpath} was edited by hand ({'; '.join(chosen.edits)})")
         elif chosen.route_verified:
             result.state = LegState.OK if meta.status == "ok" else LegState.DEGRADED
         else:

@@ -349,20 +349,22 @@ class _Publisher:
                 item.chosen.report.require_no_conflict()
         if self.allow_edited:
             return
-        refused = []
+        refused: list[tuple[str, str]] = []
         for item in accumulation.legs:
             chosen = item.chosen
             if chosen is None or not chosen.edited or chosen.where is not Where.WORKTREE:
                 continue
-            known = [self.git.read_blob(base_sha, self.git.tree_path(chosen.relpath))]
-            known += [c.text for c in item.candidates if c.where is Where.BRANCH]
-            if chosen.text not in known:
-                refused.append(chosen.relpath)
+            evidence_rel = item.leg.evidence_relpath(self.settings)
+            known = [(self.git.read_blob(base_sha, self.git.tree_path(chosen.relpath)),
+                      self.git.read_blob(base_sha, self.git.tree_path(evidence_rel)))]
+            known += [(c.text, c.evidence_text) for c in item.candidates if c.where is Where.BRANCH]
+            if (chosen.text, chosen.evidence_text) not in known or chosen.evidence_link:
+                refused.append((chosen.relpath, "; ".join(chosen.edits)))
         if refused:
-            raise BadInput(f"{', '.join(refused)}: edited by hand (the body no longer matches body_sha256); not "
-                           "committed under the model's trailers — restore it, move it aside (`run --fresh` moves it "
-                           "to build/edited/ and redoes the leg), or pass --allow-edited to commit it with the "
-                           "trailer `Edited: yes`", path=refused[0])
+            listed = ", ".join(f"{rel} ({why})" for rel, why in refused)
+            raise BadInput(f"{listed}: edited by hand; not committed under the model's trailers — restore it, move "
+                           "it aside (`run --fresh` moves it to build/edited/ and redoes the leg), or pass "
+                           "--allow-edited to commit it with the trailer `Edited: yes`", path=refused[0][0])
 
     def branch_reports(self, accumulation: Accumulation, base_sha: str) -> dict[str, str]:
         """{path: text} of the planned reports the commit will hold: the chosen ones, else the base's."""

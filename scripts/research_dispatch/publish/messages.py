@@ -56,8 +56,8 @@ def report_message(item: LegAssessment, cycle: str, run_url: str | None) -> str:
     body = (f"Refreshes {item.chosen.relpath}: {meta.words} words, {len(meta.sources)} cited sources, "
             f"{meta.calls} gateway calls.")
     if item.chosen.edited:
-        body += " Its body was edited by hand after it was generated (body_sha256 differs): the trailers below " \
-                "describe the generation, not the edit."
+        body += f" It was edited by hand after it was generated ({'; '.join(item.chosen.edits)}): the trailers " \
+                "below describe the generation, not the edit."
     trailers = [f"Requested-Model: {leg.route.model}"]
     trailers += [f"Served-Model: {trailer_value(m)}" for m in sorted(set(meta.served_models))] or \
         ["Served-Model: unknown"]

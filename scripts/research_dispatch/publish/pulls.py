@@ -35,8 +35,9 @@ from requests.exceptions import Timeout
 
 from research_dispatch.config import environment
 from research_dispatch.config.settings import PRSettings
-from research_dispatch.core.errors import BadInput, PublishError
+from research_dispatch.core.errors import BadInput, CallTimedOut, PublishError, ResponseTooLarge
 from research_dispatch.core.retry import Decision, Failure, GiveUp
+from research_dispatch.publish.github_http import use_bounded_connections
 
 T = TypeVar("T")
 _REPOSITORY = re.compile(r"^[A-Za-z0-9](?:[A-Za-z0-9-]{0,38})/[A-Za-z0-9._-]{1,100}$")
@@ -85,6 +86,8 @@ class Retrier:
             self.waits.append(wait)
 
         def give_up(_exc: Exception, failure: Failure, decision: Decision, attempts: int) -> PublishError:
+            if decision.give_up is GiveUp.NOT_RETRYABLE:
+                return PublishError(f"GitHub: could not {what}: {failure.reason}")
             if decision.give_up is GiveUp.WAIT_TOO_LONG:
                 return PublishError(f"GitHub: could not {what}: {failure.reason}; GitHub asks to wait "
                                     f"{decision.wait_s:.0f} s, more than the {self.policy.max_wait_s:.0f} s this run "
@@ -97,9 +100,14 @@ class Retrier:
     def _failure(self, exc: Exception) -> Failure | None:
         """A GitHub fault worth retrying in the policy's terms (None: not one; raised as it is): 5xx, a
         rate limit (with GitHub's Retry-After or reset when it gives one; a secondary limit waits at least
-        a minute, as GitHub asks), a dropped connection or a timeout."""
+        a minute, as GitHub asks), a dropped connection or a timeout; a call past its whole-call deadline
+        is retried as a timeout, an answer past the size cap is not retried (`github_http`)."""
         if isinstance(exc, (RequestsConnectionError, Timeout)):
             return Failure(True, reason=f"connection error ({type(exc).__name__})")
+        if isinstance(exc, CallTimedOut):
+            return Failure(True, reason="no complete answer within pr.api_timeout_s")
+        if isinstance(exc, ResponseTooLarge):
+            return Failure(False, reason=str(exc))
         if not isinstance(exc, GithubException):
             return None
         status = int(getattr(exc, "status", 0) or 0)
@@ -152,6 +160,7 @@ def open_repository(target: GitHubTarget, settings: PRSettings, retry: Retrier) 
     client when done (a command is one of many in a process); on failure it is closed here."""
     loopback = environment.is_loopback(urlsplit(target.api_url).hostname or "")
     # PyGithub's own throttling protects github.com's secondary limits; a loopback fake has none.
+    use_bounded_connections()  # every response read under a whole-call deadline and a size cap
     gh = Github(base_url=target.api_url, auth=Auth.Token(target.token), timeout=int(settings.api_timeout_s),
                 retry=None, seconds_between_requests=None if loopback else 0.25,
                 seconds_between_writes=None if loopback else 1.0)

@@ -114,5 +114,14 @@ def run_document(outcome: RunOutcome, repo: Path, settings: Settings) -> dict[st
             "branch": publication.branch, "base": publication.base, "commits": len(publication.commits),
             "pushed": publication.pushed, "pr_number": publication.pr_number, "pr_url": publication.pr_url,
             "draft": publication.draft, "partial": publication.partial, "title": publication.title},
-        "wall_s": outcome.wall_s,
+        "wall_s": outcome.wall_s, "error": None,
     }
+
+
+def refused_run_document(message: str, exit_code: int, cycle: str | None) -> dict[str, Any]:
+    """`run --json` when the command ends before a run (bad input, exit 2; a held lock): the same keys,
+    nothing run, and `error` the one line the command says on stderr, so a caller parsing stdout learns
+    why instead of reading an empty document."""
+    return {"schema": SCHEMA.format(command="run"), "cycle": cycle, "exit_code": int(exit_code),
+            "interrupted": False, "cost_usd": 0.0, "legs_cost_usd": 0.0, "legs": [], "stage_errors": [],
+            "synthesis": None, "publication": None, "wall_s": 0.0, "error": message}

@@ -24,6 +24,7 @@ from pathlib import Path
 from research_dispatch.config.plan import Leg
 from research_dispatch.config.settings import Settings
 from research_dispatch.config.topics import effective
+from research_dispatch.core import interrupt
 from research_dispatch.core.ghactions import run_url
 from research_dispatch.core.interrupt import shielded
 from research_dispatch.core.redact import redact
@@ -143,7 +144,7 @@ def _stop_legs(repo: Path, settings: Settings, threads: Workers[Decision, None],
 def _interrupted_result(leg: Leg, cycle: str, *, calls: int, cost_usd: float) -> LegResult:
     """The status record of a leg abandoned while blocked in a call after Ctrl-C."""
     return LegResult(stem=leg.stem, topic=leg.topic.id, model=leg.route.model, family=leg.family,
-                     status=LegState.FAILED, error="interrupted by the user (Ctrl-C) during a model or search call",
+                     status=LegState.FAILED, error=f"{interrupt.reason()} during a model or search call",
                      reasons=["interrupted"], calls=calls, cost_usd=round(cost_usd, 6), cycle=cycle,
                      finished_at=timestamp(), interrupted=True)
 

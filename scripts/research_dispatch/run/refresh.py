@@ -177,8 +177,8 @@ def overlay_for_synthesis(repo: Path, settings: Settings, cycle: str, env: Mappi
 def _assess_after(repo: Path, settings: Settings, outcome: RunOutcome, echo: Echo) -> None:
     """Where each leg stands after the run: the one rule of `leg/state`, from the repository."""
     completed, problems = complete_pending(repo, settings.build_dir)
-    for stem in completed:
-        echo(f"completed the write of {stem}'s report and call log")
+    for what in completed:
+        echo(f"completed the write of {what}")
     for problem in problems:
         echo(f"warning: {problem}")
     for item in outcome.legs:

@@ -8,13 +8,26 @@ previous `framework/claims.json` holds the same answers with their request keys,
 checkout (CI) where `build/` is empty. Replayed answers are validated again exactly like fresh ones
 (a replayed citation verdict is decided again by code against the passage).
 
+**An answer replays only with the call that produced it.** When an answer is kept, the hash of its
+request key and its answer (`answer_sha256`) is written onto the call records it came from
+(`ANSWERS_FIELD`, in place, so the ledger written from the same records carries it too). A replayed
+answer must be named so by one of its own call records; an answer edited in `framework/claims.json` (a
+judge's verdict rewritten to flip a citation to `supported`) no longer is, and it is asked again — a
+warning names where, never a silent replay with no call behind it. A cache entry or ledger written before
+this rule has no such hashes at all: its answers are asked again once, said in one warning.
+
 A damaged entry (not JSON, wrong types, truncated, answers that no longer validate, calls that are not
 call records) is a miss, never an error: the cache only saves money. It is reported once as a warning
-naming the file and the field, and the answer is asked for again.
+naming the file and the field, and the answer is asked for again. So is an entry that is not a regular
+file (a FIFO would block the read for ever, a directory is not an entry) or is larger than
+`MAX_ENTRY_BYTES` (never read whole). A cache entry that cannot be *written* (a full disk, a read-only
+build directory) is a warning too, never the end of `synthesize` after the calls it paid for: the
+answer is in the ledger the synthesis writes, and the next run replays it from there.
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
 import re
 from collections.abc import Callable
@@ -25,7 +38,8 @@ from typing import Any, TypeVar
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from research_dispatch.config.settings import Settings
-from research_dispatch.core.fsio import confined, write_atomic
+from research_dispatch.core.errors import BadInput
+from research_dispatch.core.fsio import confined, read_text_strict, write_atomic
 from research_dispatch.gateway.provenance import CallRecord
 from research_dispatch.synthesis.align.judge import Judgement
 from research_dispatch.synthesis.check.citations import Verdicted
@@ -33,6 +47,12 @@ from research_dispatch.synthesis.extract.claims import Extraction, Malformed, No
 from research_dispatch.synthesis.write.ledger import REPLAYABLE_SCHEMAS, SCHEMA
 
 _KEY = re.compile(r"^[0-9a-f]{64}$")
+ANSWERS_FIELD = "answers_sha256"
+"""The key, on a call record kept with an answer (cache entry, ledger), of the sorted hashes of the answers
+that call produced (`answer_sha256`)."""
+MAX_ENTRY_BYTES = 16 * 1024 * 1024
+"""The largest cache entry read: an answer and its call records are tens of kilobytes; anything near this
+is damage, refused without reading it."""
 _EXTRACTED_FIELDS = ("statement", "layer", "stance", "decision", "pick", "alternatives", "condition", "position",
                      "units", "quote", "section", "sources", "confidence", "position_check")
 
@@ -90,6 +110,26 @@ def _valid_calls(calls: list[dict[str, Any]]) -> None:
             raise ValueError(f"field calls.{number}: not a call record ({type(exc).__name__})") from None
 
 
+def answer_sha256(key: str, answer: dict[str, Any]) -> str:
+    """The hash that binds an answer to its request: the key and the answer as kept, canonical JSON."""
+    text = json.dumps({"answer": answer, "key": key}, sort_keys=True, ensure_ascii=False, separators=(",", ":"))
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()
+
+
+def _bind(calls: list[dict[str, Any]], key: str, answer: dict[str, Any]) -> None:
+    """Write the answer's hash onto each call record it came from (in place: see the module docstring)."""
+    digest = answer_sha256(key, answer)
+    for call in calls:
+        known = call.get(ANSWERS_FIELD)
+        call[ANSWERS_FIELD] = sorted({*(known if isinstance(known, list) else []), digest})
+
+
+def _produced(calls: list[dict[str, Any]], key: str, answer: dict[str, Any]) -> bool:
+    """Does one of these call records say it produced this answer to this request?"""
+    digest = answer_sha256(key, answer)
+    return any(isinstance(call.get(ANSWERS_FIELD), list) and digest in call[ANSWERS_FIELD] for call in calls)
+
+
 class SynthesisCache:
     """Content-addressed answers of extraction and judge calls."""
 
@@ -97,6 +137,8 @@ class SynthesisCache:
         self.repo = repo
         self.root = f"{settings.build_dir}/synthesis-cache"
         self.warnings: list[str] = []
+        self._unwritable = False
+        self._unbound = False
         self._ledger_extractions: dict[str, dict[str, Any]] = {}
         self._ledger_judgements: dict[str, dict[str, Any]] = {}
         self._ledger_citations: dict[str, dict[str, Any]] = {}
@@ -146,8 +188,11 @@ class SynthesisCache:
         if not path.exists():
             return None
         try:
-            return json.loads(path.read_text(encoding="utf-8"))
-        except (OSError, ValueError) as exc:
+            return json.loads(read_text_strict(path, display=self._rel(kind, key), max_bytes=MAX_ENTRY_BYTES))
+        except BadInput as exc:
+            self._damaged(kind, key, str(exc).removeprefix(f"{self._rel(kind, key)}: "))
+            return None
+        except ValueError as exc:
             self._damaged(kind, key, f"unreadable ({type(exc).__name__})")
             return None
 
@@ -155,11 +200,26 @@ class SynthesisCache:
         self.warnings.append(f"{where or self._rel(kind, key)}: damaged synthesis cache entry ({problem}); "
                              "ignored, the answer is asked for again")
 
+    def _older(self, where: str | None) -> None:
+        """An answer kept before answers were bound to their calls: asked again, said once (not per entry)."""
+        if not self._unbound:
+            self._unbound = True
+            self.warnings.append(f"{where or self.root}: answers kept before they were bound to their calls "
+                                 "(answers_sha256) are asked again once; their new answers replay from then on")
+
     def _write(self, kind: str, key: str, payload: dict[str, Any]) -> None:
+        """Keep an answer; a write the disk refuses is a warning (the module docstring), never an error."""
         if not _KEY.fullmatch(key):
             return
-        write_atomic(confined(self.repo, self._rel(kind, key)),
-                     json.dumps({"key": key, **payload}, sort_keys=True, ensure_ascii=False))
+        try:
+            write_atomic(confined(self.repo, self._rel(kind, key)),
+                         json.dumps({"key": key, **payload}, sort_keys=True, ensure_ascii=False))
+        except OSError as exc:
+            if not self._unwritable:  # said once: a full disk refuses every later entry too
+                self._unwritable = True
+                self.warnings.append(f"{self._rel(kind, key)}: could not write the synthesis cache "
+                                     f"({exc.strerror or type(exc).__name__}); answers not cached are kept in the "
+                                     "claims ledger, and the next run replays them from there")
 
     def _replayed(self, kind: str, key: str, ledger: dict[str, dict[str, Any]], entry_type: type[_Entry],
                   answer_of: Callable[[_Entry], _Answer],
@@ -184,6 +244,12 @@ class SynthesisCache:
                     raise ValueError("field key: another request's answer")
                 answer = answer_of(entry)
                 _valid_calls(entry.calls)
+                if not _produced(entry.calls, key, entry.answer):
+                    if any(ANSWERS_FIELD in call for call in entry.calls):
+                        raise ValueError("field answer: no call record of this entry produced this answer (edited "
+                                         "after it was kept)")
+                    self._older(where)
+                    continue
             except ValidationError as exc:
                 self._damaged(kind, key, _problem(exc), where=where)
                 continue
@@ -212,6 +278,7 @@ class SynthesisCache:
                          calls: list[dict[str, Any]], malformed: list[Malformed]) -> None:
         """Keep the *cleaned* claims (and the claims dropped as malformed), so a replay from here or from the
         ledger is the same."""
+        _bind(calls, key, {"claims": claims})
         self._write("extract", key, {"answer": {"claims": claims}, "calls": calls, "dropped_citations": dropped,
                                      "not_findings": [{"statement": n.statement, "reason": n.reason}
                                                       for n in not_findings],
@@ -225,7 +292,9 @@ class SynthesisCache:
         return None if found is None else (found[1], list(found[0].calls))
 
     def store_judgement(self, key: str, judgement: Judgement, calls: list[dict[str, Any]]) -> None:
-        self._write("judge", key, {"answer": judgement.model_dump(mode="json"), "calls": calls})
+        answer = judgement.model_dump(mode="json")
+        _bind(calls, key, answer)
+        self._write("judge", key, {"answer": answer, "calls": calls})
 
     # -- citation checks ---------------------------------------------------------------------------
     def citation(self, key: str, report: str = "") -> tuple[Verdicted, list[dict[str, Any]]] | None:
@@ -236,5 +305,13 @@ class SynthesisCache:
                                self._own_citations.get((report, key)))
         return None if found is None else (found[1], list(found[0].calls))
 
-    def store_citation(self, key: str, answer: Verdicted, calls: list[dict[str, Any]]) -> None:
-        self._write("cite", key, {"answer": answer.to_dict(), "calls": calls})
+    def store_citations(self, answers: list[tuple[str, Verdicted, list[dict[str, Any]]]]) -> None:
+        """Keep each citation judge's answer (call-independent form, by its request key) with the calls it
+        came from. One call answers several citations, so every answer is bound to its calls before any
+        entry is written: each entry then holds its calls as the ledger does, and a replay writes the same
+        bytes."""
+        kept = [(key, answer.to_dict(), calls) for key, answer, calls in answers]
+        for key, answer, calls in kept:
+            _bind(calls, key, answer)
+        for key, answer, calls in kept:
+            self._write("cite", key, {"answer": answer, "calls": calls})

@@ -31,6 +31,12 @@ and goes further (a failure would write nothing, and a fresh CI runner would sta
 time), and a refresh's reports are still published with a synthesis that matches them. If no report
 at all was extracted in time, nothing is written and the stage fails (exit 1).
 
+**One unit.** The document, the claims ledger, the call log and the methodology table are written as one
+unit through the journal the legs use (`leg/files.write_unit`): a kill or a full disk at any write leaves
+all of them old or all of them new (the next command completes a committed unit), so a document beside
+another render's ledger — which every later run would take for a hand edit — cannot happen. A full disk is
+one line: nothing changed.
+
 Every gateway call's `CallRecord` is kept: in the ledger next to the answer it produced, and flat in
 `framework/synthesis.calls.jsonl` (one line per call the synthesis rests on, replays included, so that
 an unchanged re-run writes identical files).
@@ -48,7 +54,7 @@ from typing import Any, Literal, Protocol, TypeVar
 
 from research_dispatch.config.plan import Leg, companions
 from research_dispatch.config.settings import Settings
-from research_dispatch.core.fsio import confined, write_atomic
+from research_dispatch.core.fsio import confined
 from research_dispatch.core.notice import repository_notice
 from research_dispatch.core.redact import redact
 from research_dispatch.core.sanitize import one_line
@@ -57,6 +63,7 @@ from research_dispatch.gateway.client import Gateway
 from research_dispatch.gateway.client import credentials as gateway_credentials
 from research_dispatch.gateway.protocol import ModelGateway
 from research_dispatch.gateway.provenance import CallRecord
+from research_dispatch.leg.files import FileWrite, write_unit
 from research_dispatch.leg.status import LegState
 from research_dispatch.synthesis.align import judge as align
 from research_dispatch.synthesis.align import picks
@@ -83,6 +90,7 @@ from research_dispatch.synthesis.read.inputs import (
 from research_dispatch.synthesis.write import methodology
 from research_dispatch.synthesis.write.diff import LedgerDiff, diff_ledgers
 from research_dispatch.synthesis.write.ledger import (
+    UNIT_JOURNAL,
     Ledger,
     LedgerBatch,
     LedgerCheck,
@@ -103,6 +111,7 @@ from research_dispatch.synthesis.write.render import render_document
 
 T = TypeVar("T")
 R = TypeVar("R")
+SYNTHESIS_WHAT = "the synthesis (document, claims ledger, call log, methodology table)"
 
 
 @dataclass
@@ -428,7 +437,7 @@ def _check_all(repo: Path, reports: list[ReportInput], extracted: list[_Extracte
             continue
         report = by_stem[outcome.request.report.stem]
         relpath = companions(report.relpath).evidence
-        stored = evidence.load(confined(repo, relpath), relpath)
+        stored = evidence.load_for_report(repo, relpath, report.meta.evidence_sha256)
         report_checks = _ReportChecks(citations.plan_report(report, outcome.claims, stored, settings))
         checks.append(report_checks)
         uncached = []
@@ -474,8 +483,8 @@ def _check_all(repo: Path, reports: list[ReportInput], extracted: list[_Extracte
     for second in _recheck_all(checks, answered, settings, lazy, cycle, deadline):
         rechecked.setdefault(second.batch.report, []).append(second)
         fresh |= {(second.batch.report, q.key) for q in second.batch.items.values()}
-    for stem, key in sorted(fresh):  # each answer is kept once complete (with its second question's answer)
-        cache.store_citation(key, *answered[(stem, key)])
+    # each answer is kept once complete (with its second question's answer)
+    cache.store_citations([(key, *answered[(stem, key)]) for stem, key in sorted(fresh)])
     for report_checks in checks:
         stem = report_checks.plan.report
         _decide_report(report_checks, answered, failed, by_report.get(stem, []), rechecked.get(stem, []))
@@ -630,7 +639,7 @@ def _limitations(cycle: str, reports: list[ReportInput], skipped: list[SkippedRe
             items.append(f"Leg {leg.stem} ({leg.model}): {leg.detail}.")
         if leg.state is LegState.DEGRADED and report is not None:
             items.append(f"Report {leg.stem} is degraded: {degraded_reasons(report.meta)}.")
-        elif leg.state is LegState.EDITED and report is not None:
+        elif leg.state is LegState.EDITED and report is not None and report.report.edited:
             items.append(f"Report {leg.stem} was edited by hand after it was generated (its body no longer matches "
                          "its body_sha256): its claims are the edited text's, not only the model's.")
     planned = {leg.stem for leg in legs}
@@ -680,7 +689,10 @@ def _check_limitations(checks: list[_ReportChecks]) -> list[str]:
     for report_checks in checks:
         plan = report_checks.plan
         cited = len(report_checks.decisions)
-        if not plan.evidence.present and cited:
+        if plan.evidence.refused and cited:
+            items.append(f"Report {plan.report}: its evidence file {plan.evidence.relpath} {plan.evidence.refused}; "
+                         f"it is not used, so its {cited} citation(s) are no_evidence.")
+        elif not plan.evidence.present and cited:
             items.append(f"Report {plan.report} has no usable evidence file ({plan.evidence.relpath}); its {cited} "
                          "citation(s) are no_evidence.")
         if plan.judge_model is None and any(d.reason.startswith(citations.NO_JUDGE) for d in report_checks.decisions):
@@ -993,11 +1005,14 @@ def synthesize(repo: Path, settings: Settings, *, env: Mapping[str, str], cycle:
             warnings.append(f"judge batch {judged_batch.batch.id}: {judged_batch.batch.judge_model} is of the "
                             "family of a report it judges (configure a judge of another family)")
 
-    write_atomic(ledger_path, redact(ledger.to_json()))
+    methodology_path, methodology_text = _updated_methodology(repo, settings, states, reports, warnings)
     notice = repository_notice(repo, settings.research_dir)  # the demo's, or canned reports' (a run on the fakes)
-    write_atomic(document_path, redact(render_document(ledger, settings, notice)))
-    write_atomic(calls_path, _calls_log(extracted, judged, checks))
-    methodology_path = _update_methodology(repo, settings, states, reports, warnings)
+    write_unit(repo, settings.build_dir, UNIT_JOURNAL, [
+        FileWrite(settings.synthesis_calls_relpath, _calls_log(extracted, judged, checks)),
+        FileWrite(settings.ledger_relpath, redact(ledger.to_json())),
+        *([FileWrite(settings.methodology_path, methodology_text)] if methodology_text is not None else []),
+        FileWrite(settings.document_relpath, redact(render_document(ledger, settings, notice)))],
+        what=SYNTHESIS_WHAT)
 
     fresh = [r for o in extracted for r in o.fresh] + [r for o in judged for r in o.fresh] + \
         [r for c in checks for r in c.fresh]
@@ -1014,11 +1029,12 @@ def synthesize(repo: Path, settings: Settings, *, env: Mapping[str, str], cycle:
         warnings=[one_line(w, 500) for w in warnings], ledger=ledger_dict, incomplete=incomplete)
 
 
-def _update_methodology(repo: Path, settings: Settings, legs: list[LegCoverage], reports: list[ReportInput],
-                        warnings: list[str]) -> Path | None:
+def _updated_methodology(repo: Path, settings: Settings, legs: list[LegCoverage], reports: list[ReportInput],
+                         warnings: list[str]) -> tuple[Path | None, str | None]:
+    """(the methodology page, its new text when the dispatch table changes it); (None, None) without one."""
     path = confined(repo, settings.methodology_path)
     if not path.is_file():
-        return None
+        return None, None
     text = path.read_bytes().decode("utf-8")  # bytes, so line endings outside the markers are kept
     table = methodology.render_table(methodology.dispatch_rows(legs, reports))
     try:
@@ -1026,7 +1042,5 @@ def _update_methodology(repo: Path, settings: Settings, legs: list[LegCoverage],
     except methodology.MarkersMissing as exc:
         warnings.append(f"{settings.methodology_path}: dispatch table not updated: {exc} "
                         f"(add {methodology.START} and {methodology.END} around it)")
-        return None
-    if updated != text:
-        write_atomic(path, updated)
-    return path
+        return None, None
+    return path, updated if updated != text else None

@@ -56,6 +56,9 @@ from research_dispatch.synthesis.extract.position import PositionCheck
 SCHEMA: Final = "research-dispatch/claims@3"
 UPGRADABLE_SCHEMA: Final = "research-dispatch/claims@2"  # read as @3 with every claim unchecked
 REPLAYABLE_SCHEMAS: Final = (SCHEMA, UPGRADABLE_SCHEMA)
+UNIT_JOURNAL = ".synthesis"
+"""The journal of the synthesis' files, written as one unit (`leg/files.write_unit`) by `synthesize` and by
+`collect --synthesis`: a name no leg's stem can have (topic files starting with a dot are not read)."""
 LEGACY_SCHEMAS = ("research-dispatch/claims@1",)
 
 
