@@ -191,3 +191,30 @@ def test_citations_urls_and_punctuation_are_not_words(words: list[str], noise: l
     text = " ".join(words)
     noisy = " ".join(w for pair in itertools.zip_longest(words, noise, fillvalue="") for w in pair)
     assert contract.count_words(text) == len(words) == contract.count_words(noisy)
+
+
+_clause = st.text(alphabet=st.characters(whitelist_categories=("Ll", "Lu", "Nd"), whitelist_characters=" ,'-"),
+                  min_size=3, max_size=60).map(str.strip).filter(lambda s: len(s) >= 3 and ";" not in s)
+
+
+@given(_clause, st.lists(st.integers(1, 40), min_size=1, max_size=3), st.sampled_from(["S", ""]))
+def test_a_recommendations_citation_vouches_for_its_evidence_not_the_writers_framing(
+        evidence: str, ids: list[int], prefix: str) -> None:
+    """The citation judge is given what a citation vouches for (`cited_part`): the evidence of a line in the
+    contract's forms — the decision, pick over alternatives, switch condition and confidence are the writer's
+    — as the model writes it (`[S3]`) and as the report has it (`[3]`); any other sentence whole."""
+    marker = "[" + ", ".join(f"{prefix}{n}" for n in ids) + "]"
+    cited = f"{evidence} {marker}"
+    line = contract.RECOMMENDATION.format(decision="RL algorithm", pick="GRPO", alternatives="PPO and RLOO",
+                                          evidence=cited, switch_to="DAPO", condition="rollouts grow long",
+                                          confidence="high").removeprefix("- ")
+    assert contract.cited_part(line) == cited
+    rejected = contract.NOT_RECOMMENDED.format(option="PPO", decision="RL algorithm", evidence=cited)
+    assert contract.cited_part(rejected) == cited
+    assert contract.cited_part(f"GRPO is used widely {marker}.") == f"GRPO is used widely {marker}."
+
+
+def test_a_recommendation_that_cites_its_condition_too_is_judged_whole() -> None:
+    line = ("- **RL algorithm:** GRPO over PPO — INTELLECT-2 trained with it [S1]; switch to DAPO when rollouts "
+            "pass 20k tokens [S2]; confidence medium.")
+    assert contract.cited_part(line) == line

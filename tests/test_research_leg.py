@@ -214,7 +214,7 @@ def test_a_leg_through_the_cli_plans_checks_its_gaps_and_writes_from_its_dossier
     one writing call without tools from a dossier of every passage shown, recommendations in the contract's
     forms; search spend counted in the front matter and the status."""
     result = research(repo, "diloco-family")
-    assert result.exit_code == 0, result.output + result.stderr
+    assert result.code == 0, result.output + result.stderr
     calls = gateway.completions
     assert [c["kind"] for c in calls] == ["plan", "extract", "done", "gap_research", "write"]
     first = calls[0]["request"]

@@ -29,6 +29,7 @@ from research_dispatch.leg.researcher import (
     LegSpec,
     Researcher,
 )
+from research_dispatch.tools.destinations import DestinationPolicy
 from research_dispatch.tools.providers import Hit, SearchQuery
 from research_dispatch.tools.search import SearchTools
 from tests.seam import (
@@ -336,6 +337,29 @@ def test_the_briefs_urls_are_sources_from_the_start_and_readable_at_once(repo: P
     assert scripted.extracts[0] == [brief_url]  # read at step 1, before any search returned it
     assert '<source id="S3"' in gateway.sent[1].tool_results()[0]
     assert status(repo)["status"] == "ok"
+
+
+def test_an_internal_url_of_the_brief_is_never_sent_to_the_web_search_services() -> None:
+    """A brief naming a page on an internal host (`allow_hosts` lets it through for the leg's MCP servers): it
+    is not offered as readable with web_extract, and a web_extract of it is answered without calling the
+    search service — which reads from its own network, so could not reach it, and would be told an internal
+    address for nothing. The brief's public URL stays readable at once."""
+    internal, public = "http://127.0.0.1:8765/notes/diloco", "https://www.primeintellect.ai/blog/intellect-2"
+    scripted = ScriptedSearch()
+    tools = SearchTools(providers=[scripted], settings=SearchSettings(),
+                        destinations=DestinationPolicy.allowing(["127.0.0.1:8765"]))
+    spec = _spec()
+    spec.scope = f"DiLoCo and its descendants; the team's notes at {internal} and {public}."
+    gateway = ScriptedGateway(calls(tool("web_extract", {"urls": [internal]}),
+                                    tool("web_extract", {"urls": [internal, public]}), content=PLAN),
+                              text(DONE), text("1: S1\n2: S1"), text(report(2200)))
+    Researcher(gateway, tools, spec).run()
+    first = gateway.sent[0].user_messages()[0]
+    assert f"{contract.READABLE_LABEL} S1 {public}." in first and internal not in first.split(contract.DATE_LABEL)[1]
+    assert scripted.extracts == [[public]]  # the internal page never reached the service
+    alone, mixed = gateway.sent[1].tool_results()
+    assert 'status="error"' in alone and "not sent to the web search services" in alone
+    assert '<source id="S1"' in mixed and f"Not read: {internal}: not sent to the web search services" in mixed
 
 
 @dataclass

@@ -76,6 +76,7 @@ from research_dispatch.leg.contract import (
     GAPS_PREFIX,
     NOT_RECOMMENDED,
     PLAN_LABEL,
+    READABLE_LABEL,
     RECOMMENDATION,
     REVISE_PREFIX,
     TITLE_LABEL,
@@ -97,6 +98,7 @@ CLAIMS_PATH = Path(__file__).with_name("corpus") / "claims.json"
 
 # The contract's band sentence with each `{field}` captured as a number (thousands commas allowed).
 _BAND_RE = re.compile(re.sub(r"\\\{\w+\\\}", lambda _: r"([\d,]+)", re.escape(BAND_SENTENCE)), re.IGNORECASE)
+_READABLE_RE = re.compile(re.escape(READABLE_LABEL) + r"(.*)")
 _TOPIC_RE = re.compile(re.escape(TOPIC_ID_LABEL) + r"\s*(\S+)")
 _TITLE_RE = re.compile(r"^\s*" + re.escape(TITLE_LABEL) + r"\s*(.+?)\s*$", re.MULTILINE)
 _BRIEF_RE = re.compile(re.escape(BRIEF_LABEL) + r"\s*(.*?)(?=\n\s*" + re.escape(DATE_LABEL) + r"|\Z)", re.DOTALL)
@@ -163,6 +165,7 @@ class Conversation:
     topic_id: str = ""
     title: str = ""
     brief: str = ""
+    readable: list[str] = field(default_factory=list)  # the brief's URLs the product says web_extract can read
     band: tuple[int, int] = DEFAULT_BAND
     sources: list[Source] = field(default_factory=list)
     searches_done: int = 0
@@ -331,6 +334,8 @@ def _read_user(conv: Conversation, text: str) -> None:
         conv.title = title.group(1) if title else conv.topic_id
         brief = _BRIEF_RE.search(text)
         conv.brief = brief.group(1).strip() if brief else ""
+        readable = _READABLE_RE.search(text)
+        conv.readable = [u.rstrip(".,;:") for u in _BRIEF_URL_RE.findall(readable.group(1))] if readable else []
         if DOSSIER_LABEL in text:
             conv.plan = _plan_of(text)
             conv.groups = _groups_of(text)
@@ -1337,9 +1342,10 @@ def plan_turn(body: dict[str, Any], script: dict[str, Any] | None = None, *,
         queries = search_queries(conv, total)[conv.searches_done:conv.searches_done + per_turn]
         first: list[tuple[str, dict[str, Any]]] = [("web_search", {"query": q}) for q in queries]
         plan = f"I will search for sources on {conv.title}: " + "; ".join(queries)
-        if kind == "plan":  # the plan, the first searches and the brief's own sources, read at once
-            if brief_urls(conv) and "web_extract" in _tool_names(body):
-                first.append(("web_extract", {"urls": brief_urls(conv)[:5], "query": conv.title}))
+        if kind == "plan":  # the plan, the first searches and the brief's own sources, read at once: those
+            # the product says web_extract can read (not a page on an internal host, which is an MCP tool's)
+            if conv.readable and "web_extract" in _tool_names(body):
+                first.append(("web_extract", {"urls": conv.readable[:5], "query": conv.title}))
             return Turn(kind, plan_text(conv), tool_calls(first[:5]), plan)
         return Turn(kind, None, tool_calls(first), plan)
     if kind == "mcp":

@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
+import yaml
 
 from tests.bounds.conftest import child_env, make_repo, one_error
 from tests.cli.conftest import Fakes, scripted
@@ -162,8 +163,9 @@ def test_an_unpinned_provider_fallback_is_verified(tmp_path: Path, fakes: Fakes)
 def test_a_timed_out_call_s_cost_is_in_the_call_log_and_the_leg_s_spend(tmp_path: Path, fakes: Fakes) -> None:
     """The report's stream stalls past `gateway.timeout_s`: `research` abandons it — OpenRouter
     stops billing a cancelled stream at what it had streamed — and retries. The abandoned call is a line
-    of the call log (`aborted: true`) at the cost the gateway's `/generation` record gives, and the
-    front matter's and the status file's spend include it."""
+    of the call log (`aborted: true`) at the cost the gateway's `/generation` record gives; the front
+    matter's model spend (`usage.cost_usd`) is the call log's sum, and the status file's spend is that plus
+    the search services' credits (issue 32.6: every paid call counted, the abandoned one included)."""
     repo = make_repo(tmp_path, ("02-",))
     with (repo / "pyproject.toml").open("w", encoding="utf-8") as config:
         config.write('[tool.research-dispatch]\nframework_name = "composer-replication-framework"\n'
@@ -179,8 +181,11 @@ def test_a_timed_out_call_s_cost_is_in_the_call_log_and_the_leg_s_spend(tmp_path
     assert billed["cancelled"] and abandoned["cost_usd"] == billed["total_cost"] > 0
     assert abandoned["verdict"] == "aborted" and not abandoned["cost_estimated"]
     total = round(sum(c["cost_usd"] for c in calls), 6)
-    status = json.loads((repo / "build" / "legs" / f"{STEM}.json").read_text(encoding="utf-8"))
-    assert status["cost_usd"] == total and status["calls"] == len(calls)
     front = (repo / "research" / f"{STEM}.md").read_text(encoding="utf-8")
-    assert f"cost_usd: {total}" in front and "route: exact" in front
+    meta = yaml.safe_load(front.split("---\n", 2)[1])
+    assert meta["usage"]["cost_usd"] == total and meta["route"] == "exact"
+    search = meta["search"]["cost_usd"]
+    assert search > 0  # the leg's searches were priced (Tavily credits)
+    status = json.loads((repo / "build" / "legs" / f"{STEM}.json").read_text(encoding="utf-8"))
+    assert status["cost_usd"] == round(total + search, 6) and status["calls"] == len(calls)
     assert run_cli("verify", "--repo", str(repo), env=child_env()).code == 0  # the log still verifies

@@ -60,9 +60,15 @@ def test_five_real_topics_give_a_convergent_a_divergent_and_a_single_source_deci
         assert clusters[key]["status"] == ("convergent" if len(counted) > 1 else "single_source"), key
         assert all(c["standing"] in {"counted", "unsupported"} for c in members)
     assert clusters["environment-format/openenv"]["families"] == ["anthropic", "openai"]
-    # GRPO and OpenEnv; PRIME-RL is single-source: 04's page for it was not shown saying it, so 04 never claims it
+    # GRPO, OpenEnv and PRIME-RL: since issue 32 a reading's query is the model's own (no longer mixed with the
+    # brief), so 04's reading of the verifiers page, asked for what PRIME-RL consumes, is shown the passage that
+    # says it; 04 claims it and its judge finds it supported — a second family (the check above holds it to
+    # the counted claims' families)
     assert sorted(k for k, c in clusters.items() if c["status"] == "convergent" and c["decision"]) == [
-        "environment-format/openenv", "rl-algorithm/grpo"]
+        "decentralized-substrate/prime-rl", "environment-format/openenv", "rl-algorithm/grpo"]
+    prime = {c["report"] for c in data["claims"]
+             if c["cluster"] == "decentralized-substrate/prime-rl" and c["standing"] == "counted"}
+    assert prime == {"02-diloco-family", "04-verl-trl"}
     # the deliberate miscite is the only reason a citation is unsupported: no planted claim is unsupported
     planted = {c["statement"] for c in data["claims"] if c["decision"]}
     assert all(c["standing"] == "counted" for c in data["claims"] if c["statement"] in planted)

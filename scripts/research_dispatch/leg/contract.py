@@ -29,6 +29,10 @@ BRIEF_LABEL = "Research brief:"
 DATE_LABEL = "Today's date:"
 """The first user message of both conversations (research, writing): one line per label, in this order, the
 brief's text after `BRIEF_LABEL`, then the date (`DATE_LABEL` and an ISO date, `2026-12-04`)."""
+READABLE_LABEL = "Named in the brief and readable now with web_extract:"
+"""The research conversation's first user message, after the date when the brief names URLs the web search
+services can read: this label, then `S<n> <url>` per URL, comma-separated, and a full stop. A URL of the brief
+on an internal host (let through by `allow_hosts` for the MCP servers) is not among them."""
 PLAN_LABEL = "Research plan:"
 DOSSIER_LABEL = "Dossier:"
 """The writing call's first user message goes on, after the brief, with the plan (`PLAN_LABEL`, one numbered
@@ -99,6 +103,25 @@ NOT_RECOMMENDED_RE = re.compile(
     r"(?P<decision>[^\n]+?),?\s+because\s+(?P<evidence>[^\n]+)$", re.IGNORECASE)
 """A rejected-option line in the form of `NOT_RECOMMENDED`."""
 
+
+def cited_part(sentence: str) -> str:
+    """What the citations of a report sentence vouch for: the evidence of a Recommendations line in the forms
+    above, else the whole sentence.
+
+    Why: in `RECOMMENDATION` the decision, the pick over its alternatives, when to switch and the confidence
+    are the writer's own judgement, and the `[S<n>]` citations sit in the evidence; a citation judge shown the
+    whole line weighs that framing against the source (a page on DAPO's clipping says nothing of "confidence
+    high"). Only when every citation marker of the line is inside the evidence: a line that cites its
+    condition too is judged whole."""
+    for form in (RECOMMENDATION_RE, NOT_RECOMMENDED_RE):
+        match = form.match(sentence)
+        if match is None:
+            continue
+        evidence = match.group("evidence").strip()
+        if _markers(evidence) == _markers(sentence):
+            return evidence.rstrip(".").rstrip()
+    return sentence
+
 # --- citations and words ------------------------------------------------------------------------------
 CITATION = re.compile(r"\[\s*(S\d+(?:\s*[,;]\s*S\d+)*)\s*\]", re.IGNORECASE)
 """A citation as the model writes it: `[S3]` or `[S1, S4]` (the ids of `<source id="S<n>">` elements)."""
@@ -108,6 +131,11 @@ _NUMERIC_CITATION = re.compile(r"\[\d+(?:\s*,\s*\d+)*\]")
 _URL = re.compile(r"https?://\S+")
 _WORD = re.compile(r"[A-Za-z0-9\u00C0-\u024F\u0370-\u03FF\u0400-\u04FF]+(?:['’.\-][A-Za-z0-9\u00C0-\u024F]+)*")
 
+
+
+def _markers(text: str) -> list[str]:
+    """The citation markers of `text`, in order: `[S3]` as the model writes them, `[3]` as a report has them."""
+    return [m.group(0) for m in re.finditer(f"{CITATION.pattern}|{_NUMERIC_CITATION.pattern}", text, re.IGNORECASE)]
 
 def count_words(markdown: str) -> int:
     """Words of prose: citation markers, URLs, code and Markdown punctuation do not count.

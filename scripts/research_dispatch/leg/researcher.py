@@ -71,6 +71,7 @@ from research_dispatch.leg.contract import (
     DOSSIER_LABEL,
     NOT_RECOMMENDED,
     PLAN_LABEL,
+    READABLE_LABEL,
     RECOMMENDATION,
     TITLE_LABEL,
     TOPIC_ID_LABEL,
@@ -136,7 +137,7 @@ USER_PROMPT = BRIEF + """
 {brief_sources}
 You may make at most {max_steps} model calls in total. Start with your plan and your first searches."""
 
-BRIEF_SOURCES = "Named in the brief and readable now with web_extract: {sources}.\n"
+BRIEF_SOURCES = READABLE_LABEL + " {sources}.\n"
 
 _DECISION_FORM = RECOMMENDATION.format(
     decision="<decision>", pick="<pick>", alternatives="<the alternatives>",

@@ -201,6 +201,10 @@ class SearchTools:
         self.settings = settings
         # Where a model may point a tool; a URL it refuses is never called and never becomes a source.
         self.destinations = destinations or DestinationPolicy()
+        # Where the web search services may be pointed: public addresses only. A host `allow_hosts` lets
+        # through (an internal documentation server) is for the leg's MCP servers: a search service reads
+        # from its own network, so it cannot reach it, and would be told an internal address for nothing.
+        self.web_destinations = DestinationPolicy()
         self.registry = registry or SourceRegistry()
         self.stats = SearchStats()
         self.topic_hint = topic_hint
@@ -327,7 +331,7 @@ class SearchTools:
         shown yet, so not citable until a reading or a search shows them (`Source.shown`)."""
         sources: list[Source] = []
         for url in urls:
-            if self.destinations.refusal(url) is not None:
+            if self.web_destinations.refusal(url) is not None:  # web_extract could not read it
                 continue
             source = self.registry.add(url, url, provider="")
             if source not in sources:
@@ -442,9 +446,13 @@ class SearchTools:
         problems: list[str] = []
         for url in dict.fromkeys(u.strip() for u in args.urls):
             refused = self.destinations.refusal(url)
-            target = None if refused is not None else self._readable(url)
+            internal = self.web_destinations.refusal(url) if refused is None else None
+            target = None if refused is not None or internal is not None else self._readable(url)
             if refused is not None:
                 problems.append(f"{url[:200]}: refused ({refused}); only public http(s) addresses can be read")
+            elif internal is not None:
+                problems.append(f"{url[:200]}: not sent to the web search services ({internal}): they read public "
+                                "addresses only; an MCP tool of this research may read it")
             elif target is None:
                 problems.append(f"{url[:200]}: not a URL of this research; only URLs returned by web_search, named "
                                 "in the brief or linked from a passage already shown can be read")

@@ -61,6 +61,7 @@ from research_dispatch.core import sanitize
 from research_dispatch.gateway.protocol import ModelGateway
 from research_dispatch.gateway.provenance import CallRecord
 from research_dispatch.gateway.structured import answer_schema
+from research_dispatch.leg.contract import cited_part
 from research_dispatch.leg.evidence import EvidenceLine
 from research_dispatch.synthesis.check import relevance
 from research_dispatch.synthesis.common.calls import call_structured, every_id_once
@@ -389,10 +390,11 @@ def plan_report(report: ReportInput, claims: list[Claim], evidence: Evidence, se
                     claim.key, number, CitationCheck(url, Support.UNSUPPORTED),
                     f"not checked: the report has more than {MAX_ITEMS_PER_REPORT} citations to check"))
                 continue
-            shown = select_passages(passages, claim.quote)
+            judged = cited_part(claim.quote)  # a Recommendations line: its cited evidence, not its framing
+            shown = select_passages(passages, judged)
             pick = claim.pick if claim.stance == "recommend" else None
-            plan.items.append(Item(claim=claim.key, number=number, url=url, quote=claim.quote, shown=shown,
-                                   judge_model=judge, key=item_key(claim.quote, shown, judge, pick), pick=pick))
+            plan.items.append(Item(claim=claim.key, number=number, url=url, quote=judged, shown=shown,
+                                   judge_model=judge, key=item_key(judged, shown, judge, pick), pick=pick))
     return plan
 
 
