@@ -294,6 +294,29 @@ def scenario_and_newcomer(draw: st.DrawFn) -> tuple[Scenario, Scenario]:
     return base, bigger
 
 
+def _rec(stem: str, number: int, pick: str | None) -> Claim:
+    return Claim(key=f"{stem}#{number}", report=stem, statement=f"statement {stem} {number}", layer="L1",
+                 stance="recommend" if pick else "describe", decision="d1" if pick else None, pick=pick,
+                 alternatives=(), condition=None, sources=(1,), confidence="high",
+                 quote=f"statement {stem} {number}", position=Position.FOR, anchored=True,
+                 citations=(CitationCheck(url=URLS[0], support=Support.SUPPORTED, quote="q",
+                                          passage_sha256="0" * 64),) if pick else ())
+
+
+def test_two_picks_the_judge_put_in_one_position_are_no_rivals_whatever_else_the_group_holds() -> None:
+    """The counterexample hypothesis found: an `alternatives` group whose one position holds picks X and Y,
+    and whose other position holds only an excluded report's claim. X and Y were never put on different
+    sides by the judge, so they are never set against each other — with the excluded report or without it."""
+    counting = {"r1": Counting(stem="r1", counted=True, families=frozenset({"a"})),
+                "r2": Counting(stem="r2", counted=False, families=frozenset({"a"})),
+                "r3": Counting(stem="r3", counted=True, families=frozenset({"a"}))}
+    claims = [_rec("r1", 1, "X"), _rec("r2", 1, None), _rec("r3", 1, None), _rec("r3", 2, "Y")]
+    scenario = Scenario(counting, claims, [("alternatives", [["r2#1"], ["r1#1", "r3#1", "r3#2"]])])
+    clusters, divergences = run(scenario)
+    assert divergences == [] and not [c for c in clusters if c.status == "divergent"]
+    assert counted_view(run(scenario), scenario) == counted_view(run(without(scenario, {"r2"})), scenario)
+
+
 @FAST
 @given(scenario_and_newcomer())
 def test_an_unrelated_report_never_changes_a_cluster(pair: tuple[Scenario, Scenario]) -> None:

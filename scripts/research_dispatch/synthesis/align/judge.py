@@ -509,11 +509,12 @@ def _agree(first: list[str], second: list[str], by_key: dict[str, Claim]) -> boo
 
 @dataclass(frozen=True)
 class _Sides:
-    """The sides of one judged group (a representative claim and the claims of each), and whether the
-    judge said they answer one decision (`alternatives`)."""
+    """The sides of one judged group (a representative claim and the claims of each), the judged position
+    each side was cut from, and whether the judge said they answer one decision (`alternatives`)."""
 
     same_decision: bool
     sides: list[tuple[str, list[str]]]
+    positions: list[int]
 
 
 @dataclass
@@ -541,11 +542,10 @@ class _Assembly:
             if judgement is None:
                 continue
             for group in judgement.groups:
-                representatives = [self.unite(keys) for position in group.positions
-                                   for keys in consistent_parts(sorted(batch.ids[c] for c in position.claims),
-                                                                self.by_key)]
-                if group.relation != "agree" or len(representatives) > 1:
-                    self.sides.append(_Sides(group.same_decision, representatives))
+                cut = [(number, self.unite(keys)) for number, position in enumerate(group.positions)
+                       for keys in consistent_parts(sorted(batch.ids[c] for c in position.claims), self.by_key)]
+                if group.relation != "agree" or len(cut) > 1:
+                    self.sides.append(_Sides(group.same_decision, [side for _n, side in cut], [n for n, _s in cut]))
 
     def unite(self, keys: list[str]) -> tuple[str, list[str]]:
         """One consistent part of a judged position: its counted claims united (its others, without any),
@@ -630,14 +630,18 @@ class _Assembly:
 
     def contradictions(self, group: _Sides, index_of: dict[str, int]) -> set[tuple[int, int]]:
         """The pairs of clusters one judged group sets against each other: its counted sides, except two
-        sides recommending different picks when the judge did not say they answer one decision
-        (`alternatives`) — Redis for a session cache is no rival of Postgres as the database."""
-        counted = [(index_of[rep], self.pick(keys)) for rep, keys in group.sides if rep in self.counted]
+        sides recommending different picks unless the judge put them in different positions of a group it
+        said answers one decision (`alternatives`) — Redis for a session cache is no rival of Postgres as
+        the database, and two picks the judge put in one position are not rivals it named (code split
+        them): so whether they are rivals never depends on what else, counted or not, the group holds."""
+        counted = [(index_of[rep], self.pick(keys), number)
+                   for (rep, keys), number in zip(group.sides, group.positions, strict=True) if rep in self.counted]
         pairs = set()
-        for i, (a, pick_a) in enumerate(counted):
-            for b, pick_b in counted[i + 1:]:
+        for i, (a, pick_a, position_a) in enumerate(counted):
+            for b, pick_b, position_b in counted[i + 1:]:
                 rival_picks = pick_a is not None and pick_b is not None and pick_a != pick_b
-                if a != b and (group.same_decision or not rival_picks):
+                named_rivals = group.same_decision and position_a != position_b
+                if a != b and (named_rivals or not rival_picks):
                     pairs.add((min(a, b), max(a, b)))
         return pairs
 
