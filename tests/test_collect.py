@@ -103,3 +103,20 @@ def test_collect_synthesis_accepts_only_the_dispatch_table_change(repo: Path, fa
     assert "rejected: docs/METHODOLOGY.md: changes the methodology prose" in result.stderr
     assert "rejected: framework/claims.json" in result.stderr
     assert (target2 / "docs" / "METHODOLOGY.md").read_text() == methodology.read_text()
+
+
+def test_a_methodology_table_without_its_synthesis_is_not_imported_and_no_refusal(repo: Path, fake_env: dict,
+                                                                                   tmp_path: Path) -> None:
+    """A synthesize job that failed before writing its document, ledger and call log: the reports still
+    publish (exit 0), the lone methodology table is left out and said so, never a refusal."""
+    methodology = ROOT / "docs" / "METHODOLOGY.md"
+    out = tmp_path / "artifact"
+    export_two_legs(repo, out)
+    (out / "docs").mkdir(parents=True, exist_ok=True)
+    shutil.copy(methodology, out / "docs" / "METHODOLOGY.md")
+    target = fresh_copy(repo, tmp_path)
+    result = run_cli("collect", str(out), "--synthesis", "--repo", str(target))
+    assert result.code == 0, result.stderr
+    assert "ignored: docs/METHODOLOGY.md: not imported: the synthesis is not in the artifact" in result.stderr
+    assert "rejected:" not in result.stderr
+    assert not (target / "docs" / "METHODOLOGY.md").exists() and not (target / "framework").exists()

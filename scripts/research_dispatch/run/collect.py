@@ -153,6 +153,12 @@ def collect_synthesis(repo: Path, settings: Settings, incoming: Path, result: Co
     core = (settings.document_relpath, settings.ledger_relpath, settings.synthesis_calls_relpath)
     refused = [rel for rel in settings.synthesis_relpaths() if rel not in texts and rel not in result.missing]
     absent = [rel for rel in core if rel in result.missing]
+    if texts and not refused and len(absent) == len(core):
+        # no synthesis at all (its job failed before writing one): the reports still publish, and the PR says
+        # the synthesis is missing; a methodology table alone is not imported, and that is no refusal
+        result.ignored += [f"{rel}: not imported: the synthesis is not in the artifact (no document, ledger or "
+                           "call log)" for rel in texts]
+        return
     if texts and (refused or absent):
         why = f"{refused[0]} is refused" if refused else f"{absent[0]} is not in the artifact"
         result.rejected += [f"{rel}: not imported: {why} (the synthesis' files are imported together or not at all)"
