@@ -12,6 +12,8 @@ from pathlib import Path
 
 import pytest
 
+from research_dispatch.adopt.demo import _removed_if_interrupted
+from research_dispatch.core.errors import Interrupted
 from tests.adopt.conftest import empty_repository
 from tests.bounds.conftest import Child, child_env, command
 from tests.clirun import run_cli
@@ -85,3 +87,15 @@ def test_ctrl_c_in_demo_removes_the_half_built_demo_and_says_so(tmp_path: Path) 
     assert "removed the half-built demo demo and demo.origin.git" in done.stderr, done.stderr
     assert "Traceback" not in done.stderr
     assert not (tmp_path / "demo").exists() and not (tmp_path / "demo.origin.git").exists()
+
+
+def test_the_ctrl_c_hint_keeps_the_repo_the_user_gave(tmp_path: Path) -> None:
+    """After Ctrl-C in `demo --repo .`, the command that rebuilds the demo is that one, not `demo` alone."""
+    directory, origin = tmp_path / "demo", tmp_path / "demo.origin.git"
+    directory.mkdir()
+    origin.mkdir()
+    with pytest.raises(Interrupted) as caught, \
+            _removed_if_interrupted(directory, origin, "research-dispatch demo --repo 'my review'"):
+        raise KeyboardInterrupt
+    assert "run `research-dispatch demo --repo 'my review'` again to rebuild it" in str(caught.value)
+    assert not directory.exists() and not origin.exists()

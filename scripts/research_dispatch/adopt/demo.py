@@ -39,6 +39,7 @@ import contextlib
 import json
 import os
 import re
+import shlex
 import shutil
 import subprocess
 import time
@@ -339,10 +340,11 @@ class DemoLog:
 
 
 @contextlib.contextmanager
-def _removed_if_interrupted(directory: Path, origin: Path) -> Iterator[None]:
+def _removed_if_interrupted(directory: Path, origin: Path, again: str = "research-dispatch demo") -> Iterator[None]:
     """Ctrl-C while the demo builds or runs removes the half-built demo (both directories carry the
-    demo's markers: nothing else is ever removed) and says so; the backstop that ends a process still
-    blocked after Ctrl-C removes them too."""
+    demo's markers: nothing else is ever removed) and says so, with the command that rebuilds it (`again`:
+    the same `--repo` the user gave); the backstop that ends a process still blocked after Ctrl-C removes
+    them too."""
 
     def remove() -> None:
         for path in (directory, origin):
@@ -354,7 +356,7 @@ def _removed_if_interrupted(directory: Path, origin: Path) -> Iterator[None]:
     except (KeyboardInterrupt, Interrupted):
         remove()
         raise Interrupted(f"interrupted (Ctrl-C): removed the half-built demo {_show(directory)} and "
-                          f"{_show(origin)}; run `research-dispatch demo` again to rebuild it") from None
+                          f"{_show(origin)}; run `{again}` again to rebuild it") from None
     finally:
         unregister_cleanup(remove)
 
@@ -409,7 +411,8 @@ def run_demo(directory: Path | None, *, repo: Path | None = None, echo: Echo, ve
     if directory is None:
         directory = Path("build/demo") if repo is None else repo / load_settings(repo).build_dir / "demo"
     directory, origin = prepare_directory(directory, notice=demo_notice(source.reference))
-    with _removed_if_interrupted(directory, origin):
+    again = "research-dispatch demo" if repo is None else f"research-dispatch demo --repo {shlex.quote(str(repo))}"
+    with _removed_if_interrupted(directory, origin, again):
         build_repository(directory, origin, source)
         settings = load_settings(directory)
         log = DemoLog(say, verbose, directory / settings.build_dir / "demo.log")
