@@ -9,9 +9,10 @@ every request body and every response the fakes sent. Keys may appear in exactly
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from pathlib import Path
 
 import pytest
@@ -56,6 +57,35 @@ def assert_wire_is_clean(gateway, tavily) -> None:
                               (f"response {request.path}", response.body)])
 
 
+CLIENT_LOGGERS = ("openai", "httpx2", "httpcore2", "urllib3", "filelock", "tavily", "github", "mcp")
+
+
+@contextlib.contextmanager
+def client_debug_logs(monkeypatch: pytest.MonkeyPatch) -> Iterator[list[logging.LogRecord]]:
+    """Every DEBUG record of the client libraries, taken at their own loggers: the check must not depend on
+    what earlier tests in this worker did to the root logger's handlers or to a logger's level."""
+    records: list[logging.LogRecord] = []
+
+    class Keep(logging.Handler):
+        def emit(self, record: logging.LogRecord) -> None:
+            records.append(record)
+
+    handler = Keep(logging.DEBUG)
+    monkeypatch.setattr(logging.root.manager, "disable", logging.NOTSET)
+    loggers = [logging.getLogger(name) for name in CLIENT_LOGGERS]
+    for logger in loggers:
+        monkeypatch.setattr(logger, "disabled", False)
+        monkeypatch.setattr(logger, "level", logging.DEBUG)
+        logger.addHandler(handler)
+    logging.root.manager._clear_cache()  # type: ignore[attr-defined]  # levels are cached per logger
+    try:
+        yield records
+    finally:
+        for logger in loggers:
+            logger.removeHandler(handler)
+        logging.root.manager._clear_cache()  # type: ignore[attr-defined]
+
+
 def assert_repo_is_clean(repo: Path, *extra: tuple[str, str]) -> None:
     searched = assert_no_canary([*texts_of(repo), *extra])
     assert searched >= 4  # at least a report or status, the call log and the trace were searched
@@ -64,15 +94,17 @@ def assert_repo_is_clean(repo: Path, *extra: tuple[str, str]) -> None:
 @reliability(area="secrets", case="ok path: a full leg",
              expect="no canary in any file (report, call log, status, trace), the output, any DEBUG log record, "
                     "any request body or any response; each key only in its own service's Authorization header")
-def test_ok_leg_leaks_nothing(repo, gateway, tavily, caplog) -> None:
+def test_ok_leg_leaks_nothing(repo, gateway, tavily, caplog, monkeypatch) -> None:
     configure(repo)
     caplog.set_level(logging.DEBUG)
-    result = run_cli("research", f"{TARGET.topic},{CONTROL.topic}", "--repo", str(repo),
-                     env={**os.environ, **canary_env(gateway, tavily)})
+    with client_debug_logs(monkeypatch) as records:
+        result = run_cli("research", f"{TARGET.topic},{CONTROL.topic}", "--repo", str(repo),
+                         env={**os.environ, **canary_env(gateway, tavily)})
     assert result.code == 0, result.output
     assert view(repo, TARGET).status["status"] == "ok"
-    assert caplog.records  # the clients did log at DEBUG
-    assert_repo_is_clean(repo, ("output", result.stdout + result.stderr), ("logs", caplog.text))
+    assert records  # the clients did log at DEBUG
+    logs = "\n".join(f"{r.name} {r.getMessage()} {r.args!r}" for r in records) + caplog.text
+    assert_repo_is_clean(repo, ("output", result.stdout + result.stderr), ("logs", logs))
     assert_wire_is_clean(gateway, tavily)
 
 
