@@ -54,7 +54,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from research_dispatch.config.settings import Settings
 from research_dispatch.core import sanitize
@@ -64,7 +64,7 @@ from research_dispatch.gateway.structured import answer_schema
 from research_dispatch.leg.contract import cited_part
 from research_dispatch.leg.evidence import EvidenceLine
 from research_dispatch.synthesis.check import relevance
-from research_dispatch.synthesis.common.calls import call_structured, every_id_once
+from research_dispatch.synthesis.common.calls import EachIdOnce, call_structured
 from research_dispatch.synthesis.common.checked import CitationCheck, Support
 from research_dispatch.synthesis.extract.claims import Claim
 from research_dispatch.synthesis.read.evidence import Evidence
@@ -150,18 +150,10 @@ class CheckAnswer(BaseModel):
         return [s[:40] for s in sentences]
 
 
-class CheckAnswers(BaseModel):
+class CheckAnswers(EachIdOnce):
     """One call's answer. Validated against the call's citation ids (context `ids`): each exactly once."""
 
-    model_config = ConfigDict(extra="forbid")
-
     checks: list[CheckAnswer] = Field(max_length=MAX_ITEMS_PER_CALL * 2)
-
-    @field_validator("checks")
-    @classmethod
-    def _every_id_once(cls, checks: list[CheckAnswer], info: ValidationInfo) -> list[CheckAnswer]:
-        every_id_once([c.id for c in checks], (info.context or {}).get("ids"))
-        return checks
 
 
 class RecheckAnswer(BaseModel):
@@ -171,18 +163,10 @@ class RecheckAnswer(BaseModel):
     answer: Literal["yes", "no"]
 
 
-class RecheckAnswers(BaseModel):
+class RecheckAnswers(EachIdOnce):
     """One second-question call's answer, each id exactly once (context `ids`)."""
 
-    model_config = ConfigDict(extra="forbid")
-
     checks: list[RecheckAnswer] = Field(max_length=MAX_ITEMS_PER_CALL * 2)
-
-    @field_validator("checks")
-    @classmethod
-    def _every_id_once(cls, checks: list[RecheckAnswer], info: ValidationInfo) -> list[RecheckAnswer]:
-        every_id_once([c.id for c in checks], (info.context or {}).get("ids"))
-        return checks
 
 
 CHECK_SCHEMA: dict[str, Any] = answer_schema(CheckAnswers)  # generated from the models: one definition each

@@ -18,7 +18,7 @@ import time
 from dataclasses import dataclass
 from typing import Any, Generic, TypeVar
 
-from pydantic import BaseModel, ValidationError
+from pydantic import BaseModel, ConfigDict, ValidationError, ValidationInfo, field_validator
 
 from research_dispatch.core.errors import GatewayError
 from research_dispatch.core.redact import redact
@@ -61,6 +61,20 @@ def every_id_once(answered: list[str], ids: set[str] | None) -> None:
         seen.add(ident)
     if ids is not None and seen != ids:
         raise ValueError(f"ids not answered: {', '.join(sorted(ids - seen))}")
+
+
+
+class EachIdOnce(BaseModel):
+    """An answer whose `checks` name the question's items by id, each exactly once (`every_id_once`, the ids
+    from the validation context). A subclass declares `checks`: its item model and its bound."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    @field_validator("checks", check_fields=False)
+    @classmethod
+    def _every_id_once(cls, checks: list[Any], info: ValidationInfo) -> list[Any]:
+        every_id_once([check.id for check in checks], (info.context or {}).get("ids"))
+        return checks
 
 
 def parse(content: str, model: type[T], context: dict[str, Any] | None, finish_reason: str | None) -> T:

@@ -34,13 +34,13 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator
+from pydantic import BaseModel, ConfigDict, Field
 
 from research_dispatch.core import sanitize
 from research_dispatch.gateway.protocol import ModelGateway
 from research_dispatch.gateway.provenance import CallRecord
 from research_dispatch.gateway.structured import answer_schema
-from research_dispatch.synthesis.common.calls import call_structured, every_id_once
+from research_dispatch.synthesis.common.calls import EachIdOnce, call_structured
 from research_dispatch.synthesis.common.checked import Position
 from research_dispatch.synthesis.common.text import pick_key
 
@@ -150,18 +150,10 @@ class PositionAnswer(BaseModel):
     condition: str | None = Field(default=None, max_length=600)
 
 
-class PositionAnswers(BaseModel):
+class PositionAnswers(EachIdOnce):
     """One call's answers, validated against the call's ids (context `ids`): each exactly once."""
 
-    model_config = ConfigDict(extra="forbid")
-
     checks: list[PositionAnswer] = Field(max_length=200)
-
-    @field_validator("checks")
-    @classmethod
-    def _every_id_once(cls, checks: list[PositionAnswer], info: ValidationInfo) -> list[PositionAnswer]:
-        every_id_once([c.id for c in checks], (info.context or {}).get("ids"))
-        return checks
 
 
 POSITION_SCHEMA: dict[str, Any] = answer_schema(PositionAnswers)  # generated from PositionAnswers: one definition
