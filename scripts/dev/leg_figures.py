@@ -30,6 +30,7 @@ from pathlib import Path
 from typing import Any
 
 from research_dispatch.leg.contract import NOT_RECOMMENDED_RE, RECOMMENDATION_RE
+from research_dispatch.leg.evidence import parse_evidence
 
 READ_TOOLS = ("web_extract", "mcp:")  # a passage from one of these is a page read in full
 _CITATION = re.compile(r"\[(?:S?\d+)(?:\s*,\s*S?\d+)*\]")
@@ -233,10 +234,10 @@ def recommend_claims_structured(claims: Iterable[dict[str, Any]]) -> tuple[int, 
 
 
 def read_evidence(path: Path) -> tuple[Passage, ...]:
+    """A leg's evidence file through the product's own parser of the format (`leg/evidence.parse_evidence`)."""
     if not path.is_file():
         return ()
-    lines = [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
-    return tuple(Passage(str(d["url"]), str(d["tool"]), str(d["text"])) for d in lines)
+    return tuple(Passage(line.url, line.tool, line.text) for line in parse_evidence(path.read_text(encoding="utf-8")))
 
 
 def write_request_from_trace(path: Path) -> str | None:
